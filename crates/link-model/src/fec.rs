@@ -93,10 +93,13 @@ impl FecModel {
 
     /// Sends one packet of `len` bytes through FEC and (if on) ARQ.
     pub fn send(&mut self, len: usize) -> FecOutcome {
-        let blocks = (len as f64 / self.payload_per_block).ceil().max(1.0) as u64;
+        // The last block of a packet may be shared with the next packet (RLC packs blocks),
+        // so the air bytes are proportional; failures are drawn per (whole) block.
+        let exact_blocks = len as f64 / self.payload_per_block;
+        let blocks = exact_blocks.ceil().max(1.0) as u64;
         let block = self.spec.block_bytes as u64;
         let mut out = FecOutcome {
-            air_bytes: blocks * block,
+            air_bytes: (exact_blocks * block as f64).ceil() as u64,
             ..Default::default()
         };
         if self.residual <= 0.0 {

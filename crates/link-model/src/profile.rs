@@ -94,7 +94,7 @@ impl Default for FecSpec {
             fec_share: 0.0,
             block_bytes: 30,
             slots_per_block: 100,
-            burst_slots: 4.0,
+            burst_slots: 2.0,
             arq: true,
             arq_delay_ms: 200.0,
             max_retransmissions: 8,
