@@ -325,8 +325,8 @@ fn fec_share_takes_capacity() {
     });
     let mut d = dir(spec);
     d.enqueue(ms(0), 1500, 1);
-    // 1500 bytes in blocks of 22.5 data bytes: 67 blocks of 30 = 2010 bytes on air.
-    assert_eq!(drain(&mut d), vec![(1, ms(1340))]);
+    // 1500 bytes at 22.5 data bytes per 30-byte block: 2000 bytes on air, 1.333 s at 12 kbps.
+    assert_eq!(drain(&mut d), vec![(1, SimTime::from_micros(1_333_333))]);
 }
 
 #[test]
