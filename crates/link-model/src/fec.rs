@@ -99,7 +99,7 @@ impl FecModel {
         let blocks = exact_blocks.ceil().max(1.0) as u64;
         let block = self.spec.block_bytes as u64;
         let mut out = FecOutcome {
-            air_bytes: (exact_blocks * block as f64).ceil() as u64,
+            air_bytes: (exact_blocks * block as f64).round().max(1.0) as u64,
             ..Default::default()
         };
         if self.residual <= 0.0 {
