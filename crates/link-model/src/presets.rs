@@ -121,8 +121,8 @@ pub fn preset(name: &str, trace_dir: Option<&Path>) -> Result<Profile, ModelErro
     let p = match name {
         "gsm-csd" => simple(
             name,
-            plain(9.6, 280.0, 40.0, 16 * 1024),
-            plain(9.6, 280.0, 40.0, 16 * 1024),
+            plain(9.6, 220.0, 40.0, 16 * 1024),
+            plain(9.6, 220.0, 40.0, 16 * 1024),
             "GSM circuit-switched data, 9.6/9.6 kbps, RTT ~0.6 s (004)",
         ),
         "hscsd" => simple(

@@ -219,7 +219,7 @@ impl ResolvedProfile {
         [&self.profile.down, &self.profile.up]
             .iter()
             .filter_map(|d| d.radio.as_ref().map(|r| r.reacquire_ms))
-            .sum()
+            .fold(0.0, |a, b| a + b)
     }
 
     /// The shortest idle gap after which the channel is released (if the profile has radio).

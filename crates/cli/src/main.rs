@@ -1,0 +1,68 @@
+//! `webpep`: one binary, one subcommand per job (DESIGN §10).
+
+mod demo;
+mod link_cmd;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Exit code for bad input (unknown profile, malformed file, impossible parameter).
+pub const EXIT_BAD_INPUT: u8 = 2;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "webpep",
+    version,
+    about = "webpep: a web performance-enhancing proxy system for slow links, and the lab that measures it"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// The emulated slow link: run a command behind it, list profiles, probe it, sweep FEC.
+    Link(link_cmd::LinkArgs),
+    /// The main job on built-in defaults: probe the gprs and cdma-1x links with real traffic
+    /// and compare with the papers' numbers.
+    Demo(demo::DemoArgs),
+}
+
+/// An error that is the user's input's fault: exit code 2.
+#[derive(Debug)]
+pub struct BadInput(pub String);
+
+impl std::fmt::Display for BadInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for BadInput {}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("WEBPEP_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match cli.command {
+        Command::Link(args) => link_cmd::run(args),
+        Command::Demo(args) => demo::run(args),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("webpep: error: {e:#}");
+            if e.downcast_ref::<BadInput>().is_some() {
+                ExitCode::from(EXIT_BAD_INPUT)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}
