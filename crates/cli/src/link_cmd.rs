@@ -26,7 +26,7 @@ pub struct LinkOpts {
     #[arg(long, short, default_value = "gprs")]
     pub profile: String,
     /// Time-scale factor k: rates ×k, delays and timeouts ÷k (for fast runs).
-    #[arg(long, short = 'k', default_value_t = 1.0)]
+    #[arg(long, short = 'k', default_value_t = 1.0, allow_negative_numbers = true)]
     pub time_scale: f64,
     /// Seed of every random process of the link (one seed, one schedule).
     #[arg(long, default_value_t = 1)]
@@ -69,6 +69,10 @@ enum LinkSub {
         /// Pings per idle gap (gaps are 1..10 s).
         #[arg(long, default_value_t = 3)]
         idle_samples: usize,
+        /// Congestion control of the TCP sender (cubic, reno, bbr: see
+        /// net.ipv4.tcp_available_congestion_control).
+        #[arg(long, default_value = webpep_link::probe::DEFAULT_CONGESTION)]
+        congestion: String,
     },
     /// Print normalized transfer time vs FEC share for several error rates (000 Fig. 6) and
     /// residual loss vs FEC share without ARQ (000 Fig. 7).
@@ -80,7 +84,7 @@ enum LinkSub {
         #[arg(long, default_value_t = 1 << 20)]
         bytes: u64,
         /// Radio rate, kbit/s.
-        #[arg(long, default_value_t = 40.0)]
+        #[arg(long, default_value_t = 40.0, allow_negative_numbers = true)]
         rate_kbps: f64,
         /// Seed.
         #[arg(long, default_value_t = 1)]
@@ -97,7 +101,15 @@ pub fn resolve_profile(opts: &LinkOpts) -> Result<ResolvedProfile> {
         ))
         .into());
     }
-    presets::resolve(&opts.profile).map_err(|e| BadInput(e.to_string()).into())
+    presets::resolve(&opts.profile).map_err(|e| {
+        let msg = e.to_string();
+        // A parameter error names the profile, not the file it came from: add the file.
+        if opts.profile.ends_with(".toml") && !msg.contains(&opts.profile) {
+            BadInput(format!("{}: {msg}", opts.profile)).into()
+        } else {
+            BadInput(msg).into()
+        }
+    })
 }
 
 pub fn run(args: LinkArgs) -> Result<u8> {
@@ -108,6 +120,7 @@ pub fn run(args: LinkArgs) -> Result<u8> {
             json,
             pings,
             idle_samples,
+            congestion,
         }) => {
             let profile = resolve_profile(&link)?;
             enter_user_namespace_if_unprivileged().context("entering a user namespace")?;
@@ -118,6 +131,7 @@ pub fn run(args: LinkArgs) -> Result<u8> {
                     seed: link.seed,
                     ping_count: pings,
                     idle_samples,
+                    congestion,
                     ..ProbeOptions::default()
                 },
             )?;
@@ -134,8 +148,14 @@ pub fn run(args: LinkArgs) -> Result<u8> {
             rate_kbps,
             seed,
         }) => {
-            if !(rate_kbps > 0.0) || bytes == 0 {
-                return Err(BadInput("--rate-kbps and --bytes must be positive".into()).into());
+            if !(rate_kbps > 0.0 && rate_kbps.is_finite()) {
+                return Err(BadInput(format!(
+                    "--rate-kbps {rate_kbps} must be a positive number"
+                ))
+                .into());
+            }
+            if bytes == 0 {
+                return Err(BadInput("--bytes must be positive".into()).into());
             }
             let r = sweep(&SweepConfig {
                 transfer_bytes: bytes,

@@ -22,6 +22,8 @@ use crate::{Error, IoContext, Result};
 /// UDP port of the echo server, TCP port of the bulk server (in the outer namespace).
 pub const ECHO_PORT: u16 = 7007;
 pub const BULK_PORT: u16 = 7008;
+/// The bulk senders' congestion control unless told otherwise: Linux's usual default.
+pub const DEFAULT_CONGESTION: &str = "cubic";
 /// Payload of a ping datagram: 64 bytes, as `ping` sends (92 bytes on the wire).
 pub const PING_PAYLOAD: usize = 64;
 
@@ -37,6 +39,8 @@ pub struct ProbeOptions {
     pub idle_samples: usize,
     /// TCP download sizes, bytes.
     pub bulk_sizes: Vec<u64>,
+    /// Congestion control of the bulk sender.
+    pub congestion: String,
 }
 
 impl Default for ProbeOptions {
@@ -48,6 +52,7 @@ impl Default for ProbeOptions {
             idle_gaps_s: (1..=10).map(|s| s as f64).collect(),
             idle_samples: 3,
             bulk_sizes: vec![1024, 5120, 10240, 51200, 102400, 1048576],
+            congestion: DEFAULT_CONGESTION.into(),
         }
     }
 }
@@ -161,7 +166,31 @@ pub struct BulkServer {
     pub addr: SocketAddr,
 }
 
-fn serve_bulk(mut s: TcpStream, stop: &AtomicBool) {
+/// Sets the socket's congestion control (TCP_CONGESTION), e.g. "cubic", "reno", "bbr".
+pub fn set_congestion_control(s: &TcpStream, name: &str) -> Result<()> {
+    // SAFETY: a valid socket fd and a byte string of the given length.
+    let r = unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(s),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(Error::io(
+            format!("congestion control {name:?} (see net.ipv4.tcp_available_congestion_control)"),
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(())
+}
+
+fn serve_bulk(mut s: TcpStream, stop: &AtomicBool, congestion: &str) {
+    if let Err(e) = set_congestion_control(&s, congestion) {
+        tracing::warn!("bulk server: {e}");
+    }
     let _ = s.set_read_timeout(Some(Duration::from_secs(600)));
     let mut req = [0u8; 8];
     if s.read_exact(&mut req).is_err() {
@@ -187,7 +216,10 @@ fn serve_bulk(mut s: TcpStream, stop: &AtomicBool) {
 }
 
 impl BulkServer {
-    pub fn start(ns: &NetNs, addr: SocketAddr) -> Result<BulkServer> {
+    /// `congestion`: the senders' congestion control (the kernel's choice of a new namespace
+    /// may be BBR, which never fills a drop-tail queue; the papers' TCP was loss-based).
+    pub fn start(ns: &NetNs, addr: SocketAddr, congestion: &str) -> Result<BulkServer> {
+        let congestion: Arc<str> = congestion.into();
         let listener = ns
             .run(move || TcpListener::bind(addr))?
             .ctx(|| format!("bind tcp {addr}"))?;
@@ -201,7 +233,8 @@ impl BulkServer {
                     Ok((conn, _)) => {
                         let _ = conn.set_nonblocking(false);
                         let s2 = s.clone();
-                        workers.push(thread::spawn(move || serve_bulk(conn, &s2)));
+                        let cc = congestion.clone();
+                        workers.push(thread::spawn(move || serve_bulk(conn, &s2, &cc)));
                     }
                     Err(_) => thread::sleep(Duration::from_millis(5)),
                 }
@@ -275,10 +308,39 @@ impl Pinger {
     }
 }
 
-/// Connects from `ns` to a [`BulkServer`] at `server`.
-pub fn connect(ns: &NetNs, server: SocketAddr, timeout: Duration) -> Result<TcpStream> {
-    ns.run(move || TcpStream::connect_timeout(&server, timeout))?
-        .ctx(|| format!("connect {server}"))
+/// Connects from `ns` to a [`BulkServer`] at `server`. With `rcvbuf`, the receive buffer is
+/// fixed before the handshake (so the window scale allows it), which turns off the kernel's
+/// receive-window autotuning: the sender is then limited by the network, not by the receiver
+/// (as the bulk downloads of 001 §4 that fill the GPRS queue).
+pub fn connect(
+    ns: &NetNs,
+    server: SocketAddr,
+    timeout: Duration,
+    rcvbuf: Option<usize>,
+) -> Result<TcpStream> {
+    ns.run(move || -> std::io::Result<TcpStream> {
+        let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+        if let Some(n) = rcvbuf {
+            // Root may exceed net.core.rmem_max; otherwise the kernel caps the value.
+            let v = n.min(i32::MAX as usize) as libc::c_int;
+            // SAFETY: a valid socket fd and a c_int option value of the right size.
+            let forced = unsafe {
+                libc::setsockopt(
+                    std::os::fd::AsRawFd::as_raw_fd(&sock),
+                    libc::SOL_SOCKET,
+                    libc::SO_RCVBUFFORCE,
+                    (&v as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            if forced != 0 {
+                sock.set_recv_buffer_size(n)?;
+            }
+        }
+        sock.connect_timeout(&server.into(), timeout)?;
+        Ok(sock.into())
+    })?
+    .ctx(|| format!("connect {server}"))
 }
 
 /// Asks for `bytes` on a connected stream and reads them; returns the wall time from the
@@ -316,8 +378,18 @@ pub struct ProbeBed {
 }
 
 impl ProbeBed {
-    /// Builds the link between two fresh namespaces and starts the servers.
+    /// Builds the link between two fresh namespaces and starts the servers (bulk senders use
+    /// [`DEFAULT_CONGESTION`]).
     pub fn start(profile: &ResolvedProfile, time_scale: f64, seed: u64) -> Result<ProbeBed> {
+        Self::start_with(profile, time_scale, seed, DEFAULT_CONGESTION)
+    }
+
+    pub fn start_with(
+        profile: &ResolvedProfile,
+        time_scale: f64,
+        seed: u64,
+        congestion: &str,
+    ) -> Result<ProbeBed> {
         let outer = NetNs::new()?;
         let link = LinkShell::new(profile.clone())
             .time_scale(time_scale)
@@ -325,7 +397,7 @@ impl ProbeBed {
             .start(outer)?;
         let ip = link.outer_addr();
         let echo = EchoServer::start(link.outer(), SocketAddr::from((ip, ECHO_PORT)))?;
-        let bulk = BulkServer::start(link.outer(), SocketAddr::from((ip, BULK_PORT)))?;
+        let bulk = BulkServer::start(link.outer(), SocketAddr::from((ip, BULK_PORT)), congestion)?;
         Ok(ProbeBed {
             link,
             echo,
@@ -383,7 +455,12 @@ impl ProbeBed {
 
     /// Downloads `bytes` over a fresh TCP connection (connection set-up not timed).
     pub fn bulk(&self, bytes: u64) -> Result<BulkResult> {
-        let mut s = connect(self.link.inner(), self.bulk.addr, self.scaled(60.0))?;
+        self.bulk_with(bytes, None)
+    }
+
+    /// As [`bulk`](Self::bulk), with a fixed receive buffer (see [`connect`]).
+    pub fn bulk_with(&self, bytes: u64, rcvbuf: Option<usize>) -> Result<BulkResult> {
+        let mut s = connect(self.link.inner(), self.bulk.addr, self.scaled(60.0), rcvbuf)?;
         let before = self.link.counters().down.delivered_bytes;
         // Generous: 1 MB at 9.6 kbps is ~15 minutes of link time.
         let d = download(&mut s, bytes, self.scaled(3600.0))?;
@@ -400,7 +477,7 @@ impl ProbeBed {
 
 /// Runs the whole probe.
 pub fn probe(profile: &ResolvedProfile, opts: &ProbeOptions) -> Result<ProbeReport> {
-    let bed = ProbeBed::start(profile, opts.time_scale, opts.seed)?;
+    let bed = ProbeBed::start_with(profile, opts.time_scale, opts.seed, &opts.congestion)?;
     tracing::info!(profile = %profile.profile.name, "probe: pings");
     let (rtts, ping_lost) = bed.ping_series(opts.ping_count, 1.0)?;
     let mut idle_rtt = Vec::new();
