@@ -42,6 +42,12 @@ impl std::fmt::Display for BadInput {
 impl std::error::Error for BadInput {}
 
 fn main() -> ExitCode {
+    // Behave like other Unix tools in a pipeline (`webpep link profiles | head`): die quietly
+    // on a closed stdout. Sockets are unaffected (Rust sends with MSG_NOSIGNAL).
+    // SAFETY: called first, single-threaded, with a valid handler constant.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
