@@ -37,7 +37,7 @@ fn ms(x: u64) -> SimTime {
 
 /// Drives a direction through `arrivals` (time, len, payload) in time order, polling at every
 /// wakeup, until it is idle. Returns deliveries in order and the payloads the queue dropped.
-fn drive(
+pub(crate) fn drive(
     d: &mut Direction<u32>,
     arrivals: &[(SimTime, usize, u32)],
 ) -> (Vec<(u32, SimTime)>, Vec<u32>) {
@@ -70,7 +70,7 @@ fn drain(d: &mut Direction<u32>) -> Vec<(u32, SimTime)> {
     drive(d, &[]).0
 }
 
-fn at(t: u64, len: usize, p: u32) -> (SimTime, usize, u32) {
+pub(crate) fn at(t: u64, len: usize, p: u32) -> (SimTime, usize, u32) {
     (ms(t), len, p)
 }
 
@@ -340,4 +340,44 @@ fn no_wakeup_when_idle() {
     drain(&mut d);
     assert!(d.is_idle());
     let _ = Duration::ZERO;
+}
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever arrives, in whatever order of sizes and gaps: the gprs model delivers in
+        /// order, never earlier than base delay + serialization after arrival, and accounts
+        /// for every packet (delivered + dropped + lost = enqueued).
+        #[test]
+        fn gprs_conserves_and_orders(script in proptest::collection::vec((0u64..3_000, 40usize..1500), 1..200), seed in 0u64..1000) {
+            let p = preset("gprs", None).unwrap().resolve(None).unwrap();
+            let mut l: Link<u32> = Link::new(&p, 1.0, seed);
+            let mut t = 0;
+            let arrivals: Vec<_> = script
+                .iter()
+                .enumerate()
+                .map(|(i, (gap, len))| {
+                    t += gap;
+                    at(t, *len, i as u32)
+                })
+                .collect();
+            let (got, dropped) = drive(&mut l.down, &arrivals);
+            let c = l.down.counters();
+            prop_assert_eq!(c.delivered_packets + c.dropped_queue_packets + c.lost_packets, arrivals.len() as u64);
+            prop_assert_eq!(dropped.len() as u64, c.dropped_queue_packets);
+            prop_assert!(got.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));
+            for (id, when) in &got {
+                let (arr, len, _) = arrivals[*id as usize];
+                let min = arr + scaled_min(len, 38.0, 200.0);
+                prop_assert!(*when >= min, "packet {} delivered at {} before {}", id, when, min);
+            }
+        }
+    }
+
+    fn scaled_min(len: usize, kbps: f64, delay_ms: f64) -> Duration {
+        Duration::from_secs_f64(len as f64 * 8.0 / (kbps * 1000.0) + delay_ms / 1000.0)
+            - Duration::from_micros(1)
+    }
 }
