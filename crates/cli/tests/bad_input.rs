@@ -471,8 +471,6 @@ fn fec_sweep_prints_both_tables_and_the_optimum() {
 
 /// Each table has one row per FEC share (0..=20 %), not one per (error rate, share) point.
 #[test]
-#[ignore = "fec_sweep::to_table repeats every row once per error rate (shares.dedup() on \
-            unsorted shares); un-ignore once fixed"]
 fn fec_sweep_tables_have_one_row_per_share() {
     let o = webpep(&["link", "fec-sweep", "--bytes", "100000"]);
     assert!(o.status.success(), "{}", stderr(&o));

@@ -145,8 +145,13 @@ impl SweepResult {
     /// Two text tables: normalized time (with ARQ) and residual block loss (without ARQ).
     pub fn to_table(&self) -> String {
         let rates: Vec<f64> = self.optimum.iter().map(|o| o.0).collect();
-        let mut shares: Vec<f64> = self.points.iter().map(|p| p.fec_share).collect();
-        shares.dedup();
+        // Every error rate was swept over the same shares: take the first one's.
+        let shares: Vec<f64> = self
+            .points
+            .iter()
+            .filter(|p| Some(&p.error_rate) == rates.first())
+            .map(|p| p.fec_share)
+            .collect();
         let get = |e: f64, f: f64| {
             self.points
                 .iter()

@@ -262,6 +262,8 @@ impl Profile {
         })
     }
 
+    // The negated comparisons are deliberate: a NaN must fail every check.
+    #[allow(clippy::neg_cmp_op_on_partial_ord)]
     fn validate(&self) -> Result<(), ModelError> {
         let err = |what: String| ModelError::Parameter {
             profile: self.name.clone(),
