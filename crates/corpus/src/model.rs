@@ -1,0 +1,138 @@
+//! The manifest's types.
+
+use serde::{Deserialize, Serialize};
+
+/// The current manifest format version.
+pub const FORMAT_VERSION: u32 = 1;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    pub format_version: u32,
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// Every virtual domain the corpus uses (each gets its own address and DNS name in the lab).
+    pub domains: Vec<String>,
+    pub pages: Vec<Page>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Page {
+    /// Short id used on the command line and in results (`cnn`, `top10-yahoo`, ...).
+    pub id: String,
+    /// The URL the loader starts from (the first object's URL).
+    pub url: String,
+    /// Where the page's structure came from (a paper table, a HAR file, ...).
+    #[serde(default)]
+    pub source: String,
+    /// The root document first, then every embedded object (in discovery order).
+    pub objects: Vec<Object>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Object {
+    /// Absolute `http://` or `https://` URL.
+    pub url: String,
+    /// MIME type with parameters, as sent in Content-Type (`text/html; charset=utf-8`).
+    pub content_type: String,
+    /// HTTP status (200, 301, 204, 404, ...).
+    #[serde(default = "ok")]
+    pub status: u16,
+    /// Extra response headers to send (Cache-Control, Location, ...), in order. The server
+    /// adds Content-Length, ETag, Last-Modified, Date itself.
+    #[serde(default)]
+    pub headers: Vec<(String, String)>,
+    /// At least one version.
+    pub versions: Vec<Version>,
+}
+
+fn ok() -> u16 {
+    200
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Version {
+    /// SHA-256 of the body (hex): the file `bodies/<body>`. Empty for a bodiless response.
+    pub body: String,
+    /// Body length in bytes.
+    pub size: u64,
+    /// Strong validator (quoted, as sent): derived from the body hash unless given.
+    pub etag: String,
+    /// Last-Modified, as an HTTP date.
+    pub last_modified: String,
+}
+
+impl Manifest {
+    pub fn page(&self, id: &str) -> Option<&Page> {
+        self.pages.iter().find(|p| p.id == id)
+    }
+}
+
+impl Page {
+    /// Total bytes of version `visit` of every object.
+    pub fn bytes(&self, visit: usize) -> u64 {
+        self.objects.iter().map(|o| o.version(visit).size).sum()
+    }
+
+    /// Distinct hosts of the page's objects.
+    pub fn domains(&self) -> Vec<String> {
+        let mut d: Vec<String> = self
+            .objects
+            .iter()
+            .filter_map(|o| host_of(&o.url).map(str::to_string))
+            .collect();
+        d.sort();
+        d.dedup();
+        d
+    }
+}
+
+impl Object {
+    /// The version visit `visit` (0-based) gets: the last one once visits outnumber versions.
+    pub fn version(&self, visit: usize) -> &Version {
+        &self.versions[visit.min(self.versions.len() - 1)]
+    }
+}
+
+/// The host part of an absolute http(s) URL.
+pub fn host_of(url: &str) -> Option<&str> {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))?;
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let hostport = &rest[..end];
+    Some(hostport.split(':').next().unwrap_or(hostport))
+}
+
+/// The path-and-query part of an absolute URL (`/` when empty).
+pub fn path_of(url: &str) -> &str {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .unwrap_or(url);
+    match rest.find('/') {
+        Some(i) => {
+            let p = &rest[i..];
+            p.split('#').next().unwrap_or(p)
+        }
+        None => "/",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_parts() {
+        assert_eq!(host_of("http://www.cnn.com/a/b?x=1"), Some("www.cnn.com"));
+        assert_eq!(host_of("https://a.b:8443"), Some("a.b"));
+        assert_eq!(host_of("ftp://x"), None);
+        assert_eq!(path_of("http://www.cnn.com/a/b?x=1#f"), "/a/b?x=1");
+        assert_eq!(path_of("http://www.cnn.com"), "/");
+    }
+}

@@ -1,0 +1,204 @@
+//! Reading and writing a corpus directory.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::model::*;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CorpusError {
+    #[error("{path}: {message}")]
+    Io { path: PathBuf, message: String },
+    #[error("{path}: corrupt manifest: {message}")]
+    Manifest { path: PathBuf, message: String },
+    #[error("{path}: missing body {body} of {url}")]
+    MissingBody {
+        path: PathBuf,
+        body: String,
+        url: String,
+    },
+    #[error("{path}: body {body} does not match its hash")]
+    CorruptBody { path: PathBuf, body: String },
+}
+
+fn io(path: &Path, e: std::io::Error) -> CorpusError {
+    CorpusError::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    }
+}
+
+/// A corpus directory with its manifest loaded.
+#[derive(Clone, Debug)]
+pub struct Corpus {
+    pub dir: PathBuf,
+    pub manifest: Manifest,
+}
+
+/// SHA-256 of `bytes`, lowercase hex.
+pub fn body_hash(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+impl Corpus {
+    /// Opens `dir`, parsing and checking the manifest (not the bodies: see [`Corpus::body`]).
+    pub fn open(dir: &Path) -> Result<Corpus, CorpusError> {
+        let path = dir.join("manifest.json");
+        let text = fs::read_to_string(&path).map_err(|e| io(&path, e))?;
+        let manifest: Manifest =
+            serde_json::from_str(&text).map_err(|e| CorpusError::Manifest {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+        let bad = |message: String| CorpusError::Manifest {
+            path: path.clone(),
+            message,
+        };
+        if manifest.format_version != FORMAT_VERSION {
+            return Err(bad(format!(
+                "format_version {} (this webpep reads {FORMAT_VERSION})",
+                manifest.format_version
+            )));
+        }
+        for p in &manifest.pages {
+            if p.objects.is_empty() {
+                return Err(bad(format!("page {} has no objects", p.id)));
+            }
+            for o in &p.objects {
+                if o.versions.is_empty() {
+                    return Err(bad(format!("{} has no versions", o.url)));
+                }
+                if host_of(&o.url).is_none() {
+                    return Err(bad(format!("{} is not an absolute http(s) URL", o.url)));
+                }
+            }
+        }
+        Ok(Corpus {
+            dir: dir.to_path_buf(),
+            manifest,
+        })
+    }
+
+    /// Reads a body and checks its hash. An empty `body` is an empty body.
+    pub fn body(&self, hash: &str) -> Result<Vec<u8>, CorpusError> {
+        if hash.is_empty() {
+            return Ok(Vec::new());
+        }
+        let path = self.dir.join("bodies").join(hash);
+        let bytes = fs::read(&path).map_err(|e| io(&path, e))?;
+        if body_hash(&bytes) != hash {
+            return Err(CorpusError::CorruptBody {
+                path,
+                body: hash.to_string(),
+            });
+        }
+        Ok(bytes)
+    }
+}
+
+/// Builds a corpus directory: add bodies, then write the manifest.
+pub struct CorpusWriter {
+    dir: PathBuf,
+    written: HashMap<String, u64>,
+}
+
+impl CorpusWriter {
+    pub fn create(dir: &Path) -> Result<CorpusWriter, CorpusError> {
+        let bodies = dir.join("bodies");
+        fs::create_dir_all(&bodies).map_err(|e| io(&bodies, e))?;
+        Ok(CorpusWriter {
+            dir: dir.to_path_buf(),
+            written: HashMap::new(),
+        })
+    }
+
+    /// Stores a body (once per content) and returns its hash.
+    pub fn add_body(&mut self, bytes: &[u8]) -> Result<String, CorpusError> {
+        if bytes.is_empty() {
+            return Ok(String::new());
+        }
+        let h = body_hash(bytes);
+        if !self.written.contains_key(&h) {
+            let path = self.dir.join("bodies").join(&h);
+            write_atomic(&path, bytes)?;
+            self.written.insert(h.clone(), bytes.len() as u64);
+        }
+        Ok(h)
+    }
+
+    /// A [`Version`] for `bytes` (stored), with an ETag derived from the hash.
+    pub fn version(&mut self, bytes: &[u8], last_modified: &str) -> Result<Version, CorpusError> {
+        let body = self.add_body(bytes)?;
+        Ok(Version {
+            etag: format!("\"{}\"", &body_hash(bytes)[..16]),
+            body,
+            size: bytes.len() as u64,
+            last_modified: last_modified.to_string(),
+        })
+    }
+
+    pub fn finish(self, manifest: &Manifest) -> Result<Corpus, CorpusError> {
+        let path = self.dir.join("manifest.json");
+        let text = serde_json::to_vec_pretty(manifest).map_err(|e| CorpusError::Manifest {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        write_atomic(&path, &text)?;
+        Corpus::open(&self.dir)
+    }
+}
+
+/// Writes through a temporary file and a rename, so a crash never leaves a torn file.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CorpusError> {
+    let tmp = path.with_extension("tmp");
+    let mut f = fs::File::create(&tmp).map_err(|e| io(&tmp, e))?;
+    f.write_all(bytes).map_err(|e| io(&tmp, e))?;
+    f.sync_all().map_err(|e| io(&tmp, e))?;
+    fs::rename(&tmp, path).map_err(|e| io(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_corruption() {
+        let dir = std::env::temp_dir().join(format!("webpep-corpus-test-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let mut w = CorpusWriter::create(&dir).unwrap();
+        let v = w.version(b"<html></html>", "Mon, 01 Jan 2024 00:00:00 GMT").unwrap();
+        let m = Manifest {
+            format_version: FORMAT_VERSION,
+            name: "t".into(),
+            description: String::new(),
+            domains: vec!["www.example.test".into()],
+            pages: vec![Page {
+                id: "p".into(),
+                url: "http://www.example.test/".into(),
+                source: "test".into(),
+                objects: vec![Object {
+                    url: "http://www.example.test/".into(),
+                    content_type: "text/html".into(),
+                    status: 200,
+                    headers: vec![],
+                    versions: vec![v.clone()],
+                }],
+            }],
+        };
+        let c = w.finish(&m).unwrap();
+        assert_eq!(c.manifest, m);
+        assert_eq!(c.body(&v.body).unwrap(), b"<html></html>");
+        fs::write(dir.join("bodies").join(&v.body), b"tampered").unwrap();
+        assert!(matches!(c.body(&v.body), Err(CorpusError::CorruptBody { .. })));
+        fs::remove_file(dir.join("bodies").join(&v.body)).unwrap();
+        assert!(matches!(c.body(&v.body), Err(CorpusError::Io { .. })));
+        fs::write(dir.join("manifest.json"), b"{").unwrap();
+        let e = Corpus::open(&dir).unwrap_err().to_string();
+        assert!(e.contains("manifest.json") && e.contains("corrupt"), "{e}");
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
