@@ -10,6 +10,7 @@ pub mod netns;
 pub mod probe;
 pub mod pump;
 pub mod shell;
+pub mod testing;
 pub mod tun;
 
 use std::io;

@@ -46,6 +46,7 @@ pub struct LinkShell {
     log: Option<LogOptions>,
     subnet: Option<u8>,
     snapshot_every: Duration,
+    inner: Option<NetNs>,
 }
 
 impl LinkShell {
@@ -58,7 +59,15 @@ impl LinkShell {
             log: None,
             subnet: None,
             snapshot_every: Duration::from_millis(100),
+            inner: None,
         }
+    }
+
+    /// Use this namespace as the device side instead of a new one (the lab's `ue`, or `net`
+    /// for the wired edge–net hop). Its default route is set to the link.
+    pub fn inner(mut self, ns: NetNs) -> Self {
+        self.inner = Some(ns);
+        self
     }
 
     /// Time scale k (rates ×k, delays ÷k).
@@ -140,7 +149,10 @@ impl LinkShell {
         let n = lease.n;
         let inner_addr = Ipv4Addr::new(10, 77, n, 2);
         let outer_addr = Ipv4Addr::new(10, 77, n, 1);
-        let inner = NetNs::new()?;
+        let inner = match &self.inner {
+            Some(ns) => ns.clone(),
+            None => NetNs::new()?,
+        };
         let inner_tun = Tun::create(&inner, INNER_IFNAME)?;
         let outer_tun = Tun::create(outer, OUTER_IFNAME_PATTERN)?;
         inner_tun.configure(

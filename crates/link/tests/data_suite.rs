@@ -33,7 +33,10 @@ fn every_real_trace_parses_and_has_the_documented_rate() {
     for (file, mbps) in documented {
         let t = Trace::load(&dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
         let got = t.mean_kbps() / 1000.0;
-        assert!((got - mbps).abs() / mbps < 0.05, "{file}: {got:.2} Mbps vs {mbps}");
+        assert!(
+            (got - mbps).abs() / mbps < 0.05,
+            "{file}: {got:.2} Mbps vs {mbps}"
+        );
     }
 }
 

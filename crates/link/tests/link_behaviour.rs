@@ -41,7 +41,6 @@ fn ping_median_matches_the_profile_rtt() {
     );
 }
 
-
 /// IP bytes of a full-size TCP segment over the MSS's payload (20 IP + 20 TCP + 12 options).
 const TCP_OVERHEAD: f64 = 1500.0 / 1448.0;
 
@@ -54,8 +53,14 @@ fn one_megabyte_over_gprs_reaches_the_configured_rate() {
     let bed = ProbeBed::start(&p, 20.0, 5).expect("link");
     let r = bed.bulk(1 << 20).expect("download");
     let share = r.kbps * TCP_OVERHEAD / p.down_kbps();
-    eprintln!("1 MB over gprs: {:.2} kbps goodput, {:.2} kbps wire ({share:.3} of the rate)", r.kbps, r.wire_kbps);
-    assert!((0.85..=1.0).contains(&share), "{share:.3} of the configured rate");
+    eprintln!(
+        "1 MB over gprs: {:.2} kbps goodput, {:.2} kbps wire ({share:.3} of the rate)",
+        r.kbps, r.wire_kbps
+    );
+    assert!(
+        (0.85..=1.0).contains(&share),
+        "{share:.3} of the configured rate"
+    );
 }
 
 #[test]
@@ -71,7 +76,10 @@ fn rtt_jumps_by_the_reacquire_delay_after_the_release_timeout() {
     let jump = long - short;
     let want = p.reacquire_rtt_ms();
     eprintln!("gprs RTT after 2 s idle {short:.0} ms, after {} s {long:.0} ms: +{jump:.0} (configured +{want:.0})", release_s + 1.0);
-    assert!((jump - want).abs() <= 0.2 * want, "jump {jump:.0} ms vs {want:.0} ms");
+    assert!(
+        (jump - want).abs() <= 0.2 * want,
+        "jump {jump:.0} ms vs {want:.0} ms"
+    );
 }
 
 #[test]
@@ -111,11 +119,20 @@ fn bulk_download_fills_the_queue() {
         "ping RTT during 1 MB: max {max:.0} ms, expected base + queue/rate = {expect_ms:.0} ms; {} drops; samples {rtts:.0?}",
         c.down.dropped_queue_packets
     );
-    assert!(c.down.dropped_queue_packets > 0, "the queue never overflowed");
-    assert!((max - expect_ms).abs() <= 0.2 * expect_ms, "max RTT {max:.0} vs {expect_ms:.0}");
+    assert!(
+        c.down.dropped_queue_packets > 0,
+        "the queue never overflowed"
+    );
+    assert!(
+        (max - expect_ms).abs() <= 0.2 * expect_ms,
+        "max RTT {max:.0} vs {expect_ms:.0}"
+    );
     // The model's own queue-delay samples agree: the longest wait ≈ queue ÷ rate.
     let max_wait_s = c.down.queue_delay_max_us as f64 * k / 1e6;
-    assert!((max_wait_s - queue_s).abs() <= 0.1 * queue_s, "max queue wait {max_wait_s:.1} s vs {queue_s:.1} s");
+    assert!(
+        (max_wait_s - queue_s).abs() <= 0.1 * queue_s,
+        "max queue wait {max_wait_s:.1} s vs {queue_s:.1} s"
+    );
 }
 
 #[test]
@@ -129,12 +146,25 @@ fn tcp_survives_a_20_second_outage() {
     let k = 20.0;
     let bed = ProbeBed::start(&p, k, 17).expect("link");
     // 150 KB takes ~32 s at 38 kbps: the outage at 10–30 s falls in the middle.
-    let r = bed.bulk(150 * 1024).expect("the transfer completes after the outage");
+    let r = bed
+        .bulk(150 * 1024)
+        .expect("the transfer completes after the outage");
     let c = bed.link.counters_now();
-    eprintln!("150 KB across a 20 s outage: {:.1} s (unscaled), {} down packets delivered", r.seconds, c.down.delivered_packets);
+    eprintln!(
+        "150 KB across a 20 s outage: {:.1} s (unscaled), {} down packets delivered",
+        r.seconds, c.down.delivered_packets
+    );
     let plain_s = 150.0 * 1024.0 * 8.0 * TCP_OVERHEAD / (p.down_kbps() * 1000.0);
-    assert!(r.seconds >= plain_s + 20.0 * 0.9, "{:.1} s is too fast to have waited out the outage", r.seconds);
-    assert!(r.seconds <= plain_s + 20.0 + 30.0, "{:.1} s: TCP took too long to recover", r.seconds);
+    assert!(
+        r.seconds >= plain_s + 20.0 * 0.9,
+        "{:.1} s is too fast to have waited out the outage",
+        r.seconds
+    );
+    assert!(
+        r.seconds <= plain_s + 20.0 + 30.0,
+        "{:.1} s: TCP took too long to recover",
+        r.seconds
+    );
 }
 
 #[test]

@@ -20,18 +20,7 @@ fn commands_lock() -> std::sync::MutexGuard<'static, ()> {
     COMMANDS.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn can_run(test: &str) -> bool {
-    // SAFETY: no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    let reason = "not root: network namespaces and TUN devices need CAP_NET_ADMIN";
-    if std::env::var("WEBPEP_REQUIRE_NETNS").as_deref() == Ok("1") {
-        panic!("{test}: {reason} (WEBPEP_REQUIRE_NETNS=1)");
-    }
-    eprintln!("SKIP: {test}: {reason}");
-    false
-}
+use webpep_link::testing::netns_available as can_run;
 
 fn profile() -> ResolvedProfile {
     webpep_link_model::resolve("dialup").expect("the dialup preset resolves")

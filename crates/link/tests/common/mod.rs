@@ -10,20 +10,7 @@ use std::time::{Duration, Instant};
 use webpep_link::probe::ProbeBed;
 use webpep_link_model::{ResolvedProfile, Trace};
 
-/// True when namespaces can be made; otherwise prints why and returns false, or panics when
-/// `WEBPEP_REQUIRE_NETNS=1` (CI) so that a skip can never pass unnoticed there.
-pub fn can_run(test: &str) -> bool {
-    // SAFETY: no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    let reason = "not root: network namespaces and TUN devices need CAP_NET_ADMIN";
-    if std::env::var("WEBPEP_REQUIRE_NETNS").as_deref() == Ok("1") {
-        panic!("{test}: {reason} (WEBPEP_REQUIRE_NETNS=1)");
-    }
-    eprintln!("SKIP: {test}: {reason}");
-    false
-}
+pub use webpep_link::testing::netns_available as can_run;
 
 /// Floods `bytes_per_s` (wall) of 1500-byte IP packets from the outer side to the inner side
 /// until `stop`.
@@ -91,7 +78,10 @@ pub fn trace_rate_matches(p: &ResolvedProfile, trace: &Trace, k: f64) {
             trace.mean_kbps()
         );
         let err = (delivered as f64 - offered as f64).abs() / offered as f64;
-        assert!(err <= 0.05, "delivered {delivered} vs trace {offered} bytes ({:.1} %)", err * 100.0);
+        assert!(
+            err <= 0.05,
+            "delivered {delivered} vs trace {offered} bytes ({:.1} %)",
+            err * 100.0
+        );
     });
 }
-

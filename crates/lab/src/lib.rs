@@ -1,0 +1,17 @@
+//! The webpep lab (DESIGN §7): the namespaces and links a measurement runs on, the
+//! experiments, their results and their report.
+
+pub mod topology;
+
+/// Errors of the lab.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    #[error(transparent)]
+    Link(#[from] webpep_link::Error),
+    #[error(transparent)]
+    Model(#[from] webpep_link_model::ModelError),
+    #[error("{0}")]
+    Other(String),
+}
+
+pub type Result<T, E = LabError> = std::result::Result<T, E>;
