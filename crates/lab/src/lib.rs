@@ -1,6 +1,8 @@
 //! The webpep lab (DESIGN §7): the namespaces and links a measurement runs on, the
 //! experiments, their results and their report.
 
+pub mod report;
+pub mod results;
 pub mod topology;
 
 /// Errors of the lab.

@@ -1,0 +1,278 @@
+//! `results.json` (DESIGN §7.5): one record per page load, and a summary per (page, config).
+//! Every time is unscaled (what the real link would show).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BreakdownMs {
+    pub dns: f64,
+    pub connect: f64,
+    pub idle: f64,
+    pub payload: f64,
+}
+
+/// One page load.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoadRecord {
+    pub page: String,
+    pub config: String,
+    pub profile: String,
+    pub repeat: usize,
+    pub plt_ms: f64,
+    pub air_down_bytes: u64,
+    pub air_up_bytes: u64,
+    pub objects: usize,
+    pub errors: usize,
+    pub breakdown_ms: BreakdownMs,
+    /// The HAR file of this load, relative to the results directory.
+    #[serde(default)]
+    pub har: String,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    pub mean: f64,
+    pub sd: f64,
+    pub median: f64,
+    pub n: usize,
+}
+
+impl Stats {
+    /// Mean, sample standard deviation and median.
+    pub fn of(values: &[f64]) -> Stats {
+        let n = values.len();
+        if n == 0 {
+            return Stats::default();
+        }
+        let mean = values.iter().sum::<f64>() / n as f64;
+        let sd = if n > 1 {
+            (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
+        } else {
+            0.0
+        };
+        let mut s = values.to_vec();
+        s.sort_by(f64::total_cmp);
+        let median = if n % 2 == 1 {
+            s[n / 2]
+        } else {
+            (s[n / 2 - 1] + s[n / 2]) / 2.0
+        };
+        Stats {
+            mean,
+            sd,
+            median,
+            n,
+        }
+    }
+}
+
+/// One (page, config) summary.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SummaryRecord {
+    pub page: String,
+    pub config: String,
+    pub plt_ms: Stats,
+    pub air_down_bytes: Stats,
+    pub air_up_bytes: Stats,
+    pub breakdown_ms: BreakdownMs,
+    pub errors: usize,
+    /// Mean PLT ÷ the baseline configuration's mean PLT on the same page.
+    pub plt_ratio_to_baseline: Option<f64>,
+    /// 1 − ratio: the PLT cut, as the papers report it.
+    pub plt_reduction: Option<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Results {
+    pub profile: String,
+    pub time_scale: f64,
+    pub seed: u64,
+    pub baseline: String,
+    /// Configuration name → its description (browser policy, proxy mode, switches).
+    pub configs: BTreeMap<String, String>,
+    pub loads: Vec<LoadRecord>,
+    pub summary: Vec<SummaryRecord>,
+}
+
+/// Summarizes loads per (page, config), in first-seen order.
+pub fn summarize(loads: &[LoadRecord], baseline: &str) -> Vec<SummaryRecord> {
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for l in loads {
+        let k = (l.page.clone(), l.config.clone());
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    let stats = |page: &str, config: &str, f: &dyn Fn(&LoadRecord) -> f64| {
+        let v: Vec<f64> = loads
+            .iter()
+            .filter(|l| l.page == page && l.config == config)
+            .map(f)
+            .collect();
+        Stats::of(&v)
+    };
+    let mut out: Vec<SummaryRecord> = keys
+        .iter()
+        .map(|(page, config)| {
+            let mine: Vec<&LoadRecord> = loads
+                .iter()
+                .filter(|l| &l.page == page && &l.config == config)
+                .collect();
+            let n = mine.len().max(1) as f64;
+            let bd = |f: &dyn Fn(&BreakdownMs) -> f64| {
+                mine.iter().map(|l| f(&l.breakdown_ms)).sum::<f64>() / n
+            };
+            SummaryRecord {
+                page: page.clone(),
+                config: config.clone(),
+                plt_ms: stats(page, config, &|l| l.plt_ms),
+                air_down_bytes: stats(page, config, &|l| l.air_down_bytes as f64),
+                air_up_bytes: stats(page, config, &|l| l.air_up_bytes as f64),
+                breakdown_ms: BreakdownMs {
+                    dns: bd(&|b| b.dns),
+                    connect: bd(&|b| b.connect),
+                    idle: bd(&|b| b.idle),
+                    payload: bd(&|b| b.payload),
+                },
+                errors: mine.iter().map(|l| l.errors).sum(),
+                plt_ratio_to_baseline: None,
+                plt_reduction: None,
+            }
+        })
+        .collect();
+    let base: BTreeMap<String, f64> = out
+        .iter()
+        .filter(|s| s.config == baseline)
+        .map(|s| (s.page.clone(), s.plt_ms.mean))
+        .collect();
+    for s in &mut out {
+        if let Some(b) = base.get(&s.page).filter(|b| **b > 0.0) {
+            let r = s.plt_ms.mean / b;
+            s.plt_ratio_to_baseline = Some(r);
+            s.plt_reduction = Some(1.0 - r);
+        }
+    }
+    out
+}
+
+impl Results {
+    /// A plain-text comparison table: mean PLT (s) per page × config, with the cut vs the
+    /// baseline.
+    pub fn table(&self) -> String {
+        let configs: Vec<&String> = {
+            let mut c = Vec::new();
+            for s in &self.summary {
+                if !c.contains(&&s.config) {
+                    c.push(&s.config);
+                }
+            }
+            c
+        };
+        let pages: Vec<&String> = {
+            let mut p = Vec::new();
+            for s in &self.summary {
+                if !p.contains(&&s.page) {
+                    p.push(&s.page);
+                }
+            }
+            p
+        };
+        let mut t = format!(
+            "Mean PLT in seconds (± sd; change vs {}), profile {}, unscaled\n{:<22}",
+            self.baseline, self.profile, "page"
+        );
+        for c in &configs {
+            t += &format!("{:>24}", c);
+        }
+        t.push('\n');
+        for p in &pages {
+            t += &format!("{:<22}", p);
+            for c in &configs {
+                let cell = self
+                    .summary
+                    .iter()
+                    .find(|s| &&s.page == p && &&s.config == c)
+                    .map(|s| {
+                        let change = match s.plt_reduction {
+                            Some(r) if s.config != self.baseline => {
+                                format!(" {:+.0}%", -r * 100.0)
+                            }
+                            _ => String::new(),
+                        };
+                        format!(
+                            "{:.1}±{:.1}{}",
+                            s.plt_ms.mean / 1000.0,
+                            s.plt_ms.sd / 1000.0,
+                            change
+                        )
+                    })
+                    .unwrap_or_else(|| "-".into());
+                t += &format!("{:>24}", cell);
+            }
+            t.push('\n');
+        }
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(page: &str, config: &str, plt: f64) -> LoadRecord {
+        LoadRecord {
+            page: page.into(),
+            config: config.into(),
+            profile: "gprs".into(),
+            repeat: 0,
+            plt_ms: plt,
+            air_down_bytes: 1000,
+            air_up_bytes: 100,
+            objects: 3,
+            errors: 0,
+            breakdown_ms: BreakdownMs {
+                dns: 1.0,
+                connect: 2.0,
+                idle: 3.0,
+                payload: plt - 6.0,
+            },
+            har: String::new(),
+        }
+    }
+
+    #[test]
+    fn stats_are_right() {
+        let s = Stats::of(&[1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(s.mean, 2.5);
+        assert_eq!(s.median, 2.5);
+        assert!((s.sd - 1.2909944).abs() < 1e-6);
+        assert_eq!(Stats::of(&[5.0]).sd, 0.0);
+    }
+
+    #[test]
+    fn summary_ratios_to_baseline() {
+        let loads = vec![
+            load("cnn", "http11", 100.0),
+            load("cnn", "http11", 120.0),
+            load("cnn", "pipelining", 55.0),
+            load("cnn", "pipelining", 55.0),
+        ];
+        let s = summarize(&loads, "http11");
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].plt_ratio_to_baseline, Some(1.0));
+        assert!((s[1].plt_reduction.unwrap() - 0.5).abs() < 1e-9);
+        let r = Results {
+            profile: "gprs".into(),
+            time_scale: 1.0,
+            seed: 1,
+            baseline: "http11".into(),
+            configs: BTreeMap::new(),
+            loads,
+            summary: s,
+        };
+        let t = r.table();
+        assert!(t.contains("cnn") && t.contains("-50%"), "{t}");
+    }
+}
