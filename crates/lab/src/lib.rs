@@ -1,6 +1,7 @@
 //! The webpep lab (DESIGN §7): the namespaces and links a measurement runs on, the
 //! experiments, their results and their report.
 
+pub mod configs;
 pub mod report;
 pub mod results;
 pub mod topology;
@@ -12,6 +13,10 @@ pub enum LabError {
     Link(#[from] webpep_link::Error),
     #[error(transparent)]
     Model(#[from] webpep_link_model::ModelError),
+    /// The user's input is at fault (a corrupt manifest or configuration file, an unknown
+    /// name): exit code 2.
+    #[error("{0}")]
+    BadInput(String),
     #[error("{0}")]
     Other(String),
 }

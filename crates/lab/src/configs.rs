@@ -1,0 +1,162 @@
+//! Lab configurations: named blocks of a TOML file (browser policy, proxy mode, switches), so
+//! later work adds webpep's modes and peer proxies without touching the runner.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{LabError, Result};
+
+/// The built-in configurations (`configs/builtin.toml`).
+pub const BUILTIN: &str = include_str!("../configs/builtin.toml");
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PolicyName {
+    Http10,
+    Http11,
+    Pipelining,
+    H2,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProxyMode {
+    #[default]
+    None,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LabConfig {
+    #[serde(default)]
+    pub description: String,
+    pub policy: PolicyName,
+    #[serde(default)]
+    pub per_host: Option<usize>,
+    #[serde(default)]
+    pub pipeline_depth: Option<usize>,
+    #[serde(default)]
+    pub proxy: ProxyMode,
+    #[serde(default)]
+    pub warm: bool,
+    #[serde(default)]
+    pub close_after: Option<u32>,
+}
+
+impl LabConfig {
+    pub fn per_host(&self) -> usize {
+        self.per_host.unwrap_or(match self.policy {
+            PolicyName::Http10 => 8,
+            PolicyName::Http11 | PolicyName::Pipelining => 2,
+            PolicyName::H2 => 1,
+        })
+    }
+
+    pub fn pipeline_depth(&self) -> usize {
+        self.pipeline_depth.unwrap_or(4)
+    }
+
+    /// One line for the report: the policy and switches as they will run.
+    pub fn summary(&self) -> String {
+        let mut s = match self.policy {
+            PolicyName::Http10 => format!("http10, ≤{} connections", self.per_host()),
+            PolicyName::Http11 => format!("http11, {} per host", self.per_host()),
+            PolicyName::Pipelining => format!(
+                "pipelining depth {}, {} per host",
+                self.pipeline_depth(),
+                self.per_host()
+            ),
+            PolicyName::H2 => "h2 over TLS, 1 per origin".to_string(),
+        };
+        s += ", direct";
+        if self.warm {
+            s += ", warm revisit";
+        }
+        if let Some(n) = self.close_after {
+            s += &format!(", server closes after {n} requests");
+        }
+        if !self.description.is_empty() {
+            s = format!("{} ({s})", self.description);
+        }
+        s
+    }
+}
+
+/// Parses a configuration file; errors name it.
+pub fn parse(text: &str, source: &str) -> Result<BTreeMap<String, LabConfig>> {
+    let map: BTreeMap<String, LabConfig> = toml::from_str(text)
+        .map_err(|e| LabError::BadInput(format!("{source}: invalid configuration file: {e}")))?;
+    for (name, c) in &map {
+        if c.per_host == Some(0) || c.pipeline_depth == Some(0) || c.close_after == Some(0) {
+            return Err(LabError::BadInput(format!(
+                "{source}: [{name}]: per_host, pipeline_depth and close_after must be ≥ 1"
+            )));
+        }
+    }
+    Ok(map)
+}
+
+/// The built-in configurations, with `file`'s blocks added or replacing them.
+pub fn load(file: Option<&Path>) -> Result<BTreeMap<String, LabConfig>> {
+    let mut all = parse(BUILTIN, "built-in configurations")?;
+    if let Some(f) = file {
+        let text = std::fs::read_to_string(f)
+            .map_err(|e| LabError::BadInput(format!("{}: {e}", f.display())))?;
+        all.extend(parse(&text, &f.display().to_string())?);
+    }
+    Ok(all)
+}
+
+/// Picks `names` (comma-separated on the command line) from `all`, in order.
+pub fn select(
+    all: &BTreeMap<String, LabConfig>,
+    names: &[String],
+) -> Result<Vec<(String, LabConfig)>> {
+    names
+        .iter()
+        .map(|n| {
+            all.get(n).map(|c| (n.clone(), c.clone())).ok_or_else(|| {
+                LabError::BadInput(format!(
+                    "unknown configuration {n:?}; known: {}",
+                    all.keys().cloned().collect::<Vec<_>>().join(", ")
+                ))
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_parses_with_the_papers_defaults() {
+        let all = load(None).unwrap();
+        assert_eq!(all["http11"].per_host(), 2);
+        assert_eq!(all["http11-6"].per_host(), 6);
+        assert_eq!(all["http10"].per_host(), 8);
+        assert_eq!(all["pipelining"].pipeline_depth(), 4);
+        assert!(all["http11-warm"].warm);
+    }
+
+    #[test]
+    fn bad_files_are_clear_errors() {
+        let e = parse("[x]\npolicy = \"spdy\"\n", "c.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("c.toml"), "{e}");
+        let e = parse("[x]\npolicy = \"http11\"\nper_host = 0\n", "c.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("[x]"), "{e}");
+        let e = parse("[x]\npolicy = \"http11\"\ncolour = 1\n", "c.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("colour"), "{e}");
+        let all = load(None).unwrap();
+        let e = select(&all, &["nope".into()]).unwrap_err().to_string();
+        assert!(e.contains("nope") && e.contains("http11"), "{e}");
+    }
+}
