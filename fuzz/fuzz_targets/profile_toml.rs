@@ -55,5 +55,6 @@ fuzz_target!(|data: &[u8]| {
     let back = Profile::from_toml(&back_text, SOURCE)
         .unwrap_or_else(|e| panic!("round trip failed: {e}\n{back_text}"));
     assert_eq!(back, p, "round trip changed the profile:\n{back_text}");
-    back.resolve(None).expect("the round-tripped profile resolves");
+    back.resolve(None)
+        .expect("the round-tripped profile resolves");
 });

@@ -68,7 +68,10 @@ fuzz_target!(|data: &[u8]| {
     for &t in &points {
         let b = tr.bytes_between(0, t);
         assert_eq!(b % OPPORTUNITY_BYTES, 0);
-        assert!(b >= prev, "bytes_between(0, {t}) = {b} < {prev}: not monotone");
+        assert!(
+            b >= prev,
+            "bytes_between(0, {t}) = {b} < {prev}: not monotone"
+        );
         prev = b;
         assert_eq!(tr.bytes_between(t, t), 0);
         if small && t <= 3 * p {

@@ -26,7 +26,12 @@ pub struct LinkOpts {
     #[arg(long, short, default_value = "gprs")]
     pub profile: String,
     /// Time-scale factor k: rates ×k, delays and timeouts ÷k (for fast runs).
-    #[arg(long, short = 'k', default_value_t = 1.0, allow_negative_numbers = true)]
+    #[arg(
+        long,
+        short = 'k',
+        default_value_t = 1.0,
+        allow_negative_numbers = true
+    )]
     pub time_scale: f64,
     /// Seed of every random process of the link (one seed, one schedule).
     #[arg(long, default_value_t = 1)]
@@ -149,10 +154,9 @@ pub fn run(args: LinkArgs) -> Result<u8> {
             seed,
         }) => {
             if !(rate_kbps > 0.0 && rate_kbps.is_finite()) {
-                return Err(BadInput(format!(
-                    "--rate-kbps {rate_kbps} must be a positive number"
-                ))
-                .into());
+                return Err(
+                    BadInput(format!("--rate-kbps {rate_kbps} must be a positive number")).into(),
+                );
             }
             if bytes == 0 {
                 return Err(BadInput("--bytes must be positive".into()).into());
@@ -184,6 +188,14 @@ fn run_behind_link(args: RunArgs) -> Result<u8> {
         (Some(p), None) => Some(LogOptions::packets(p)),
         (None, _) => None,
     };
+    if let Some(p) = &args.log {
+        // Find an unwritable log path now, as bad input, not after the namespace is up.
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .map_err(|e| BadInput(format!("--log {}: {e}", p.display())))?;
+    }
     let argv = if args.command.is_empty() {
         vec![std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into())]
     } else {

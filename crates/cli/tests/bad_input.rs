@@ -23,10 +23,8 @@ impl TempDir {
     fn new(tag: &str) -> TempDir {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!(
-            "webpep-bad-input-{}-{tag}-{n}",
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("webpep-bad-input-{}-{tag}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create temp dir");
         TempDir(dir)
@@ -115,7 +113,10 @@ fn expect_bad_trace(dir: &TempDir, bad: &Path, line: &str, what: &str) {
             &["link", "--profile", &spec, "--", "true"],
             &[&bad_s, line, what],
         );
-        expect_bad_input(&["link", "probe", "--profile", &spec], &[&bad_s, line, what]);
+        expect_bad_input(
+            &["link", "probe", "--profile", &spec],
+            &[&bad_s, line, what],
+        );
     }
 }
 
@@ -240,22 +241,41 @@ fn missing_trace_file() {
 fn toml_with_negative_rate() {
     let dir = TempDir::new("negrate");
     let text = custom_toml_with("down.rate", "kbps", "kbps = -38.0");
-    expect_bad_toml(&dir, "negrate.toml", &text, &["down.rate", "-38", "positive"]);
+    expect_bad_toml(
+        &dir,
+        "negrate.toml",
+        &text,
+        &["down.rate", "-38", "positive"],
+    );
 }
 
 #[test]
 fn toml_with_probability_above_one() {
     let dir = TempDir::new("prob");
     let text = custom_toml_with("up.loss", "random", "random = 1.5");
-    expect_bad_toml(&dir, "prob.toml", &text, &["up.loss.random", "1.5", "probability"]);
+    expect_bad_toml(
+        &dir,
+        "prob.toml",
+        &text,
+        &["up.loss.random", "1.5", "probability"],
+    );
     let text = custom_toml_with("down.jitter", "tail_prob", "tail_prob = 2.0");
-    expect_bad_toml(&dir, "tail.toml", &text, &["down.jitter.tail_prob", "probability"]);
+    expect_bad_toml(
+        &dir,
+        "tail.toml",
+        &text,
+        &["down.jitter.tail_prob", "probability"],
+    );
 }
 
 #[test]
 fn toml_with_unknown_key() {
     let dir = TempDir::new("unknown");
-    let text = custom_toml_with("down", "base_delay_ms", "base_delay_ms = 200.0\nbase_dealy = 5");
+    let text = custom_toml_with(
+        "down",
+        "base_delay_ms",
+        "base_delay_ms = 200.0\nbase_dealy = 5",
+    );
     let line = text
         .lines()
         .position(|l| l.starts_with("base_dealy"))
@@ -287,7 +307,12 @@ fn toml_with_syntax_errors() {
     );
     expect_bad_toml(&dir, "novalue.toml", &text, &["line 3"]);
     // A missing field.
-    expect_bad_toml(&dir, "short.toml", "name = \"x\"\n", &["missing field", "down"]);
+    expect_bad_toml(
+        &dir,
+        "short.toml",
+        "name = \"x\"\n",
+        &["missing field", "down"],
+    );
     // Not TOML at all.
     expect_bad_toml(&dir, "binary.toml", "\u{1}\u{2}[[[ ]", &["line 1"]);
 }
@@ -331,7 +356,10 @@ fn time_scale_must_be_positive() {
         expect_bad_input(&["link", "probe", "--time-scale", k], &[&msg]);
     }
     expect_bad_input(&["link", "-k", "-3", "--", "true"], &["--time-scale -3"]);
-    expect_bad_input(&["link", "--time-scale=-3", "--", "true"], &["--time-scale -3"]);
+    expect_bad_input(
+        &["link", "--time-scale=-3", "--", "true"],
+        &["--time-scale -3"],
+    );
 }
 
 #[test]
@@ -355,18 +383,18 @@ fn log_interval_must_be_positive() {
     let dir = TempDir::new("log");
     let log = dir.path().join("x.csv").display().to_string();
     expect_bad_input(
-        &[
-            "link",
-            "--log",
-            &log,
-            "--log-interval",
-            "0",
-            "--",
-            "true",
-        ],
+        &["link", "--log", &log, "--log-interval", "0", "--", "true"],
         &["--log-interval", "positive"],
     );
     assert!(!Path::new(&log).exists(), "no log is written on bad input");
+}
+
+#[test]
+fn unwritable_log_is_bad_input() {
+    let dir = TempDir::new("nolog");
+    let log = dir.path().join("no-such-dir").join("x.csv");
+    let l = log.display().to_string();
+    expect_bad_input(&["link", "--log", &l, "--", "true"], &["--log", &l]);
 }
 
 #[test]
@@ -479,7 +507,9 @@ fn fec_sweep_tables_have_one_row_per_share() {
         .lines()
         .filter(|l| {
             let t = l.trim_start();
-            t.split_whitespace().next().is_some_and(|w| w.parse::<u32>().is_ok())
+            t.split_whitespace()
+                .next()
+                .is_some_and(|w| w.parse::<u32>().is_ok())
         })
         .count();
     assert_eq!(rows, 2 * 21, "two tables of 21 rows:\n{out}");

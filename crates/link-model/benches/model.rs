@@ -62,7 +62,9 @@ fn bench(c: &mut Criterion) {
     let f = dir.join("t.down");
     std::fs::write(&f, text).unwrap();
     let _ = Trace::load(&f).unwrap();
-    let tp = trace_profile("bench", &f, &f, 20.0, "bench").resolve(None).unwrap();
+    let tp = trace_profile("bench", &f, &f, 20.0, "bench")
+        .resolve(None)
+        .unwrap();
     g.bench_function("trace 12 Mbps 10k packets", |b| {
         b.iter(|| {
             let mut l = Link::new(&tp, 1.0, 1);

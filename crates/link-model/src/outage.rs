@@ -4,6 +4,8 @@
 
 use crate::profile::OutageSpec;
 use crate::rng::Rng;
+use std::time::Duration;
+
 use crate::time::{scaled_ms, SimTime};
 
 #[derive(Clone, Debug)]
@@ -76,7 +78,8 @@ impl Outages {
         while g.generated_to <= t {
             let gap = g.rng.exponential(g.mean_gap_ms);
             let dur = g.rng.between(g.min_ms, g.max_ms);
-            let start = g.generated_to + scaled_ms(gap, g.time_scale);
+            // Always move forward, however small the numbers (a zero-length step would loop).
+            let start = g.generated_to + scaled_ms(gap, g.time_scale).max(Duration::from_micros(1));
             let end = start + scaled_ms(dur, g.time_scale);
             self.windows.push((start, end));
             g.generated_to = end;

@@ -326,3 +326,34 @@ mod tests {
         assert_eq!(Profile::from_toml(&text, "t").unwrap(), p);
     }
 }
+
+#[cfg(test)]
+mod limits {
+    use super::*;
+
+    /// Profiles that would make the model hang or allocate without bound are refused.
+    #[test]
+    fn runaway_parameters_are_refused() {
+        let mut p = preset("gprs", None).unwrap();
+        p.outages.random = Some(RandomOutageSpec {
+            mean_interval_s: 1e-12,
+            min_s: 0.0,
+            max_s: 0.0,
+        });
+        assert!(p.resolve(None).is_err());
+        let mut p = preset("gprs", None).unwrap();
+        p.down.fec = Some(FecSpec {
+            error_rate: 0.01,
+            slots_per_block: 4_000_000_000,
+            ..FecSpec::default()
+        });
+        assert!(p.resolve(None).is_err());
+        let mut p = preset("gprs", None).unwrap();
+        p.down.fec = Some(FecSpec {
+            error_rate: 1.0,
+            max_retransmissions: u32::MAX,
+            ..FecSpec::default()
+        });
+        assert!(p.resolve(None).is_err());
+    }
+}

@@ -12,6 +12,10 @@ use serde::{Deserialize, Serialize};
 use crate::trace::Trace;
 use crate::ModelError;
 
+/// Upper bounds that keep the model's set-up and per-packet work bounded.
+pub const MAX_SLOTS_PER_BLOCK: u32 = 10_000;
+pub const MAX_RETRANSMISSIONS: u32 = 64;
+
 /// Size of the IP packet a ping probe sends (20 IP + 8 UDP/ICMP + 64 payload).
 pub const PING_PACKET_BYTES: f64 = 92.0;
 
@@ -335,9 +339,18 @@ impl Profile {
                         f.fec_share
                     )));
                 }
-                if f.block_bytes == 0 || f.slots_per_block == 0 || !(f.burst_slots >= 1.0) {
+                if f.block_bytes == 0
+                    || !(1..=MAX_SLOTS_PER_BLOCK).contains(&f.slots_per_block)
+                    || !(f.burst_slots >= 1.0)
+                {
                     return Err(err(format!(
-                        "{dir}.fec: block_bytes and slots_per_block must be > 0, burst_slots ≥ 1"
+                        "{dir}.fec: block_bytes must be > 0, slots_per_block in 1..={MAX_SLOTS_PER_BLOCK}, burst_slots ≥ 1"
+                    )));
+                }
+                if f.max_retransmissions > MAX_RETRANSMISSIONS {
+                    return Err(err(format!(
+                        "{dir}.fec.max_retransmissions = {} must be ≤ {MAX_RETRANSMISSIONS}",
+                        f.max_retransmissions
                     )));
                 }
                 nonneg(&format!("{dir}.fec.arq_delay_ms"), f.arq_delay_ms)?;
@@ -354,9 +367,9 @@ impl Profile {
             nonneg("outages.scheduled duration", *dur)?;
         }
         if let Some(r) = &self.outages.random {
-            if !(r.mean_interval_s > 0.0) || !(r.min_s >= 0.0) || !(r.max_s >= r.min_s) {
+            if !(r.mean_interval_s >= 1.0) || !(r.min_s >= 0.0) || !(r.max_s >= r.min_s) {
                 return Err(err(
-                    "outages.random needs mean_interval_s > 0 and 0 ≤ min_s ≤ max_s".into(),
+                    "outages.random needs mean_interval_s ≥ 1 and 0 ≤ min_s ≤ max_s".into(),
                 ));
             }
         }

@@ -25,7 +25,7 @@ pub use tun::{Tun, TunConfig};
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A system call or file operation failed; `context` says what we were doing.
-    #[error("{context}: {source}")]
+    #[error("{context}")]
     Io {
         context: String,
         #[source]
