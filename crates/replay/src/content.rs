@@ -1,0 +1,392 @@
+//! What the replay server answers: the corpus indexed by (host, path), bodies preloaded, and the
+//! protocol-independent response logic (versions, validators, conditional requests, errors).
+//! The HTTP/1.1 and HTTP/2 front ends both call [`Site::respond`].
+
+use std::collections::HashMap;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use tracing::warn;
+use webpep_corpus::{host_of, path_of, Corpus, Object};
+
+/// A response, before it is put on the wire by one of the protocol front ends.
+#[derive(Clone, Debug)]
+pub struct Reply {
+    pub status: u16,
+    /// Header fields other than Content-Length and Connection, in order.
+    pub headers: Vec<(String, String)>,
+    pub body: Bytes,
+    /// The Content-Length to announce (`None` for statuses without a body, like 204 and 304).
+    pub content_length: Option<u64>,
+}
+
+/// What a request asks for, whatever its protocol.
+#[derive(Clone, Debug, Default)]
+pub struct Ask<'a> {
+    pub method: &'a str,
+    /// Host as given (port allowed; case-insensitive).
+    pub host: Option<&'a str>,
+    /// Origin-form target (`/path?query`) or absolute-form (`http://host/path`).
+    pub target: &'a str,
+    pub if_none_match: Option<&'a str>,
+    pub if_modified_since: Option<&'a str>,
+}
+
+/// Response header fields the server sets itself, or that are hop-by-hop: dropped from an
+/// object's extra headers (HTTP/2 forbids the connection-specific ones).
+const OWN_HEADERS: &[&str] = &[
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "upgrade",
+    "te",
+    "trailer",
+    "date",
+    "etag",
+    "last-modified",
+    "content-type",
+];
+
+/// Header fields a 304 repeats from the 200 it stands for (RFC 9110 §15.4.5).
+const NOT_MODIFIED_HEADERS: &[&str] = &["cache-control", "expires", "vary", "content-location"];
+
+/// The corpus, ready to serve.
+pub(crate) struct Site {
+    objects: Vec<Object>,
+    index: HashMap<(String, String), usize>,
+    bodies: HashMap<String, Result<Bytes, String>>,
+    domains: Vec<String>,
+}
+
+/// Lowercase host without a port (`WWW.X.com:80` → `www.x.com`; `[::1]:80` → `::1`).
+pub(crate) fn normalize_host(host: &str) -> String {
+    let h = host.trim();
+    let h = if let Some(rest) = h.strip_prefix('[') {
+        rest.split(']').next().unwrap_or(rest)
+    } else {
+        match h.rsplit_once(':') {
+            Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+            _ => h,
+        }
+    };
+    h.trim_end_matches('.').to_ascii_lowercase()
+}
+
+impl Site {
+    /// Indexes the corpus and reads every body once (so that no disk read or hash happens while
+    /// a page load is being measured). A body that is missing or corrupt is remembered as such:
+    /// requests for it get a 500 with the reason.
+    pub(crate) fn load(corpus: &Corpus) -> Site {
+        let mut objects = Vec::new();
+        let mut index = HashMap::new();
+        let mut bodies: HashMap<String, Result<Bytes, String>> = HashMap::new();
+        let mut domains: Vec<String> = corpus
+            .manifest
+            .domains
+            .iter()
+            .map(|d| normalize_host(d))
+            .collect();
+        for page in &corpus.manifest.pages {
+            for o in &page.objects {
+                let Some(host) = host_of(&o.url) else {
+                    warn!(url = %o.url, "replay: object URL has no host; not served");
+                    continue;
+                };
+                let host = normalize_host(host);
+                let key = (host.clone(), path_of(&o.url).to_string());
+                if index.contains_key(&key) {
+                    continue; // the same URL in two pages is the same object
+                }
+                if !domains.contains(&host) {
+                    domains.push(host);
+                }
+                for v in &o.versions {
+                    if bodies.contains_key(&v.body) {
+                        continue;
+                    }
+                    let loaded = match corpus.body(&v.body) {
+                        Ok(b) => {
+                            if b.len() as u64 != v.size {
+                                warn!(url = %o.url, manifest = v.size, actual = b.len(),
+                                    "replay: body size differs from the manifest; serving the body");
+                            }
+                            Ok(Bytes::from(b))
+                        }
+                        Err(e) => {
+                            warn!(url = %o.url, error = %e, "replay: body cannot be served");
+                            Err(e.to_string())
+                        }
+                    };
+                    bodies.insert(v.body.clone(), loaded);
+                }
+                index.insert(key, objects.len());
+                objects.push(o.clone());
+            }
+        }
+        domains.sort();
+        domains.dedup();
+        Site {
+            objects,
+            index,
+            bodies,
+            domains,
+        }
+    }
+
+    pub(crate) fn domains(&self) -> &[String] {
+        &self.domains
+    }
+
+    pub(crate) fn object_count(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// The response to `ask` at visit `visit`. `fallback_host` is used when the request names
+    /// no host (the listener's domain, or the TLS SNI).
+    pub(crate) fn respond(
+        &self,
+        ask: &Ask<'_>,
+        fallback_host: Option<&str>,
+        visit: usize,
+    ) -> Reply {
+        let method = ask.method;
+        if method != "GET" && method != "HEAD" {
+            let mut r = simple(
+                405,
+                "method not allowed: the replay server serves GET and HEAD\n",
+            );
+            r.headers.push(("Allow".into(), "GET, HEAD".into()));
+            return r;
+        }
+        let (host, path) =
+            if ask.target.starts_with("http://") || ask.target.starts_with("https://") {
+                (host_of(ask.target), path_of(ask.target))
+            } else {
+                (ask.host.or(fallback_host), ask.target)
+            };
+        let Some(host) = host else {
+            return simple(400, "bad request: no Host\n");
+        };
+        let mut host = normalize_host(host);
+        let mut found = self.index.get(&(host.clone(), path.to_string()));
+        if found.is_none() && host.parse::<std::net::IpAddr>().is_ok() {
+            // A client that connected by address: the listener's domain names the site.
+            if let Some(domain) = fallback_host {
+                host = normalize_host(domain);
+                found = self.index.get(&(host.clone(), path.to_string()));
+            }
+        }
+        let Some(&i) = found else {
+            return simple(404, &format!("not in the corpus: {host}{path}\n"));
+        };
+        let object = &self.objects[i];
+        let version = object.version(visit);
+        let body = match self.bodies.get(&version.body) {
+            Some(Ok(b)) => b.clone(),
+            Some(Err(reason)) => {
+                warn!(url = %object.url, %reason, "replay: 500 for an object whose body cannot be served");
+                return simple(500, &format!("cannot serve {}: {reason}\n", object.url));
+            }
+            None => {
+                warn!(url = %object.url, "replay: 500 for an object whose body was never loaded");
+                return simple(
+                    500,
+                    &format!("cannot serve {}: body not loaded\n", object.url),
+                );
+            }
+        };
+        let extra = object
+            .headers
+            .iter()
+            .filter(|(n, _)| !OWN_HEADERS.contains(&n.to_ascii_lowercase().as_str()));
+
+        if object.status == 200 && not_modified(ask, &version.etag, &version.last_modified) {
+            let mut headers = vec![("Date".to_string(), now())];
+            if !version.etag.is_empty() {
+                headers.push(("ETag".into(), version.etag.clone()));
+            }
+            headers.extend(
+                extra
+                    .filter(|(n, _)| {
+                        NOT_MODIFIED_HEADERS.contains(&n.to_ascii_lowercase().as_str())
+                    })
+                    .cloned(),
+            );
+            return Reply {
+                status: 304,
+                headers,
+                body: Bytes::new(),
+                content_length: None,
+            };
+        }
+
+        let mut headers = vec![("Date".to_string(), now())];
+        let bodiless = status_has_no_body(object.status);
+        if !bodiless && !object.content_type.is_empty() {
+            headers.push(("Content-Type".into(), object.content_type.clone()));
+        }
+        if !version.etag.is_empty() {
+            headers.push(("ETag".into(), version.etag.clone()));
+        }
+        if !version.last_modified.is_empty() {
+            headers.push(("Last-Modified".into(), version.last_modified.clone()));
+        }
+        headers.extend(extra.cloned());
+        if bodiless {
+            return Reply {
+                status: object.status,
+                headers,
+                body: Bytes::new(),
+                content_length: None,
+            };
+        }
+        Reply {
+            status: object.status,
+            headers,
+            content_length: Some(body.len() as u64),
+            body,
+        }
+    }
+}
+
+/// 1xx, 204 and 304 responses carry no body and no Content-Length.
+pub(crate) fn status_has_no_body(status: u16) -> bool {
+    (100..200).contains(&status) || status == 204 || status == 304
+}
+
+/// A short text/plain response made by the server itself.
+pub(crate) fn simple(status: u16, text: &str) -> Reply {
+    Reply {
+        status,
+        headers: vec![
+            ("Date".into(), now()),
+            ("Content-Type".into(), "text/plain; charset=utf-8".into()),
+        ],
+        body: Bytes::copy_from_slice(text.as_bytes()),
+        content_length: Some(text.len() as u64),
+    }
+}
+
+fn now() -> String {
+    httpdate::fmt_http_date(SystemTime::now())
+}
+
+/// Whether a conditional GET/HEAD is answered with 304: If-None-Match (weak comparison) when
+/// present, otherwise If-Modified-Since against the version's Last-Modified.
+fn not_modified(ask: &Ask<'_>, etag: &str, last_modified: &str) -> bool {
+    if let Some(inm) = ask.if_none_match {
+        let inm = inm.trim();
+        if inm == "*" {
+            return true;
+        }
+        if etag.is_empty() {
+            return false;
+        }
+        let mine = opaque(etag);
+        return inm.split(',').any(|t| opaque(t.trim()) == mine);
+    }
+    if let Some(ims) = ask.if_modified_since {
+        if last_modified.is_empty() {
+            return false;
+        }
+        return match (
+            httpdate::parse_http_date(ims.trim()),
+            httpdate::parse_http_date(last_modified.trim()),
+        ) {
+            (Ok(since), Ok(modified)) => modified <= since,
+            _ => false,
+        };
+    }
+    false
+}
+
+fn opaque(tag: &str) -> &str {
+    tag.strip_prefix("W/").unwrap_or(tag)
+}
+
+/// The reason phrase of a status code.
+pub(crate) fn reason(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        203 => "Non-Authoritative Information",
+        204 => "No Content",
+        206 => "Partial Content",
+        300 => "Multiple Choices",
+        301 => "Moved Permanently",
+        302 => "Found",
+        303 => "See Other",
+        304 => "Not Modified",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        410 => "Gone",
+        411 => "Length Required",
+        413 => "Content Too Large",
+        414 => "URI Too Long",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => "Status",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_are_normalized() {
+        assert_eq!(normalize_host("WWW.Example.test:80"), "www.example.test");
+        assert_eq!(normalize_host("www.example.test."), "www.example.test");
+        assert_eq!(normalize_host("[::1]:8080"), "::1");
+        assert_eq!(normalize_host("127.0.0.2"), "127.0.0.2");
+    }
+
+    #[test]
+    fn conditionals() {
+        let lm = "Mon, 01 Jan 2024 00:00:00 GMT";
+        let ask = |inm, ims| Ask {
+            method: "GET",
+            host: None,
+            target: "/",
+            if_none_match: inm,
+            if_modified_since: ims,
+        };
+        assert!(not_modified(&ask(Some("\"a\""), None), "\"a\"", lm));
+        assert!(not_modified(
+            &ask(Some("W/\"a\", \"b\""), None),
+            "\"a\"",
+            lm
+        ));
+        assert!(not_modified(&ask(Some("*"), None), "\"a\"", lm));
+        assert!(!not_modified(&ask(Some("\"b\""), None), "\"a\"", lm));
+        // If-None-Match wins over If-Modified-Since.
+        assert!(!not_modified(&ask(Some("\"b\""), Some(lm)), "\"a\"", lm));
+        assert!(not_modified(&ask(None, Some(lm)), "\"a\"", lm));
+        assert!(not_modified(
+            &ask(None, Some("Tue, 02 Jan 2024 00:00:00 GMT")),
+            "\"a\"",
+            lm
+        ));
+        assert!(!not_modified(
+            &ask(None, Some("Sun, 31 Dec 2023 00:00:00 GMT")),
+            "\"a\"",
+            lm
+        ));
+        assert!(!not_modified(&ask(None, Some("garbage")), "\"a\"", lm));
+        assert!(!not_modified(&ask(None, None), "\"a\"", lm));
+    }
+}
