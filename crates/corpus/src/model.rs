@@ -108,7 +108,8 @@ pub fn host_of(url: &str) -> Option<&str> {
     Some(hostport.split(':').next().unwrap_or(hostport))
 }
 
-/// The path-and-query part of an absolute URL (`/` when empty).
+/// The path-and-query part of an absolute URL (`/` when empty). For a URL with a query but
+/// no path (`http://h?x=1`) this is `/`: use [`request_target`] for what to request or serve.
 pub fn path_of(url: &str) -> &str {
     let rest = url
         .strip_prefix("http://")
@@ -123,6 +124,21 @@ pub fn path_of(url: &str) -> &str {
     }
 }
 
+/// The request target of an absolute URL: path and query, `/` when the path is empty
+/// (`http://h/a?b#f` → `/a?b`, `http://h?x=1` → `/?x=1`, `http://h` → `/`).
+pub fn request_target(url: &str) -> std::borrow::Cow<'_, str> {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .unwrap_or(url);
+    let rest = rest.split('#').next().unwrap_or(rest);
+    match rest.find(['/', '?']) {
+        Some(i) if rest.as_bytes()[i] == b'/' => rest[i..].into(),
+        Some(i) => format!("/{}", &rest[i..]).into(),
+        None => "/".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,5 +150,8 @@ mod tests {
         assert_eq!(host_of("ftp://x"), None);
         assert_eq!(path_of("http://www.cnn.com/a/b?x=1#f"), "/a/b?x=1");
         assert_eq!(path_of("http://www.cnn.com"), "/");
+        assert_eq!(request_target("http://h.test?x=1#f"), "/?x=1");
+        assert_eq!(request_target("http://h.test/a?b#f"), "/a?b");
+        assert_eq!(request_target("http://h.test"), "/");
     }
 }

@@ -7,7 +7,7 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 use tracing::warn;
-use webpep_corpus::{host_of, path_of, Corpus, Object};
+use webpep_corpus::{host_of, request_target, Corpus, Object};
 
 /// A response, before it is put on the wire by one of the protocol front ends.
 #[derive(Clone, Debug)]
@@ -95,7 +95,7 @@ impl Site {
                     continue;
                 };
                 let host = normalize_host(host);
-                let key = (host.clone(), path_of(&o.url).to_string());
+                let key = (host.clone(), request_target(&o.url).into_owned());
                 if index.contains_key(&key) {
                     continue; // the same URL in two pages is the same object
                 }
@@ -160,9 +160,11 @@ impl Site {
             r.headers.push(("Allow".into(), "GET, HEAD".into()));
             return r;
         }
+        let absolute_target;
         let (host, path) =
             if ask.target.starts_with("http://") || ask.target.starts_with("https://") {
-                (host_of(ask.target), path_of(ask.target))
+                absolute_target = request_target(ask.target);
+                (host_of(ask.target), &*absolute_target)
             } else {
                 (ask.host.or(fallback_host), ask.target)
             };
