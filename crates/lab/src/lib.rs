@@ -2,6 +2,7 @@
 //! experiments, their results and their report.
 
 pub mod configs;
+pub mod hosting;
 pub mod nsrt;
 pub mod report;
 pub mod results;
