@@ -1,0 +1,240 @@
+//! What the page loader is told: the browser policy, where the resolver and proxy are, timeouts.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ConfigError;
+
+/// How the modelled browser uses connections (DESIGN §2, paper 000 Table 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Policy {
+    /// HTTP/1.0 without keep-alive: a new connection per object, at most
+    /// [`Policy::HTTP10_MAX_CONNECTIONS`] at once per host (per proxy when proxied).
+    Http10,
+    /// HTTP/1.1 persistent connections, one request at a time on each, at most `per_host`
+    /// connections per host (per proxy when proxied). `per_host: 2` is the papers' browser,
+    /// `per_host: 6` is `http11-6`.
+    Http11 { per_host: usize },
+    /// HTTP/1.1 persistent connections with up to `depth` requests in flight on each (responses
+    /// in order), at most `per_host` connections per host.
+    Pipelining { per_host: usize, depth: usize },
+    /// HTTP/2 over TLS (ALPN h2): one connection per origin, every request multiplexed on it.
+    /// Plain `http://` origins (unless [`LoaderConfig::upgrade_insecure`]) fall back to HTTP/1.1
+    /// with [`LoaderConfig::h2_fallback_per_host`] connections.
+    H2,
+}
+
+impl Policy {
+    /// Mozilla 1.4's HTTP/1.0 limit (paper 000 §3): up to 8 simultaneous connections per server.
+    pub const HTTP10_MAX_CONNECTIONS: usize = 8;
+    /// The pipelining depth used when a name gives none (Mozilla's default of 4 requests).
+    pub const DEFAULT_PIPELINE_DEPTH: usize = 4;
+
+    /// The papers' default browser: HTTP/1.1, 2 persistent connections per host.
+    pub fn http11() -> Policy {
+        Policy::Http11 { per_host: 2 }
+    }
+
+    /// HTTP/1.1 pipelining over 2 connections per host (000 Table 5) with the default depth.
+    pub fn pipelining() -> Policy {
+        Policy::Pipelining {
+            per_host: 2,
+            depth: Self::DEFAULT_PIPELINE_DEPTH,
+        }
+    }
+
+    /// The configuration name: `http10`, `http11`, `http11-6`, `pipelining`, `pipelining-8`,
+    /// `pipelining-6x8`, `h2`. [`Policy::from_str`] reads it back.
+    pub fn name(&self) -> String {
+        match *self {
+            Policy::Http10 => "http10".into(),
+            Policy::Http11 { per_host: 2 } => "http11".into(),
+            Policy::Http11 { per_host } => format!("http11-{per_host}"),
+            Policy::Pipelining {
+                per_host: 2,
+                depth: Self::DEFAULT_PIPELINE_DEPTH,
+            } => "pipelining".into(),
+            Policy::Pipelining { per_host: 2, depth } => format!("pipelining-{depth}"),
+            Policy::Pipelining { per_host, depth } => format!("pipelining-{per_host}x{depth}"),
+            Policy::H2 => "h2".into(),
+        }
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+fn small_number(s: &str, whole: &str) -> Result<usize, ConfigError> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=64).contains(&n) => Ok(n),
+        _ => Err(ConfigError::BadPolicyParameter(whole.to_string())),
+    }
+}
+
+impl FromStr for Policy {
+    type Err = ConfigError;
+
+    fn from_str(s: &str) -> Result<Policy, ConfigError> {
+        let t = s.trim().to_ascii_lowercase();
+        match t.as_str() {
+            "http10" | "http1.0" | "http-1.0" => return Ok(Policy::Http10),
+            "http11" | "http1.1" => return Ok(Policy::http11()),
+            "pipelining" | "pipeline" => return Ok(Policy::pipelining()),
+            "h2" | "http2" => return Ok(Policy::H2),
+            _ => {}
+        }
+        if let Some(n) = t.strip_prefix("http11-") {
+            return Ok(Policy::Http11 {
+                per_host: small_number(n, s)?,
+            });
+        }
+        if let Some(rest) = t.strip_prefix("pipelining-") {
+            if let Some((n, d)) = rest.split_once('x') {
+                return Ok(Policy::Pipelining {
+                    per_host: small_number(n, s)?,
+                    depth: small_number(d, s)?,
+                });
+            }
+            return Ok(Policy::Pipelining {
+                per_host: 2,
+                depth: small_number(rest, s)?,
+            });
+        }
+        Err(ConfigError::UnknownPolicy(s.to_string()))
+    }
+}
+
+/// Everything the page loader needs to know. `LoaderConfig::default()` is the papers' browser
+/// (`http11`) with a resolver on 127.0.0.1:53 and generous timeouts.
+#[derive(Debug, Clone)]
+pub struct LoaderConfig {
+    /// The browser model.
+    pub policy: Policy,
+    /// Where DNS queries go (UDP, TCP on truncation). The system resolver is never used.
+    pub resolver: SocketAddr,
+    /// Names answered without a query (like a hosts file given explicitly). Checked first.
+    pub hosts: Vec<(String, IpAddr)>,
+    /// An explicit HTTP proxy: absolute-URI requests for http, `CONNECT host:port` tunnels for
+    /// https. No DNS lookups are made when a proxy is set (the proxy resolves). The per-host
+    /// connection limit applies to the proxy.
+    pub proxy: Option<SocketAddr>,
+    /// PEM of the CA certificate(s) trusted for https (the lab's CA). Without one, https
+    /// objects fail with a TLS error.
+    pub ca_pem: Option<Vec<u8>>,
+    /// Fetch `http://` URLs as `https://` (port 80 becomes 443, other ports are kept), as a
+    /// browser with HSTS would. Meant for the `h2` configurations of the lab.
+    pub upgrade_insecure: bool,
+    /// Connections per host for plain-http origins under [`Policy::H2`] (today's browsers: 6).
+    pub h2_fallback_per_host: usize,
+    /// TCP connect plus proxy tunnel plus TLS handshake.
+    pub connect_timeout: Duration,
+    /// Longest wait for response progress (first byte, or the next bytes) on a request.
+    pub response_timeout: Duration,
+    /// The whole page load; objects unfinished then are recorded as errors.
+    pub page_timeout: Duration,
+    /// Wait for one DNS answer before retrying.
+    pub dns_timeout: Duration,
+    /// DNS queries sent per lookup before giving up (at least 1).
+    pub dns_attempts: u32,
+    /// Answers are cached for max(TTL, this). Zero honours TTLs exactly.
+    pub dns_min_ttl: Duration,
+    /// User-Agent header.
+    pub user_agent: String,
+    /// Accept-Encoding header; none is sent when `None` (bodies are not decoded either way).
+    pub accept_encoding: Option<String>,
+    /// [`crate::Loader`] keeps idle persistent connections open between page loads.
+    pub keep_connections: bool,
+    /// Redirects followed for the main page (embedded objects' redirects are recorded only).
+    pub max_redirects: usize,
+    /// Objects fetched per page at most (guards against pathological pages).
+    pub max_objects: usize,
+    /// Largest response body accepted.
+    pub max_body_bytes: u64,
+    /// Largest response head accepted.
+    pub max_header_bytes: usize,
+    /// Times a request is re-sent after its connection closed before any response byte.
+    pub max_retries: u32,
+    /// Nesting of iframes and of CSS @import that is still followed.
+    pub max_nesting: usize,
+}
+
+impl Default for LoaderConfig {
+    fn default() -> Self {
+        LoaderConfig {
+            policy: Policy::http11(),
+            resolver: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 53),
+            hosts: Vec::new(),
+            proxy: None,
+            ca_pem: None,
+            upgrade_insecure: false,
+            h2_fallback_per_host: 6,
+            connect_timeout: Duration::from_secs(30),
+            response_timeout: Duration::from_secs(60),
+            page_timeout: Duration::from_secs(600),
+            dns_timeout: Duration::from_secs(5),
+            dns_attempts: 2,
+            dns_min_ttl: Duration::ZERO,
+            user_agent: concat!("webpep-loader/", env!("CARGO_PKG_VERSION")).to_string(),
+            accept_encoding: None,
+            keep_connections: false,
+            max_redirects: 10,
+            max_objects: 2000,
+            max_body_bytes: 64 << 20,
+            max_header_bytes: 64 << 10,
+            max_retries: 3,
+            max_nesting: 8,
+        }
+    }
+}
+
+impl LoaderConfig {
+    /// The default configuration with this policy and resolver.
+    pub fn new(policy: Policy, resolver: SocketAddr) -> LoaderConfig {
+        LoaderConfig {
+            policy,
+            resolver,
+            ..LoaderConfig::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_names_round_trip() {
+        for p in [
+            Policy::Http10,
+            Policy::http11(),
+            Policy::Http11 { per_host: 6 },
+            Policy::pipelining(),
+            Policy::Pipelining {
+                per_host: 2,
+                depth: 8,
+            },
+            Policy::Pipelining {
+                per_host: 6,
+                depth: 3,
+            },
+            Policy::H2,
+        ] {
+            assert_eq!(p.name().parse::<Policy>(), Ok(p));
+        }
+        assert_eq!(
+            "http11-6".parse::<Policy>(),
+            Ok(Policy::Http11 { per_host: 6 })
+        );
+        assert!("http11-0".parse::<Policy>().is_err());
+        assert!("http11-x".parse::<Policy>().is_err());
+        assert!("spdy".parse::<Policy>().is_err());
+    }
+}

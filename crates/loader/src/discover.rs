@@ -1,0 +1,840 @@
+//! Finding a page's embedded objects, as a browser's preload scanner does: HTML fed in chunks
+//! as it arrives (`<img src/srcset>`, `<script src>`, `<link rel=stylesheet|preload|icon>`,
+//! `<iframe src>`, `<input type=image>`, `background` attributes, `<base href>`, inline
+//! `<style>` and `style` attributes) and CSS (`url()`, `@import`). Pure: no I/O.
+
+use std::borrow::Cow;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use lol_html::html_content::{Element, TextChunk};
+use lol_html::send::{ElementContentHandlers, HtmlRewriter, Settings};
+use lol_html::{MemorySettings, Selector};
+use url::Url;
+
+/// What kind of resource a URL was discovered as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResourceKind {
+    /// The page itself (and the targets of its redirects).
+    Document,
+    /// An iframe's document (its HTML is scanned too).
+    Iframe,
+    Stylesheet,
+    Script,
+    Image,
+    Font,
+    Other,
+}
+
+impl ResourceKind {
+    /// The HAR `_resourceType` (Chrome's names).
+    pub fn har_type(self) -> &'static str {
+        match self {
+            ResourceKind::Document | ResourceKind::Iframe => "document",
+            ResourceKind::Stylesheet => "stylesheet",
+            ResourceKind::Script => "script",
+            ResourceKind::Image => "image",
+            ResourceKind::Font => "font",
+            ResourceKind::Other => "other",
+        }
+    }
+
+    /// Whether the response is scanned as HTML.
+    pub fn is_html(self) -> bool {
+        matches!(self, ResourceKind::Document | ResourceKind::Iframe)
+    }
+}
+
+/// One embedded object found in a document or stylesheet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Discovered {
+    pub url: Url,
+    pub kind: ResourceKind,
+}
+
+/// Resolve `raw` against `base`, keeping only http(s) URLs, without the fragment.
+pub fn resolve(base: &Url, raw: &str) -> Option<Url> {
+    let raw = raw.trim_matches(|c: char| c.is_ascii_whitespace());
+    if raw.is_empty() || raw.starts_with('#') {
+        return None;
+    }
+    let mut url = base.join(raw).ok()?;
+    if url.scheme() != "http" && url.scheme() != "https" {
+        return None;
+    }
+    url.set_fragment(None);
+    Some(url)
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTML
+
+struct ScanState {
+    base: Url,
+    base_set: bool,
+    found: Vec<Discovered>,
+    style_text: String,
+}
+
+impl ScanState {
+    fn push(&mut self, raw: &str, kind: ResourceKind) {
+        let decoded = decode_entities(raw);
+        if let Some(url) = resolve(&self.base, &decoded) {
+            self.found.push(Discovered { url, kind });
+        }
+    }
+
+    fn push_css(&mut self, css: &str) {
+        let base = self.base.clone();
+        self.found.extend(scan_css(css, &base));
+    }
+}
+
+fn lock(state: &Mutex<ScanState>) -> MutexGuard<'_, ScanState> {
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+type Sink = fn(&[u8]);
+
+fn discard(_: &[u8]) {}
+
+/// A streaming HTML scanner: feed it the document's bytes as they arrive and collect the
+/// embedded objects found so far, in document order.
+pub struct HtmlScanner {
+    rewriter: Option<HtmlRewriter<'static, Sink>>,
+    state: Arc<Mutex<ScanState>>,
+    error: Option<String>,
+}
+
+impl std::fmt::Debug for HtmlScanner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HtmlScanner")
+            .field("error", &self.error)
+            .finish_non_exhaustive()
+    }
+}
+
+fn selector(s: &str) -> Result<Selector, String> {
+    s.parse::<Selector>().map_err(|e| e.to_string())
+}
+
+fn on_element(
+    state: &Mutex<ScanState>,
+    el: &mut Element<'_, '_, lol_html::send::SendHandlerTypes>,
+) {
+    let tag = el.tag_name();
+    let mut st = lock(state);
+    if let Some(bg) = el.get_attribute("background") {
+        st.push(&bg, ResourceKind::Image);
+    }
+    if let Some(style) = el.get_attribute("style") {
+        st.push_css(&decode_entities(&style));
+    }
+    match tag.as_str() {
+        "base" if !st.base_set => {
+            if let Some(href) = el.get_attribute("href") {
+                if let Ok(b) = st.base.join(decode_entities(&href).trim()) {
+                    st.base = b;
+                    st.base_set = true;
+                }
+            }
+        }
+        "img" => {
+            let src = el.get_attribute("src");
+            let chosen = el
+                .get_attribute("srcset")
+                .and_then(|set| pick_srcset(&decode_entities(&set), src.as_deref()));
+            match (chosen, src) {
+                (Some(c), _) => st.push(&c, ResourceKind::Image),
+                (None, Some(s)) => st.push(&s, ResourceKind::Image),
+                (None, None) => {}
+            }
+        }
+        "script" => {
+            if let Some(src) = el.get_attribute("src") {
+                st.push(&src, ResourceKind::Script);
+            }
+        }
+        "link" => {
+            let rel = el
+                .get_attribute("rel")
+                .unwrap_or_default()
+                .to_ascii_lowercase();
+            let tokens: Vec<&str> = rel.split_ascii_whitespace().collect();
+            let Some(href) = el.get_attribute("href") else {
+                return;
+            };
+            if tokens.contains(&"stylesheet") && !tokens.contains(&"alternate") {
+                st.push(&href, ResourceKind::Stylesheet);
+            } else if tokens.contains(&"preload") {
+                let kind = match el
+                    .get_attribute("as")
+                    .unwrap_or_default()
+                    .to_ascii_lowercase()
+                    .as_str()
+                {
+                    "style" => ResourceKind::Stylesheet,
+                    "script" => ResourceKind::Script,
+                    "image" => ResourceKind::Image,
+                    "font" => ResourceKind::Font,
+                    "document" => ResourceKind::Iframe,
+                    _ => ResourceKind::Other,
+                };
+                st.push(&href, kind);
+            } else if tokens.contains(&"modulepreload") {
+                st.push(&href, ResourceKind::Script);
+            } else if tokens.iter().any(|t| t.contains("icon")) {
+                st.push(&href, ResourceKind::Image);
+            }
+        }
+        "iframe" | "frame" => {
+            if let Some(src) = el.get_attribute("src") {
+                st.push(&src, ResourceKind::Iframe);
+            }
+        }
+        "input" => {
+            let is_image = el
+                .get_attribute("type")
+                .map(|t| t.trim().eq_ignore_ascii_case("image"))
+                .unwrap_or(false);
+            if is_image {
+                if let Some(src) = el.get_attribute("src") {
+                    st.push(&src, ResourceKind::Image);
+                }
+            }
+        }
+        "video" => {
+            if let Some(p) = el.get_attribute("poster") {
+                st.push(&p, ResourceKind::Image);
+            }
+        }
+        "embed" => {
+            if let Some(s) = el.get_attribute("src") {
+                st.push(&s, ResourceKind::Other);
+            }
+        }
+        "object" => {
+            if let Some(s) = el.get_attribute("data") {
+                st.push(&s, ResourceKind::Other);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn on_style_text(state: &Mutex<ScanState>, t: &mut TextChunk<'_>) {
+    let mut st = lock(state);
+    st.style_text.push_str(t.as_str());
+    if t.last_in_text_node() {
+        let css = std::mem::take(&mut st.style_text);
+        st.push_css(&css);
+    }
+}
+
+impl HtmlScanner {
+    /// A scanner for a document fetched from `base`.
+    pub fn new(base: Url) -> HtmlScanner {
+        let state = Arc::new(Mutex::new(ScanState {
+            base,
+            base_set: false,
+            found: Vec::new(),
+            style_text: String::new(),
+        }));
+        match Self::build(&state) {
+            Ok(rewriter) => HtmlScanner {
+                rewriter: Some(rewriter),
+                state,
+                error: None,
+            },
+            Err(e) => HtmlScanner {
+                rewriter: None,
+                state,
+                error: Some(e),
+            },
+        }
+    }
+
+    fn build(state: &Arc<Mutex<ScanState>>) -> Result<HtmlRewriter<'static, Sink>, String> {
+        let s_el = state.clone();
+        let s_text = state.clone();
+        let mut settings = Settings::new_send();
+        settings.element_content_handlers = vec![
+            (
+                Cow::Owned(selector("*")?),
+                ElementContentHandlers::default().element(
+                    move |el: &mut Element<'_, '_, lol_html::send::SendHandlerTypes>| {
+                        on_element(&s_el, el);
+                        Ok(())
+                    },
+                ),
+            ),
+            (
+                Cow::Owned(selector("style")?),
+                ElementContentHandlers::default().text(move |t: &mut TextChunk<'_>| {
+                    on_style_text(&s_text, t);
+                    Ok(())
+                }),
+            ),
+        ];
+        settings.strict = false;
+        settings.memory_settings = MemorySettings {
+            max_allowed_memory_usage: 16 << 20,
+            ..MemorySettings::default()
+        };
+        Ok(HtmlRewriter::new(settings, discard as Sink))
+    }
+
+    /// Feed the next bytes of the document; returns the objects found in them.
+    pub fn feed(&mut self, chunk: &[u8]) -> Vec<Discovered> {
+        if let Some(rw) = self.rewriter.as_mut() {
+            if let Err(e) = rw.write(chunk) {
+                self.error = Some(e.to_string());
+                self.rewriter = None;
+            }
+        }
+        std::mem::take(&mut lock(&self.state).found)
+    }
+
+    /// The document is complete; returns the objects found in its last bytes.
+    pub fn finish(&mut self) -> Vec<Discovered> {
+        if let Some(rw) = self.rewriter.take() {
+            if let Err(e) = rw.end() {
+                self.error = Some(e.to_string());
+            }
+        }
+        std::mem::take(&mut lock(&self.state).found)
+    }
+
+    /// Why scanning stopped early, if it did (the objects found before are kept).
+    pub fn error(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+}
+
+/// Scan a whole HTML document.
+pub fn scan_html(base: &Url, html: &[u8]) -> Vec<Discovered> {
+    let mut s = HtmlScanner::new(base.clone());
+    let mut out = s.feed(html);
+    out.extend(s.finish());
+    out
+}
+
+/// Decode the character references that matter in URLs.
+pub fn decode_entities(s: &str) -> Cow<'_, str> {
+    if !s.contains('&') {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(pos) = rest.find('&') {
+        out.push_str(&rest[..pos]);
+        rest = &rest[pos..];
+        let end = rest[1..]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '#'))
+            .map(|e| e + 1)
+            .unwrap_or(rest.len());
+        let name = &rest[1..end];
+        let decoded = match name {
+            "amp" => Some('&'),
+            "lt" => Some('<'),
+            "gt" => Some('>'),
+            "quot" => Some('"'),
+            "apos" => Some('\''),
+            "nbsp" => Some('\u{a0}'),
+            n if n.starts_with("#x") || n.starts_with("#X") => u32::from_str_radix(&n[2..], 16)
+                .ok()
+                .and_then(char::from_u32),
+            n if n.starts_with('#') => n[1..].parse::<u32>().ok().and_then(char::from_u32),
+            _ => None,
+        };
+        match decoded {
+            Some(c) => {
+                out.push(c);
+                rest = &rest[end..];
+                if rest.starts_with(';') {
+                    rest = &rest[1..];
+                }
+            }
+            None => {
+                out.push('&');
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    Cow::Owned(out)
+}
+
+/// Parse a `srcset` and return the largest candidate's URL: the greatest width descriptor, or
+/// else the greatest density (`src` counts as `1x`).
+pub fn pick_srcset(srcset: &str, src: Option<&str>) -> Option<String> {
+    let mut best: Option<(f64, bool, String)> = None; // (value, is_width, url)
+    let mut consider = |value: f64, is_width: bool, url: String| {
+        let better = match &best {
+            None => true,
+            Some((bv, bw, _)) => match (is_width, *bw) {
+                (true, false) => true,
+                (false, true) => false,
+                _ => value > *bv,
+            },
+        };
+        if better {
+            best = Some((value, is_width, url));
+        }
+    };
+    let bytes = srcset.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        while i < bytes.len() && (bytes[i].is_ascii_whitespace() || bytes[i] == b',') {
+            i += 1;
+        }
+        if i >= bytes.len() {
+            break;
+        }
+        let start = i;
+        while i < bytes.len() && !bytes[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        let mut url = &srcset[start..i];
+        let mut descriptor = "";
+        if url.ends_with(',') {
+            url = url.trim_end_matches(',');
+        } else {
+            let dstart = i;
+            let mut depth = 0usize;
+            while i < bytes.len() {
+                match bytes[i] {
+                    b'(' => depth += 1,
+                    b')' => depth = depth.saturating_sub(1),
+                    b',' if depth == 0 => break,
+                    _ => {}
+                }
+                i += 1;
+            }
+            descriptor = srcset[dstart..i].trim();
+            i += 1;
+        }
+        if url.is_empty() {
+            continue;
+        }
+        let mut value = 1.0;
+        let mut is_width = false;
+        for d in descriptor.split_ascii_whitespace() {
+            let Some((at, unit)) = d.char_indices().last() else {
+                continue;
+            };
+            match (unit, d[..at].parse::<f64>()) {
+                ('w', Ok(n)) if n.is_finite() => {
+                    value = n;
+                    is_width = true;
+                }
+                ('x', Ok(n)) if n.is_finite() => value = n,
+                _ => {}
+            }
+        }
+        consider(value, is_width, url.to_string());
+    }
+    if let Some(s) = src {
+        if !s.trim().is_empty() {
+            consider(1.0, false, s.to_string());
+        }
+    }
+    best.map(|(_, _, u)| u)
+}
+
+// ---------------------------------------------------------------------------------------------
+// CSS
+
+fn starts_with_ci(hay: &[u8], at: usize, needle: &[u8]) -> bool {
+    hay.len() >= at + needle.len() && hay[at..at + needle.len()].eq_ignore_ascii_case(needle)
+}
+
+fn is_ident_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b >= 0x80
+}
+
+/// Read a CSS string starting at the quote at `i`; returns (content, index after the string).
+fn read_css_string(s: &str, i: usize) -> (String, usize) {
+    let bytes = s.as_bytes();
+    let quote = bytes[i];
+    let mut out = String::new();
+    let mut j = i + 1;
+    let mut seg = j;
+    while j < bytes.len() {
+        match bytes[j] {
+            b'\\' => {
+                out.push_str(&s[seg..j]);
+                if j + 1 < bytes.len() && bytes[j + 1] != b'\n' {
+                    // Take the escaped character as is (hex escapes are rare in URLs).
+                    let ch_len = s[j + 1..].chars().next().map(char::len_utf8).unwrap_or(1);
+                    out.push_str(&s[j + 1..j + 1 + ch_len]);
+                    j += 1 + ch_len;
+                } else {
+                    j += 2;
+                }
+                seg = j.min(bytes.len());
+                continue;
+            }
+            b if b == quote => {
+                out.push_str(&s[seg..j]);
+                return (out, j + 1);
+            }
+            b'\n' => {
+                out.push_str(&s[seg..j]);
+                return (out, j);
+            }
+            _ => j += 1,
+        }
+    }
+    out.push_str(&s[seg.min(bytes.len())..]);
+    (out, bytes.len())
+}
+
+/// Read the argument of `url(` whose content starts at `i`; returns (url, index after `)`).
+fn read_url_arg(s: &str, mut i: usize) -> (String, usize) {
+    let bytes = s.as_bytes();
+    while i < bytes.len() && bytes[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    if i < bytes.len() && (bytes[i] == b'"' || bytes[i] == b'\'') {
+        let (v, mut j) = read_css_string(s, i);
+        while j < bytes.len() && bytes[j] != b')' {
+            j += 1;
+        }
+        return (v, (j + 1).min(bytes.len()));
+    }
+    let start = i;
+    while i < bytes.len() && bytes[i] != b')' {
+        i += 1;
+    }
+    let v = s[start..i].trim().replace('\\', "");
+    (v, (i + 1).min(bytes.len()))
+}
+
+fn url_kind(url: &str, in_font_face: bool) -> ResourceKind {
+    if in_font_face {
+        return ResourceKind::Font;
+    }
+    let path = url
+        .split(['?', '#'])
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if path.ends_with(".css") {
+        ResourceKind::Stylesheet
+    } else if [".woff", ".woff2", ".ttf", ".otf", ".eot"]
+        .iter()
+        .any(|e| path.ends_with(e))
+    {
+        ResourceKind::Font
+    } else {
+        ResourceKind::Image
+    }
+}
+
+/// Scan a stylesheet (or a `style` attribute) for `@import` and `url()` references.
+pub fn scan_css(css: &str, base: &Url) -> Vec<Discovered> {
+    let bytes = css.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    let mut depth = 0usize;
+    let mut font_face_pending = false;
+    let mut font_face_depth: Option<usize> = None;
+    let push = |raw: &str, kind: ResourceKind, out: &mut Vec<Discovered>| {
+        if raw
+            .trim_start()
+            .get(..5)
+            .is_some_and(|p| p.eq_ignore_ascii_case("data:"))
+        {
+            return;
+        }
+        if let Some(url) = resolve(base, raw) {
+            out.push(Discovered { url, kind });
+        }
+    };
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == b'/' && bytes.get(i + 1) == Some(&b'*') {
+            i = match css[i + 2..].find("*/") {
+                Some(p) => i + 2 + p + 2,
+                None => bytes.len(),
+            };
+            continue;
+        }
+        match b {
+            b'"' | b'\'' => {
+                let (_, j) = read_css_string(css, i);
+                i = j;
+            }
+            b'{' => {
+                depth += 1;
+                if font_face_pending {
+                    font_face_depth = Some(depth);
+                    font_face_pending = false;
+                }
+                i += 1;
+            }
+            b'}' => {
+                if font_face_depth == Some(depth) {
+                    font_face_depth = None;
+                }
+                depth = depth.saturating_sub(1);
+                i += 1;
+            }
+            b'@' if starts_with_ci(bytes, i, b"@import") => {
+                let mut j = i + 7;
+                while j < bytes.len() && bytes[j].is_ascii_whitespace() {
+                    j += 1;
+                }
+                if j < bytes.len() && (bytes[j] == b'"' || bytes[j] == b'\'') {
+                    let (v, k) = read_css_string(css, j);
+                    push(&v, ResourceKind::Stylesheet, &mut out);
+                    i = k;
+                } else if starts_with_ci(bytes, j, b"url(") {
+                    let (v, k) = read_url_arg(css, j + 4);
+                    push(&v, ResourceKind::Stylesheet, &mut out);
+                    i = k;
+                } else {
+                    i = j;
+                }
+            }
+            b'@' if starts_with_ci(bytes, i, b"@font-face") => {
+                font_face_pending = true;
+                i += 10;
+            }
+            b'u' | b'U'
+                if starts_with_ci(bytes, i, b"url(")
+                    && (i == 0 || !is_ident_byte(bytes[i - 1])) =>
+            {
+                let (v, k) = read_url_arg(css, i + 4);
+                let kind = url_kind(&v, font_face_depth.is_some());
+                push(&v, kind, &mut out);
+                i = k;
+            }
+            _ => i += 1,
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> Url {
+        Url::parse("http://www.example.test/dir/page.html").expect("static URL")
+    }
+
+    fn urls(d: &[Discovered]) -> Vec<(String, ResourceKind)> {
+        d.iter().map(|d| (d.url.to_string(), d.kind)).collect()
+    }
+
+    #[test]
+    fn html_elements_in_document_order() {
+        let html = br##"<!doctype html><html><head>
+            <link rel="stylesheet" href="/s/main.css">
+            <link rel="alternate stylesheet" href="alt.css">
+            <link rel="preload" as="font" href="f.woff2">
+            <link rel="shortcut icon" href="/favicon.ico">
+            <script src="js/app.js?a=1&amp;b=2"></script>
+            <style>body { background: url('bg.png') } @import "imp.css";</style>
+            </head><body background="bodybg.gif">
+            <img src="a.jpg"><img srcset="s.jpg 320w, l.jpg 1024w, m.jpg 640w" src="fallback.jpg">
+            <img src="x1.png" srcset="x2.png 2x, x3.png 3x">
+            <div style="background-image:url(&quot;div.png&quot;)"></div>
+            <input type="IMAGE" src="btn.gif"><input type="text" src="no.gif">
+            <iframe src="//other.test/frame.html#top"></iframe>
+            <a href="not-fetched.html">x</a><img src="data:image/gif;base64,AAAA"><img src="#frag">
+            </body></html>"##;
+        let found = scan_html(&base(), html);
+        assert_eq!(
+            urls(&found),
+            vec![
+                (
+                    "http://www.example.test/s/main.css".into(),
+                    ResourceKind::Stylesheet
+                ),
+                (
+                    "http://www.example.test/dir/f.woff2".into(),
+                    ResourceKind::Font
+                ),
+                (
+                    "http://www.example.test/favicon.ico".into(),
+                    ResourceKind::Image
+                ),
+                (
+                    "http://www.example.test/dir/js/app.js?a=1&b=2".into(),
+                    ResourceKind::Script
+                ),
+                (
+                    "http://www.example.test/dir/bg.png".into(),
+                    ResourceKind::Image
+                ),
+                (
+                    "http://www.example.test/dir/imp.css".into(),
+                    ResourceKind::Stylesheet
+                ),
+                (
+                    "http://www.example.test/dir/bodybg.gif".into(),
+                    ResourceKind::Image
+                ),
+                (
+                    "http://www.example.test/dir/a.jpg".into(),
+                    ResourceKind::Image
+                ),
+                (
+                    "http://www.example.test/dir/l.jpg".into(),
+                    ResourceKind::Image
+                ),
+                (
+                    "http://www.example.test/dir/x3.png".into(),
+                    ResourceKind::Image
+                ),
+                (
+                    "http://www.example.test/dir/div.png".into(),
+                    ResourceKind::Image
+                ),
+                (
+                    "http://www.example.test/dir/btn.gif".into(),
+                    ResourceKind::Image
+                ),
+                ("http://other.test/frame.html".into(), ResourceKind::Iframe),
+            ]
+        );
+    }
+
+    #[test]
+    fn html_streamed_byte_by_byte_and_base_href() {
+        let html = br#"<html><head><base href="http://cdn.test/assets/"></head>
+            <body><img src="one.gif"><script src="/two.js"></script></body></html>"#;
+        let mut s = HtmlScanner::new(base());
+        let mut found = Vec::new();
+        for b in html.iter() {
+            found.extend(s.feed(std::slice::from_ref(b)));
+        }
+        found.extend(s.finish());
+        assert_eq!(
+            urls(&found),
+            vec![
+                ("http://cdn.test/assets/one.gif".into(), ResourceKind::Image),
+                ("http://cdn.test/two.js".into(), ResourceKind::Script),
+            ]
+        );
+        assert!(s.error().is_none());
+    }
+
+    #[test]
+    fn html_garbage_does_not_panic() {
+        let mut s = HtmlScanner::new(base());
+        let junk: Vec<u8> = (0..5000u32).map(|i| (i * 7919 % 251) as u8).collect();
+        let _ = s.feed(&junk);
+        let _ = s.feed(b"<img src=\"ok.png\"><<<>>><img src=");
+        let _ = s.finish();
+    }
+
+    #[test]
+    fn css_imports_urls_and_comments() {
+        let css = r#"
+            @import url("a.css");
+            @import 'b.css' screen;
+            /* url(commented.png) */
+            .x { background: url( img/x.png ) no-repeat; }
+            .y { background-image: URL("y.gif"), url('z.jpg'); }
+            .q { content: "url(in-string.png)"; }
+            .svg { fill: url(#grad); mask: url(data:image/png;base64,AAA); }
+            @font-face { font-family: F; src: url(font.bin) format("woff"); }
+            .after { background: url(after.png) }
+            .escaped { background: url("we\"ird.png") }
+            .notfn { background: myurl(no.png) }
+        "#;
+        let found = scan_css(css, &base());
+        assert_eq!(
+            urls(&found),
+            vec![
+                (
+                    "http://www.example.test/dir/a.css".into(),
+                    ResourceKind::Stylesheet
+                ),
+                (
+                    "http://www.example.test/dir/b.css".into(),
+                    ResourceKind::Stylesheet
+                ),
+                (
+                    "http://www.example.test/dir/img/x.png".into(),
+                    ResourceKind::Image
+                ),
+                (
+                    "http://www.example.test/dir/y.gif".into(),
+                    ResourceKind::Image
+                ),
+                (
+                    "http://www.example.test/dir/z.jpg".into(),
+                    ResourceKind::Image
+                ),
+                (
+                    "http://www.example.test/dir/font.bin".into(),
+                    ResourceKind::Font
+                ),
+                (
+                    "http://www.example.test/dir/after.png".into(),
+                    ResourceKind::Image
+                ),
+                (
+                    "http://www.example.test/dir/we%22ird.png".into(),
+                    ResourceKind::Image
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn css_unterminated_input_is_safe() {
+        for css in [
+            "url(",
+            "@import",
+            "@import \"x",
+            "url('abc",
+            "/* never ends",
+            "\"\\",
+            "url(\\",
+        ] {
+            let _ = scan_css(css, &base());
+        }
+    }
+
+    #[test]
+    fn srcset_picking() {
+        assert_eq!(
+            pick_srcset("a.png 1x, b.png 2x", None).as_deref(),
+            Some("b.png")
+        );
+        assert_eq!(
+            pick_srcset("a.png 100w, b.png 50w", Some("c.png")).as_deref(),
+            Some("a.png")
+        );
+        assert_eq!(
+            pick_srcset("a.png", Some("c.png")).as_deref(),
+            Some("a.png")
+        );
+        assert_eq!(
+            pick_srcset("a,b.png 2x, c.png", None).as_deref(),
+            Some("a,b.png")
+        );
+        assert_eq!(pick_srcset("  ,  ", None), None);
+        assert_eq!(pick_srcset("", Some("s.png")).as_deref(), Some("s.png"));
+        assert_eq!(
+            pick_srcset("a.png 2é, b.png 1x", None).as_deref(),
+            Some("a.png")
+        );
+    }
+
+    #[test]
+    fn entities() {
+        assert_eq!(
+            decode_entities("a&amp;b&#38;c&#x26;d&bogus;e&"),
+            "a&b&c&d&bogus;e&"
+        );
+    }
+}

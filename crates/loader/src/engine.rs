@@ -1,0 +1,1388 @@
+//! The browser model's scheduler. One task polls everything (connection drivers and DNS
+//! lookups live in a `FuturesUnordered` owned by the [`Loader`]), so every socket is created on
+//! the caller's thread — in whatever network namespace that thread is in.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use futures_util::future::{AbortHandle, Abortable};
+use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt, StreamExt};
+use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
+use tokio::time::Instant;
+use url::Url;
+
+use crate::config::{LoaderConfig, Policy};
+use crate::discover::{self, Discovered, HtmlScanner, ResourceKind};
+use crate::driver::{self, DriverCfg, Event, H1Mode, Job, Response, Sent};
+use crate::error::FetchError;
+use crate::net::{Origin, Protocol, Target};
+use crate::result::{self, ConnectionInfo, DnsLookup, ObjectTiming, PageLoad, Phase, Timings};
+
+/// A connection's setup: start, end, and the TLS part.
+type Setup = (Instant, Instant, Option<(Instant, Instant)>);
+
+/// A connection used in a load, with its setup span for the breakdown.
+type ConnRecord = (u64, ConnectionInfo, Option<(Instant, Instant)>);
+
+type Task = Abortable<Pin<Box<dyn Future<Output = ()> + Send>>>;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Group {
+    Origin(Origin),
+    Proxy(SocketAddr),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Room {
+    Open,
+    Full,
+    Wait,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ConnState {
+    Connecting { expected: usize },
+    Ready { capacity: usize },
+}
+
+struct Conn {
+    group: Group,
+    /// `None`: a plain proxy connection, good for any http origin.
+    affinity: Option<Origin>,
+    tx: UnboundedSender<Job>,
+    abort: AbortHandle,
+    state: ConnState,
+    outstanding: Vec<usize>,
+    closing: bool,
+    protocol: Option<Protocol>,
+    peer: Option<SocketAddr>,
+    tls: bool,
+    via_proxy: bool,
+    /// The load generation in which it was opened.
+    gen: u64,
+    setup: Option<Setup>,
+    first_taken: bool,
+}
+
+#[derive(Debug, Clone)]
+enum DnsState {
+    Pending {
+        trigger: usize,
+        gen: u64,
+    },
+    Resolved {
+        addrs: Vec<IpAddr>,
+        expires: Instant,
+        fresh: bool,
+    },
+    Failed {
+        reason: String,
+        gen: u64,
+    },
+}
+
+#[derive(Debug, Clone, Default)]
+struct CacheEntry {
+    etag: Option<String>,
+    last_modified: Option<String>,
+    body: Option<Bytes>,
+}
+
+/// Client state kept between page loads: the DNS cache (TTLs honoured), the HTTP cache of
+/// validators (revisits send conditional requests; a 304 is a cache hit), and, when
+/// [`LoaderConfig::keep_connections`] is set, idle persistent connections.
+pub struct Loader {
+    cfg: LoaderConfig,
+    dcfg: Arc<DriverCfg>,
+    tls_error: Option<String>,
+    hosts: HashMap<String, IpAddr>,
+    dns: HashMap<String, DnsState>,
+    cache: HashMap<String, CacheEntry>,
+    conns: HashMap<u64, Conn>,
+    tasks: FuturesUnordered<Task>,
+    ev_tx: UnboundedSender<Event>,
+    ev_rx: UnboundedReceiver<Event>,
+    next_conn: u64,
+    gen: u64,
+}
+
+impl std::fmt::Debug for Loader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loader")
+            .field("policy", &self.cfg.policy)
+            .field("dns_entries", &self.dns.len())
+            .field("cache_entries", &self.cache.len())
+            .field("open_connections", &self.conns.len())
+            .finish_non_exhaustive()
+    }
+}
+
+struct Obj {
+    url: Url,
+    origin: Result<Origin, FetchError>,
+    kind: ResourceKind,
+    initiator: Option<usize>,
+    is_main: bool,
+    nesting: usize,
+    redirects: usize,
+    queued: Instant,
+    done: bool,
+    retries: u32,
+    dns_span: Option<(Instant, Instant)>,
+    conn_setup: Option<Setup>,
+    conn: Option<u64>,
+    server: Option<SocketAddr>,
+    conditional: bool,
+    sent: Sent,
+    first_byte: Option<Instant>,
+    end: Option<Instant>,
+    response: Option<Response>,
+    error: Option<FetchError>,
+    redirect_url: Option<String>,
+    scanner: Option<HtmlScanner>,
+}
+
+struct LoadState {
+    gen: u64,
+    url: String,
+    t0: Instant,
+    wall0: SystemTime,
+    objs: Vec<Obj>,
+    queue: VecDeque<usize>,
+    seen: HashSet<String>,
+    main: usize,
+    lookups: Vec<(String, Instant, Instant, Result<crate::dns::Answer, String>)>,
+    /// Connections used in this load, with their setup span for the breakdown.
+    conn_recs: Vec<ConnRecord>,
+    conn_rec_idx: HashMap<u64, usize>,
+    dropped: usize,
+    timed_out: bool,
+    dns_aborts: Vec<AbortHandle>,
+    /// Failed connection attempts per (group, affinity) in this load.
+    connect_failures: HashMap<(Group, Option<Origin>), u32>,
+}
+
+impl LoadState {
+    fn all_done(&self) -> bool {
+        self.objs.iter().all(|o| o.done)
+    }
+}
+
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
+}
+
+fn is_html_type(ct: Option<&str>) -> bool {
+    match ct {
+        None => true,
+        Some(ct) => {
+            let ct = ct.to_ascii_lowercase();
+            ct.contains("html") || ct.contains("xml")
+        }
+    }
+}
+
+impl Loader {
+    /// A loader with empty client state.
+    pub fn new(cfg: LoaderConfig) -> Loader {
+        let (tls, tls_error) = match &cfg.ca_pem {
+            Some(pem) => match crate::net::tls_config(pem) {
+                Ok(t) => (Some(t), None),
+                Err(e) => (None, Some(e)),
+            },
+            None => (None, None),
+        };
+        let dcfg = Arc::new(DriverCfg {
+            user_agent: cfg.user_agent.clone(),
+            accept_encoding: cfg.accept_encoding.clone(),
+            response_timeout: cfg.response_timeout,
+            connect_timeout: cfg.connect_timeout,
+            max_body_bytes: cfg.max_body_bytes,
+            max_header_bytes: cfg.max_header_bytes,
+            tls,
+        });
+        let hosts = cfg
+            .hosts
+            .iter()
+            .map(|(h, ip)| (h.trim_end_matches('.').to_ascii_lowercase(), *ip))
+            .collect();
+        let (ev_tx, ev_rx) = mpsc::unbounded_channel();
+        Loader {
+            cfg,
+            dcfg,
+            tls_error,
+            hosts,
+            dns: HashMap::new(),
+            cache: HashMap::new(),
+            conns: HashMap::new(),
+            tasks: FuturesUnordered::new(),
+            ev_tx,
+            ev_rx,
+            next_conn: 1,
+            gen: 0,
+        }
+    }
+
+    pub fn config(&self) -> &LoaderConfig {
+        &self.cfg
+    }
+
+    /// Why the CA PEM could not be used, if it could not (https objects then fail).
+    pub fn tls_error(&self) -> Option<&str> {
+        self.tls_error.as_deref()
+    }
+
+    /// Forget cached DNS answers.
+    pub fn clear_dns_cache(&mut self) {
+        self.dns.clear();
+    }
+
+    /// Forget cached validators and bodies.
+    pub fn clear_http_cache(&mut self) {
+        self.cache.clear();
+    }
+
+    /// Close every kept connection.
+    pub fn close_connections(&mut self) {
+        for c in self.conns.values() {
+            c.abort.abort();
+        }
+        self.conns.clear();
+        self.tasks = FuturesUnordered::new();
+    }
+
+    /// Number of objects in the HTTP cache.
+    pub fn cached_objects(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Idle connections kept for the next load.
+    pub fn open_connections(&self) -> usize {
+        self.conns.len()
+    }
+
+    fn spawn(&mut self, fut: Pin<Box<dyn Future<Output = ()> + Send>>) -> AbortHandle {
+        let (handle, reg) = AbortHandle::new_pair();
+        self.tasks.push(Abortable::new(fut, reg));
+        handle
+    }
+
+    /// Load one page: fetch it, discover and fetch its objects under the configured policy.
+    /// Never fails as a whole: every problem is recorded in the objects' entries.
+    pub async fn load(&mut self, url: &str) -> PageLoad {
+        self.gen += 1;
+        // Events left from the previous load (connections that closed while idle).
+        while let Ok(ev) = self.ev_rx.try_recv() {
+            if let Event::Closed { conn } = ev {
+                self.conns.remove(&conn);
+            }
+        }
+        let t0 = Instant::now();
+        let mut st = LoadState {
+            gen: self.gen,
+            url: url.to_string(),
+            t0,
+            wall0: SystemTime::now(),
+            objs: Vec::new(),
+            queue: VecDeque::new(),
+            seen: HashSet::new(),
+            main: 0,
+            lookups: Vec::new(),
+            conn_recs: Vec::new(),
+            conn_rec_idx: HashMap::new(),
+            dropped: 0,
+            timed_out: false,
+            dns_aborts: Vec::new(),
+            connect_failures: HashMap::new(),
+        };
+        let parsed = Url::parse(url.trim());
+        let parsed = match parsed {
+            Ok(u) => u,
+            Err(e) => return self.invalid_page(st, e.to_string()),
+        };
+        match self.add_object(&mut st, parsed, ResourceKind::Document, None, 0, true) {
+            Some(id) => st.main = id,
+            None => return self.invalid_page(st, "not loadable".into()),
+        }
+        let deadline = t0 + self.cfg.page_timeout;
+        loop {
+            self.pump(&mut st);
+            if st.all_done() {
+                break;
+            }
+            tokio::select! {
+                ev = self.ev_rx.recv() => {
+                    if let Some(ev) = ev {
+                        self.handle(&mut st, ev);
+                    }
+                }
+                Some(_) = self.tasks.next(), if !self.tasks.is_empty() => {}
+                _ = tokio::time::sleep_until(deadline) => {
+                    st.timed_out = true;
+                    let now = Instant::now();
+                    for o in st.objs.iter_mut().filter(|o| !o.done) {
+                        o.error = Some(FetchError::PageTimeout);
+                        finish_failed(o, now);
+                    }
+                    break;
+                }
+            }
+        }
+        self.end_load(&mut st);
+        self.build(st)
+    }
+
+    fn invalid_page(&mut self, st: LoadState, reason: String) -> PageLoad {
+        let error = FetchError::InvalidUrl {
+            url: st.url.clone(),
+            reason,
+        };
+        let mut page = self.build(st);
+        page.objects = vec![ObjectTiming {
+            id: 0,
+            url: page.url.clone(),
+            kind: ResourceKind::Document,
+            initiator: None,
+            start: Duration::ZERO,
+            end: Duration::ZERO,
+            timings: Timings {
+                blocked: Some(Duration::ZERO),
+                ..Timings::default()
+            },
+            status: None,
+            status_text: String::new(),
+            http_version: String::new(),
+            request_headers: Vec::new(),
+            request_headers_size: None,
+            response_headers: Vec::new(),
+            headers_size: None,
+            body_size: 0,
+            content_size: 0,
+            content_type: None,
+            redirect_url: None,
+            connection_id: None,
+            server_addr: None,
+            conditional: false,
+            cache_hit: false,
+            retries: 0,
+            error: Some(error),
+        }];
+        page
+    }
+
+    fn end_load(&mut self, st: &mut LoadState) {
+        for h in st.dns_aborts.drain(..) {
+            h.abort();
+        }
+        self.dns.retain(|_, s| match s {
+            DnsState::Resolved { fresh, .. } => {
+                *fresh = false;
+                true
+            }
+            _ => false,
+        });
+        if !self.cfg.keep_connections {
+            self.close_connections();
+            return;
+        }
+        let mut drop_ids = Vec::new();
+        for (id, c) in &self.conns {
+            let busy = !c.outstanding.is_empty();
+            let connecting = matches!(c.state, ConnState::Connecting { .. });
+            if busy || connecting || c.closing {
+                c.abort.abort();
+                drop_ids.push(*id);
+            }
+        }
+        for id in drop_ids {
+            self.conns.remove(&id);
+        }
+        // Let aborted futures finish now so their sockets close.
+        while let Some(Some(_)) = self.tasks.next().now_or_never() {}
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn new_obj(
+        &self,
+        url: Url,
+        origin: Result<Origin, FetchError>,
+        kind: ResourceKind,
+        initiator: Option<usize>,
+        nesting: usize,
+        is_main: bool,
+        now: Instant,
+    ) -> Obj {
+        Obj {
+            url,
+            origin,
+            kind,
+            initiator,
+            is_main,
+            nesting,
+            redirects: 0,
+            queued: now,
+            done: false,
+            retries: 0,
+            dns_span: None,
+            conn_setup: None,
+            conn: None,
+            server: None,
+            conditional: false,
+            sent: Sent::default(),
+            first_byte: None,
+            end: None,
+            response: None,
+            error: None,
+            redirect_url: None,
+            scanner: None,
+        }
+    }
+
+    /// Add a discovered object (once per URL); returns its id if added.
+    fn add_object(
+        &mut self,
+        st: &mut LoadState,
+        mut url: Url,
+        kind: ResourceKind,
+        initiator: Option<usize>,
+        nesting: usize,
+        is_main: bool,
+    ) -> Option<usize> {
+        url.set_fragment(None);
+        if self.cfg.upgrade_insecure && url.scheme() == "http" {
+            let default_port = url.port().is_none();
+            if url.set_scheme("https").is_ok() && default_port {
+                let _ = url.set_port(None);
+            }
+        }
+        if !st.seen.insert(url.as_str().to_string()) {
+            return None;
+        }
+        if st.objs.len() >= self.cfg.max_objects {
+            st.dropped += 1;
+            return None;
+        }
+        let origin = Origin::of(&url);
+        let now = Instant::now();
+        let id = st.objs.len();
+        let mut obj = self.new_obj(url, origin, kind, initiator, nesting, is_main, now);
+        if let Err(e) = &obj.origin {
+            obj.error = Some(e.clone());
+            finish_failed(&mut obj, now);
+        } else if obj.origin.as_ref().is_ok_and(|o| o.https) && self.dcfg.tls.is_none() {
+            let why = self
+                .tls_error
+                .clone()
+                .unwrap_or_else(|| "no CA configured for https".into());
+            obj.error = Some(FetchError::Tls(why));
+            finish_failed(&mut obj, now);
+        } else {
+            st.queue.push_back(id);
+        }
+        st.objs.push(obj);
+        Some(id)
+    }
+
+    fn discover(&mut self, st: &mut LoadState, parent: usize, found: Vec<Discovered>) {
+        let nesting = st.objs[parent].nesting;
+        for d in found {
+            let n = match d.kind {
+                ResourceKind::Iframe | ResourceKind::Stylesheet => nesting + 1,
+                _ => nesting,
+            };
+            if n > self.cfg.max_nesting {
+                continue;
+            }
+            self.add_object(st, d.url, d.kind, Some(parent), n, false);
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Connection policy
+
+    fn group_of(&self, origin: &Origin) -> Group {
+        match self.cfg.proxy {
+            Some(p) => Group::Proxy(p),
+            None => Group::Origin(origin.clone()),
+        }
+    }
+
+    fn affinity_of(&self, origin: &Origin) -> Option<Origin> {
+        if self.cfg.proxy.is_some() && !origin.https {
+            None
+        } else {
+            Some(origin.clone())
+        }
+    }
+
+    fn uses_h2(&self, origin: &Origin) -> bool {
+        self.cfg.policy == Policy::H2 && origin.https
+    }
+
+    /// Requests a connection of this policy carries at once.
+    fn capacity(&self, origin: &Origin) -> usize {
+        match self.cfg.policy {
+            Policy::Http10 | Policy::Http11 { .. } => 1,
+            Policy::Pipelining { depth, .. } => depth.max(1),
+            Policy::H2 => {
+                if origin.https {
+                    usize::MAX
+                } else {
+                    1
+                }
+            }
+        }
+    }
+
+    fn group_limit(&self, origin: &Origin) -> usize {
+        match self.cfg.policy {
+            Policy::Http10 => Policy::HTTP10_MAX_CONNECTIONS,
+            Policy::Http11 { per_host } | Policy::Pipelining { per_host, .. } => per_host.max(1),
+            Policy::H2 => {
+                if origin.https {
+                    usize::MAX
+                } else {
+                    self.cfg.h2_fallback_per_host.max(1)
+                }
+            }
+        }
+    }
+
+    /// Whether a new connection for `origin` may be opened now.
+    fn room(&self, st: &LoadState, group: &Group, origin: &Origin) -> Room {
+        let aff = self.affinity_of(origin);
+        let live = self
+            .conns
+            .values()
+            .any(|c| &c.group == group && c.affinity == aff);
+        if live
+            && st
+                .connect_failures
+                .contains_key(&(group.clone(), aff.clone()))
+        {
+            // This origin (or proxy) already failed a connection: make do with those open.
+            return Room::Wait;
+        }
+        if self.uses_h2(origin) {
+            return if live { Room::Wait } else { Room::Open };
+        }
+        let in_group = self
+            .conns
+            .values()
+            .filter(|c| &c.group == group && !self.uses_h2_conn(c))
+            .count();
+        if in_group < self.group_limit(origin) {
+            Room::Open
+        } else {
+            Room::Full
+        }
+    }
+
+    fn uses_h2_conn(&self, c: &Conn) -> bool {
+        c.affinity.as_ref().is_some_and(|o| self.uses_h2(o))
+    }
+
+    fn matches(&self, c: &Conn, group: &Group, aff: &Option<Origin>) -> bool {
+        &c.group == group && &c.affinity == aff && !c.closing
+    }
+
+    /// The least loaded ready connection with room; `idle_only` asks for one with nothing in
+    /// flight (a re-sent request goes first on its connection, so a server that closes after
+    /// N responses cannot cut it off again).
+    fn best_ready(&self, group: &Group, aff: &Option<Origin>, idle_only: bool) -> Option<u64> {
+        self.conns
+            .iter()
+            .filter(|(_, c)| self.matches(c, group, aff))
+            .filter(|(_, c)| !idle_only || c.outstanding.is_empty())
+            .filter_map(|(id, c)| match c.state {
+                ConnState::Ready { capacity } if c.outstanding.len() < capacity => {
+                    Some((c.outstanding.len(), *id))
+                }
+                _ => None,
+            })
+            .min()
+            .map(|(_, id)| id)
+    }
+
+    /// Where a new connection for `origin` goes, or why it cannot be opened yet.
+    fn target_for(
+        &mut self,
+        st: &mut LoadState,
+        origin: &Origin,
+        oid: usize,
+    ) -> Result<Option<Target>, FetchError> {
+        let alpn: Vec<Vec<u8>> = if self.uses_h2(origin) {
+            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+        } else {
+            vec![b"http/1.1".to_vec()]
+        };
+        let tls_for = origin.https.then(|| origin.clone());
+        if let Some(proxy) = self.cfg.proxy {
+            return Ok(Some(Target {
+                addrs: vec![proxy],
+                tunnel_to: origin.https.then(|| origin.clone()),
+                tls_for,
+                alpn,
+            }));
+        }
+        let with = |ips: &[IpAddr]| Target {
+            addrs: ips
+                .iter()
+                .map(|ip| SocketAddr::new(*ip, origin.port))
+                .collect(),
+            tunnel_to: None,
+            tls_for: tls_for.clone(),
+            alpn: alpn.clone(),
+        };
+        if let Some(ip) = origin.ip() {
+            return Ok(Some(with(&[ip])));
+        }
+        if let Some(ip) = self.hosts.get(&origin.host) {
+            return Ok(Some(with(&[*ip])));
+        }
+        let now = Instant::now();
+        match self.dns.get(&origin.host) {
+            Some(DnsState::Resolved {
+                addrs,
+                expires,
+                fresh,
+            }) if *fresh || *expires > now => return Ok(Some(with(addrs))),
+            Some(DnsState::Pending { gen, .. }) if *gen == st.gen => return Ok(None),
+            Some(DnsState::Failed { reason, gen }) if *gen == st.gen => {
+                return Err(FetchError::Dns {
+                    host: origin.host.clone(),
+                    reason: reason.clone(),
+                })
+            }
+            _ => {}
+        }
+        // Look it up.
+        self.dns.insert(
+            origin.host.clone(),
+            DnsState::Pending {
+                trigger: oid,
+                gen: st.gen,
+            },
+        );
+        let fut = driver::dns_task(
+            st.gen,
+            origin.host.clone(),
+            self.cfg.resolver,
+            self.cfg.dns_timeout,
+            self.cfg.dns_attempts,
+            self.ev_tx.clone(),
+        );
+        let h = self.spawn(Box::pin(fut));
+        st.dns_aborts.push(h);
+        Ok(None)
+    }
+
+    fn open(&mut self, st: &mut LoadState, group: Group, origin: &Origin, target: Target) -> u64 {
+        let id = self.next_conn;
+        self.next_conn += 1;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let via_proxy = self.cfg.proxy.is_some();
+        let mode = H1Mode {
+            http10: self.cfg.policy == Policy::Http10,
+            absolute: via_proxy && !origin.https,
+        };
+        let tls = target.tls_for.is_some();
+        let fut = driver::run(id, target, mode, self.dcfg.clone(), rx, self.ev_tx.clone());
+        let abort = self.spawn(Box::pin(fut));
+        let affinity = self.affinity_of(origin);
+        let rec = ConnectionInfo {
+            id,
+            remote: None,
+            origin: affinity.as_ref().map(|o| o.to_string()),
+            via_proxy,
+            protocol: None,
+            tls,
+            reused: false,
+            opened: Some(Instant::now().saturating_duration_since(st.t0)),
+            connect: None,
+            ssl: None,
+            requests: 0,
+            error: None,
+        };
+        st.conn_rec_idx.insert(id, st.conn_recs.len());
+        st.conn_recs.push((id, rec, None));
+        self.conns.insert(
+            id,
+            Conn {
+                group,
+                affinity,
+                tx,
+                abort,
+                state: ConnState::Connecting {
+                    expected: self.capacity(origin),
+                },
+                outstanding: Vec::new(),
+                closing: false,
+                protocol: None,
+                peer: None,
+                tls,
+                via_proxy,
+                gen: st.gen,
+                setup: None,
+                first_taken: false,
+            },
+        );
+        id
+    }
+
+    fn close_conn(&mut self, id: u64) {
+        if let Some(c) = self.conns.remove(&id) {
+            c.abort.abort();
+        }
+    }
+
+    fn conn_record<'a>(&self, st: &'a mut LoadState, id: u64) -> Option<&'a mut ConnectionInfo> {
+        if !st.conn_rec_idx.contains_key(&id) {
+            // A connection kept from an earlier load, first used in this one.
+            let c = self.conns.get(&id)?;
+            st.conn_rec_idx.insert(id, st.conn_recs.len());
+            st.conn_recs.push((
+                id,
+                ConnectionInfo {
+                    id,
+                    remote: c.peer,
+                    origin: c.affinity.as_ref().map(|o| o.to_string()),
+                    via_proxy: c.via_proxy,
+                    protocol: c.protocol.map(|p| p.name().to_string()),
+                    tls: c.tls,
+                    reused: true,
+                    opened: None,
+                    connect: None,
+                    ssl: None,
+                    requests: 0,
+                    error: None,
+                },
+                None,
+            ));
+        }
+        let idx = *st.conn_rec_idx.get(&id)?;
+        st.conn_recs.get_mut(idx).map(|(_, r, _)| r)
+    }
+
+    fn assign(&mut self, st: &mut LoadState, cid: u64, oid: usize) {
+        let Ok(origin) = st.objs[oid].origin.clone() else {
+            return;
+        };
+        let url = st.objs[oid].url.clone();
+        let kind = st.objs[oid].kind;
+        let mut extra = Vec::new();
+        if let Some(entry) = self.cache.get(url.as_str()) {
+            if let Some(etag) = &entry.etag {
+                extra.push(("If-None-Match".to_string(), etag.clone()));
+            }
+            if let Some(lm) = &entry.last_modified {
+                extra.push(("If-Modified-Since".to_string(), lm.clone()));
+            }
+        }
+        let conditional = !extra.is_empty();
+        let job = Job {
+            gen: st.gen,
+            obj: oid,
+            url,
+            origin,
+            extra_headers: extra,
+            stream_body: kind.is_html(),
+            keep_body: kind.is_html() || kind == ResourceKind::Stylesheet,
+        };
+        let Some(conn) = self.conns.get_mut(&cid) else {
+            st.queue.push_front(oid);
+            return;
+        };
+        if conn.tx.send(job).is_err() {
+            // The driver is gone; forget the connection and queue the object again.
+            self.conns.remove(&cid);
+            st.queue.push_front(oid);
+            return;
+        }
+        conn.outstanding.push(oid);
+        let setup = if !conn.first_taken && conn.gen == st.gen {
+            conn.setup
+        } else {
+            None
+        };
+        conn.first_taken = true;
+        let peer = conn.peer;
+        let o = &mut st.objs[oid];
+        o.conditional = conditional;
+        o.conn = Some(cid);
+        o.server = peer;
+        if setup.is_some() {
+            o.conn_setup = setup;
+        }
+        if let Some(r) = self.conn_record(st, cid) {
+            r.requests += 1;
+        }
+    }
+
+    /// Give queued objects to connections, opening connections and starting lookups as the
+    /// policy allows.
+    fn pump(&mut self, st: &mut LoadState) {
+        let mut spare: HashMap<u64, usize> = self
+            .conns
+            .iter()
+            .filter_map(|(id, c)| match c.state {
+                ConnState::Connecting { expected } if !c.closing => Some((*id, expected)),
+                _ => None,
+            })
+            .collect();
+        let mut i = 0;
+        let mut guard = 0usize;
+        while i < st.queue.len() {
+            guard += 1;
+            if guard > 100_000 {
+                break;
+            }
+            let oid = st.queue[i];
+            let origin = match &st.objs[oid].origin {
+                Ok(o) => o.clone(),
+                Err(_) => {
+                    st.queue.remove(i);
+                    continue;
+                }
+            };
+            let group = self.group_of(&origin);
+            let aff = self.affinity_of(&origin);
+            let resent = st.objs[oid].retries > 0 && !self.uses_h2(&origin);
+            if let Some(cid) = self.best_ready(&group, &aff, resent) {
+                st.queue.remove(i);
+                self.assign(st, cid, oid);
+                continue;
+            }
+            let waiting = self
+                .conns
+                .iter()
+                .filter(|(_, c)| self.matches(c, &group, &aff))
+                .map(|(id, _)| *id)
+                .find(|id| spare.get(id).is_some_and(|n| *n > 0));
+            if let Some(cid) = waiting {
+                if let Some(n) = spare.get_mut(&cid) {
+                    *n -= 1;
+                }
+                i += 1;
+                continue;
+            }
+            match self.room(st, &group, &origin) {
+                Room::Wait => {
+                    i += 1;
+                    continue;
+                }
+                Room::Open => {
+                    match self.target_for(st, &origin, oid) {
+                        Ok(Some(target)) => {
+                            let cid = self.open(st, group, &origin, target);
+                            spare.insert(cid, self.capacity(&origin).saturating_sub(1));
+                            i += 1;
+                        }
+                        Ok(None) => i += 1,
+                        Err(e) => {
+                            st.queue.remove(i);
+                            let o = &mut st.objs[oid];
+                            o.error = Some(e);
+                            finish_failed(o, Instant::now());
+                        }
+                    }
+                    continue;
+                }
+                Room::Full => {}
+            }
+            // At the limit: an idle connection bound elsewhere (a tunnel to another origin, or
+            // a plain proxy connection when a tunnel is needed) makes room, as browsers do.
+            let idle_other = self
+                .conns
+                .iter()
+                .filter(|(_, c)| {
+                    c.group == group
+                        && c.affinity != aff
+                        && c.outstanding.is_empty()
+                        && !c.closing
+                        && matches!(c.state, ConnState::Ready { .. })
+                })
+                .map(|(id, _)| *id)
+                .min();
+            if let Some(cid) = idle_other {
+                self.close_conn(cid);
+                continue;
+            }
+            i += 1;
+        }
+        for s in self.dns.values_mut() {
+            if let DnsState::Resolved { fresh, .. } = s {
+                *fresh = false;
+            }
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Events
+
+    fn handle(&mut self, st: &mut LoadState, ev: Event) {
+        match ev {
+            Event::Dns {
+                gen,
+                host,
+                start,
+                end,
+                result,
+            } => {
+                if gen != st.gen {
+                    return;
+                }
+                if let Some(DnsState::Pending { trigger, .. }) = self.dns.get(&host) {
+                    if let Some(o) = st.objs.get_mut(*trigger) {
+                        o.dns_span = Some((start, end));
+                    }
+                }
+                let state = match &result {
+                    Ok(a) => {
+                        let ttl = Duration::from_secs(u64::from(a.ttl)).max(self.cfg.dns_min_ttl);
+                        DnsState::Resolved {
+                            addrs: a.addrs.clone(),
+                            expires: end + ttl,
+                            fresh: true,
+                        }
+                    }
+                    Err(e) => DnsState::Failed {
+                        reason: e.clone(),
+                        gen,
+                    },
+                };
+                self.dns.insert(host.clone(), state);
+                st.lookups.push((host, start, end, result));
+            }
+            Event::Connected {
+                conn,
+                peer,
+                protocol,
+                tcp_start,
+                end,
+                tls,
+            } => {
+                let capacity = match self.conns.get(&conn) {
+                    None => return,
+                    Some(c) => match (protocol, c.affinity.as_ref()) {
+                        (Protocol::H2, _) => usize::MAX,
+                        (_, Some(o)) if self.cfg.policy == Policy::H2 && o.https => 1,
+                        (_, Some(o)) => self.capacity(o),
+                        (_, None) => self.capacity_plain(),
+                    },
+                };
+                let Some(c) = self.conns.get_mut(&conn) else {
+                    return;
+                };
+                c.state = ConnState::Ready { capacity };
+                c.protocol = Some(protocol);
+                c.peer = Some(peer);
+                c.setup = Some((tcp_start, end, tls));
+                let t0 = st.t0;
+                if let Some(idx) = st.conn_rec_idx.get(&conn).copied() {
+                    if let Some((_, r, span)) = st.conn_recs.get_mut(idx) {
+                        r.remote = Some(peer);
+                        r.protocol = Some(protocol.name().to_string());
+                        r.opened = Some(tcp_start.saturating_duration_since(t0));
+                        r.connect = Some(end.saturating_duration_since(tcp_start));
+                        r.ssl = tls.map(|(a, b)| b.saturating_duration_since(a));
+                        *span = Some((tcp_start, end));
+                    }
+                }
+            }
+            Event::ConnectFailed {
+                conn,
+                error,
+                start,
+                end,
+            } => {
+                let Some(c) = self.conns.remove(&conn) else {
+                    return;
+                };
+                if let Some(idx) = st.conn_rec_idx.get(&conn).copied() {
+                    if let Some((_, r, span)) = st.conn_recs.get_mut(idx) {
+                        r.error = Some(error.clone());
+                        r.connect = Some(end.saturating_duration_since(start));
+                        *span = Some((start, end));
+                    }
+                }
+                // With no other connection to fall back on, every object waiting for this
+                // origin (or proxy) fails with the reason; later ones try again.
+                let key = (c.group.clone(), c.affinity.clone());
+                *st.connect_failures.entry(key).or_insert(0) += 1;
+                let live = self
+                    .conns
+                    .values()
+                    .any(|o| o.group == c.group && o.affinity == c.affinity);
+                if !live {
+                    let mut i = 0;
+                    while i < st.queue.len() {
+                        let oid = st.queue[i];
+                        let hit = st.objs[oid].origin.as_ref().is_ok_and(|o| {
+                            self.group_of(o) == c.group && self.affinity_of(o) == c.affinity
+                        });
+                        if !hit {
+                            i += 1;
+                            continue;
+                        }
+                        st.queue.remove(i);
+                        let o = &mut st.objs[oid];
+                        o.conn = Some(conn);
+                        o.conn_setup = Some((start, end, None));
+                        o.error = Some(error.clone());
+                        finish_failed(o, end);
+                    }
+                }
+            }
+            Event::Head {
+                gen,
+                obj,
+                status,
+                headers,
+            } => {
+                if gen != st.gen {
+                    return;
+                }
+                let Some(o) = st.objs.get_mut(obj) else {
+                    return;
+                };
+                if o.kind.is_html()
+                    && (200..300).contains(&status)
+                    && is_html_type(header(&headers, "content-type"))
+                {
+                    o.scanner = Some(HtmlScanner::new(o.url.clone()));
+                } else {
+                    o.scanner = None;
+                }
+            }
+            Event::Chunk { gen, obj, data } => {
+                if gen != st.gen {
+                    return;
+                }
+                let found = match st.objs.get_mut(obj).and_then(|o| o.scanner.as_mut()) {
+                    Some(s) => s.feed(&data),
+                    None => return,
+                };
+                self.discover(st, obj, found);
+            }
+            Event::Done {
+                conn,
+                gen,
+                obj,
+                sent,
+                first_byte,
+                end,
+                outcome,
+                retryable,
+                reusable,
+            } => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    if gen == st.gen {
+                        c.outstanding.retain(|&o| o != obj);
+                    }
+                    if !reusable {
+                        c.closing = true;
+                    }
+                    if c.closing && c.outstanding.is_empty() {
+                        self.conns.remove(&conn);
+                    }
+                }
+                if gen != st.gen {
+                    return;
+                }
+                self.done(st, conn, obj, sent, first_byte, end, outcome, retryable);
+            }
+            Event::Closed { conn } => {
+                if let Some(c) = self.conns.remove(&conn) {
+                    for oid in c.outstanding {
+                        if let Some(o) = st.objs.get_mut(oid) {
+                            if !o.done {
+                                st.queue.push_front(oid);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn capacity_plain(&self) -> usize {
+        match self.cfg.policy {
+            Policy::Pipelining { depth, .. } => depth.max(1),
+            _ => 1,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn done(
+        &mut self,
+        st: &mut LoadState,
+        conn: u64,
+        oid: usize,
+        sent: Sent,
+        first_byte: Option<Instant>,
+        end: Instant,
+        outcome: Result<Response, FetchError>,
+        retryable: bool,
+    ) {
+        let max_retries = self.cfg.max_retries;
+        let Some(o) = st.objs.get_mut(oid) else {
+            return;
+        };
+        if o.done {
+            return;
+        }
+        if let Err(e) = &outcome {
+            if retryable {
+                if o.retries < max_retries {
+                    o.retries += 1;
+                    o.conn = None;
+                    o.conn_setup = None;
+                    o.scanner = None;
+                    st.queue.push_front(oid);
+                    return;
+                }
+                let _ = e;
+            }
+        }
+        o.conn = Some(conn);
+        if o.server.is_none() {
+            o.server = self.conns.get(&conn).and_then(|c| c.peer);
+        }
+        o.sent = sent;
+        o.first_byte = first_byte;
+        o.end = Some(end);
+        o.done = true;
+        let resp = match outcome {
+            Err(e) => {
+                o.error = Some(if retryable {
+                    FetchError::ConnectionClosed { retries: o.retries }
+                } else {
+                    e
+                });
+                o.scanner = None;
+                return;
+            }
+            Ok(r) => r,
+        };
+        let status = resp.status;
+        let key = o.url.as_str().to_string();
+        // The HTTP cache.
+        let mut body_for_discovery = resp.body.clone();
+        if status == 304 && o.conditional {
+            if let Some(entry) = self.cache.get(&key) {
+                body_for_discovery = entry.body.clone();
+            }
+        } else if status == 200 {
+            let etag = header(&resp.headers, "etag").map(str::to_string);
+            let lm = header(&resp.headers, "last-modified").map(str::to_string);
+            if etag.is_some() || lm.is_some() {
+                self.cache.insert(
+                    key,
+                    CacheEntry {
+                        etag,
+                        last_modified: lm,
+                        body: resp.body.clone(),
+                    },
+                );
+            } else {
+                self.cache.remove(&key);
+            }
+        }
+        // Redirects: followed for the main page only.
+        let location = if (300..400).contains(&status) && status != 304 {
+            header(&resp.headers, "location").and_then(|l| discover::resolve(&o.url, l))
+        } else {
+            None
+        };
+        o.redirect_url = location.as_ref().map(|u| u.to_string());
+        let kind = o.kind;
+        let is_main = o.is_main;
+        let redirects = o.redirects;
+        let ok = (200..300).contains(&status) || (status == 304 && o.conditional);
+        let css_type = header(&resp.headers, "content-type")
+            .is_some_and(|ct| ct.to_ascii_lowercase().contains("text/css"));
+        let html_ok = is_html_type(header(&resp.headers, "content-type"));
+        let base = o.url.clone();
+        let mut scanner = o.scanner.take();
+        o.response = Some(Response { body: None, ..resp });
+        if let (true, Some(loc)) = (is_main, location) {
+            if redirects < self.cfg.max_redirects {
+                if let Some(id) =
+                    self.add_object(st, loc, ResourceKind::Document, Some(oid), 0, true)
+                {
+                    st.objs[id].redirects = redirects + 1;
+                    st.main = id;
+                }
+            }
+            return;
+        }
+        if !ok {
+            return;
+        }
+        if kind.is_html() {
+            let found = match scanner.as_mut() {
+                Some(s) if status != 304 => s.finish(),
+                _ => match (&body_for_discovery, html_ok) {
+                    (Some(b), true) => discover::scan_html(&base, b),
+                    _ => Vec::new(),
+                },
+            };
+            self.discover(st, oid, found);
+        } else if kind == ResourceKind::Stylesheet || css_type {
+            if let Some(b) = body_for_discovery {
+                let css = String::from_utf8_lossy(&b);
+                let found = discover::scan_css(&css, &base);
+                self.discover(st, oid, found);
+            }
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // The record
+
+    fn build(&self, st: LoadState) -> PageLoad {
+        let t0 = st.t0;
+        let off = |t: Instant| t.saturating_duration_since(t0);
+        let last = st.objs.iter().filter_map(|o| o.end).max().unwrap_or(t0);
+        let plt = off(last);
+        let mut intervals: Vec<(Phase, Duration, Duration)> = Vec::new();
+        for (_, a, b, _) in &st.lookups {
+            intervals.push((Phase::Dns, off(*a), off(*b)));
+        }
+        for (_, _, span) in &st.conn_recs {
+            if let Some((a, b)) = span {
+                intervals.push((Phase::Connect, off(*a), off(*b)));
+            }
+        }
+        for o in &st.objs {
+            if let (Some(fb), Some(end)) = (o.first_byte, o.end) {
+                intervals.push((Phase::Payload, off(fb), off(end)));
+            }
+        }
+        let breakdown = result::breakdown(plt, &intervals);
+        let objects = st
+            .objs
+            .iter()
+            .enumerate()
+            .map(|(id, o)| object_timing(id, o, t0))
+            .collect();
+        let dns_lookups = st
+            .lookups
+            .iter()
+            .map(|(host, a, b, r)| DnsLookup {
+                host: host.clone(),
+                start: off(*a),
+                duration: b.saturating_duration_since(*a),
+                addrs: r.as_ref().map(|x| x.addrs.clone()).unwrap_or_default(),
+                ttl: r.as_ref().ok().map(|x| x.ttl),
+                error: r.as_ref().err().cloned(),
+            })
+            .collect();
+        PageLoad {
+            url: st.url,
+            policy: self.cfg.policy,
+            via_proxy: self.cfg.proxy.is_some(),
+            started: st.wall0,
+            plt,
+            breakdown,
+            objects,
+            main: st.main,
+            connections: st.conn_recs.into_iter().map(|(_, r, _)| r).collect(),
+            dns_lookups,
+            timed_out: st.timed_out,
+            objects_dropped: st.dropped,
+        }
+    }
+}
+
+fn finish_failed(o: &mut Obj, now: Instant) {
+    o.done = true;
+    if o.end.is_none() {
+        o.end = Some(now);
+    }
+    o.scanner = None;
+}
+
+fn object_timing(id: usize, o: &Obj, t0: Instant) -> ObjectTiming {
+    let end = o.end.unwrap_or(o.queued);
+    let send_start = o.sent.send_start.unwrap_or(end).max(o.queued);
+    let send_end = o
+        .sent
+        .send_end
+        .unwrap_or(send_start)
+        .max(send_start)
+        .min(end.max(send_start));
+    let first = o
+        .first_byte
+        .unwrap_or(end)
+        .clamp(send_end, end.max(send_end));
+    let pre = send_start.saturating_duration_since(o.queued);
+    let dns = o
+        .dns_span
+        .map(|(a, b)| b.saturating_duration_since(a).min(pre));
+    let connect = o.conn_setup.map(|(a, b, _)| {
+        b.saturating_duration_since(a)
+            .min(pre - dns.unwrap_or_default())
+    });
+    let ssl = match (o.conn_setup, connect) {
+        (Some((_, _, Some((a, b)))), Some(c)) => Some(b.saturating_duration_since(a).min(c)),
+        _ => None,
+    };
+    let blocked = pre - dns.unwrap_or_default() - connect.unwrap_or_default();
+    let timings = Timings {
+        blocked: Some(blocked),
+        dns,
+        connect,
+        ssl,
+        send: send_end.saturating_duration_since(send_start),
+        wait: first.saturating_duration_since(send_end),
+        receive: end.saturating_duration_since(first),
+    };
+    let resp = o.response.as_ref();
+    ObjectTiming {
+        id,
+        url: o.url.to_string(),
+        kind: o.kind,
+        initiator: o.initiator,
+        start: o.queued.saturating_duration_since(t0),
+        end: end.saturating_duration_since(t0),
+        timings,
+        status: resp.map(|r| r.status),
+        status_text: resp.map(|r| r.reason.clone()).unwrap_or_default(),
+        http_version: resp
+            .map(|r| r.version.to_string())
+            .unwrap_or_else(|| o.sent.version.to_string()),
+        request_headers: o.sent.headers.clone(),
+        request_headers_size: o.sent.headers_size,
+        response_headers: resp.map(|r| r.headers.clone()).unwrap_or_default(),
+        headers_size: resp.and_then(|r| r.headers_size),
+        body_size: resp.map(|r| r.body_size).unwrap_or(0),
+        content_size: resp.map(|r| r.content_size).unwrap_or(0),
+        content_type: resp.and_then(|r| header(&r.headers, "content-type").map(str::to_string)),
+        redirect_url: o.redirect_url.clone(),
+        connection_id: o.conn,
+        server_addr: o.server,
+        conditional: o.conditional,
+        cache_hit: o.conditional && resp.is_some_and(|r| r.status == 304),
+        retries: o.retries,
+        error: o.error.clone(),
+    }
+}
+
+/// Load one page with fresh client state (empty DNS and HTTP caches, no open connections).
+pub async fn load_page(url: &str, cfg: &LoaderConfig) -> PageLoad {
+    let mut loader = Loader::new(cfg.clone());
+    let page = loader.load(url).await;
+    loader.close_connections();
+    page
+}

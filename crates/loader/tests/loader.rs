@@ -1,0 +1,1279 @@
+//! The page loader against small loopback servers: discovery, each policy's use of
+//! connections, pipelining, redirects, chunked bodies, failures, proxies, h2 over TLS, DNS
+//! time, warm revisits.
+
+mod common;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use common::*;
+use webpep_loader::{load_page, FetchError, Loader, LoaderConfig, Policy, ResourceKind};
+
+fn cfg(policy: Policy, dns: &FakeDns) -> LoaderConfig {
+    LoaderConfig {
+        connect_timeout: Duration::from_secs(5),
+        response_timeout: Duration::from_secs(5),
+        page_timeout: Duration::from_secs(20),
+        dns_timeout: Duration::from_secs(2),
+        ..LoaderConfig::new(policy, dns.addr)
+    }
+}
+
+/// A page with `n` images on one host.
+async fn one_host_page(n: usize, delay: Duration) -> (FakeDns, HttpServer, String) {
+    let routes = Routes::default();
+    let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
+    let dns = FakeDns::start(
+        &[("www.test", ip(2))],
+        DnsOptions {
+            ttl: 30,
+            ..Default::default()
+        },
+    )
+    .await;
+    let port = srv.addr.port();
+    let mut html = String::from("<html><body>");
+    for i in 0..n {
+        html.push_str(&format!("<img src=\"/img{i}.gif\">"));
+        routes.add(
+            "www.test",
+            &format!("/img{i}.gif"),
+            Route::image(500 + i).delayed(delay),
+        );
+    }
+    html.push_str("</body></html>");
+    routes.add("www.test", "/", Route::html(html));
+    (dns, srv, format!("http://www.test:{port}/"))
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn discovery_from_html_and_css_two_levels() {
+    let routes = Routes::default();
+    let www = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
+    let stat = HttpServer::start(ip(3), routes.clone(), ServerOptions::default()).await;
+    let dns = FakeDns::start(
+        &[("www.test", ip(2)), ("static.test", ip(3))],
+        DnsOptions {
+            ttl: 30,
+            ..Default::default()
+        },
+    )
+    .await;
+    let w = format!("http://www.test:{}", www.addr.port());
+    let s = format!("http://static.test:{}", stat.addr.port());
+    routes.add(
+        "www.test",
+        "/",
+        Route::html(format!(
+            r#"<!doctype html><html><head>
+            <link rel="stylesheet" href="{s}/css/main.css">
+            <link rel="preload" as="script" href="/js/pre.js">
+            <link rel="icon" href="/favicon.ico">
+            <script src="/js/app.js"></script>
+            <style>.hero {{ background: url({s}/img/hero.jpg) }}</style>
+            </head><body>
+            <div style="background-image: url('/img/styled.png')"></div>
+            <img src="/img/small.jpg" srcset="/img/small.jpg 320w, /img/large.jpg 1280w">
+            <img src="/img/a.gif"><img src="/img/a.gif">
+            <input type="image" src="/img/button.gif">
+            <iframe src="/frame.html"></iframe>
+            <script src="/js/app.js"></script>
+            </body></html>"#
+        )),
+    );
+    routes.add(
+        "static.test",
+        "/css/main.css",
+        Route::css("@import \"more.css\";\nbody { background: url(../img/body.png) }"),
+    );
+    routes.add(
+        "static.test",
+        "/css/more.css",
+        Route::css(".deep { background: url('/img/deep.gif') }\n@import url(deeper.css);"),
+    );
+    routes.add(
+        "static.test",
+        "/css/deeper.css",
+        Route::css(".deeper { background: url(/img/deeper.gif) }"),
+    );
+    routes.add("static.test", "/img/body.png", Route::image(100));
+    routes.add("static.test", "/img/deep.gif", Route::image(100));
+    routes.add("static.test", "/img/deeper.gif", Route::image(100));
+    routes.add("static.test", "/img/hero.jpg", Route::image(100));
+    for p in [
+        "/js/pre.js",
+        "/favicon.ico",
+        "/js/app.js",
+        "/img/styled.png",
+        "/img/large.jpg",
+        "/img/a.gif",
+        "/img/button.gif",
+        "/img/in-frame.gif",
+    ] {
+        routes.add("www.test", p, Route::image(64));
+    }
+    routes.add(
+        "www.test",
+        "/frame.html",
+        Route::html("<html><body><img src=\"img/in-frame.gif\"></body></html>"),
+    );
+
+    let page = load_page(&format!("{w}/"), &cfg(Policy::http11(), &dns)).await;
+    check_page(&page);
+    assert_eq!(page.errors(), 0, "{:#?}", page.objects);
+    let got: HashSet<String> = page.objects.iter().map(|o| o.url.clone()).collect();
+    let want: HashSet<String> = [
+        format!("{w}/"),
+        format!("{s}/css/main.css"),
+        format!("{s}/css/more.css"),
+        format!("{s}/css/deeper.css"),
+        format!("{s}/img/body.png"),
+        format!("{s}/img/deep.gif"),
+        format!("{s}/img/deeper.gif"),
+        format!("{s}/img/hero.jpg"),
+        format!("{w}/js/pre.js"),
+        format!("{w}/favicon.ico"),
+        format!("{w}/js/app.js"),
+        format!("{w}/img/styled.png"),
+        format!("{w}/img/large.jpg"),
+        format!("{w}/img/a.gif"),
+        format!("{w}/img/button.gif"),
+        format!("{w}/frame.html"),
+        format!("{w}/img/in-frame.gif"),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(got, want);
+    assert_eq!(page.objects.len(), want.len(), "each object fetched once");
+    // The servers saw each request exactly once.
+    let mut seen = www.stats().paths();
+    seen.extend(stat.stats().paths());
+    assert_eq!(seen.len(), want.len());
+    // Kinds and initiators.
+    let by_url = |u: String| page.objects.iter().find(|o| o.url == u).expect("object");
+    assert_eq!(
+        by_url(format!("{s}/css/more.css")).kind,
+        ResourceKind::Stylesheet
+    );
+    assert_eq!(by_url(format!("{w}/frame.html")).kind, ResourceKind::Iframe);
+    let deeper = by_url(format!("{s}/img/deeper.gif"));
+    let deeper_css = &page.objects[deeper.initiator.expect("initiator")];
+    assert_eq!(deeper_css.url, format!("{s}/css/deeper.css"));
+    // DNS: one lookup per name.
+    let mut hosts: Vec<&str> = page.dns_lookups.iter().map(|l| l.host.as_str()).collect();
+    hosts.sort();
+    assert_eq!(hosts, vec!["static.test", "www.test"]);
+    assert!(page.objects[0].timings.dns.is_some());
+    assert!(page.objects[0].timings.connect.is_some());
+    assert_eq!(page.objects[0].status, Some(200));
+    assert!(page
+        .objects
+        .iter()
+        .all(|o| o.connection_id.is_some() && o.server_addr.is_some()));
+    // The HAR carries the server address and connection id.
+    let har = page.to_har("p");
+    let e0 = &har["log"]["entries"][0];
+    assert_eq!(e0["serverIPAddress"], "127.0.0.2");
+    assert!(e0["connection"].is_string());
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn http11_keeps_two_connections_per_host() {
+    let (dns, srv, url) = one_host_page(12, Duration::from_millis(20)).await;
+    let page = load_page(&url, &cfg(Policy::http11(), &dns)).await;
+    check_page(&page);
+    assert_eq!(page.errors(), 0);
+    assert_eq!(page.objects.len(), 13);
+    let st = srv.stats();
+    assert_eq!(st.requests.len(), 13);
+    assert_eq!(st.connections, 2, "two persistent connections");
+    assert!(st.max_active <= 2);
+    assert_eq!(st.max_pipelined(), 1, "no pipelining");
+    assert!(st.requests.iter().all(|r| !r.http10));
+    let conns: HashSet<u64> = page
+        .objects
+        .iter()
+        .filter_map(|o| o.connection_id)
+        .collect();
+    assert_eq!(conns.len(), 2);
+    assert_eq!(page.connections_opened(), 2);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn http11_6_uses_up_to_six() {
+    let (dns, srv, url) = one_host_page(18, Duration::from_millis(30)).await;
+    let page = load_page(&url, &cfg(Policy::Http11 { per_host: 6 }, &dns)).await;
+    check_page(&page);
+    assert_eq!(page.errors(), 0);
+    let st = srv.stats();
+    assert_eq!(st.connections, 6);
+    assert_eq!(st.max_active, 6);
+    assert_eq!(st.requests.len(), 19);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn http10_opens_a_connection_per_object() {
+    let (dns, srv, url) = one_host_page(20, Duration::from_millis(30)).await;
+    let page = load_page(&url, &cfg(Policy::Http10, &dns)).await;
+    check_page(&page);
+    assert_eq!(
+        page.errors(),
+        0,
+        "{:#?}",
+        page.objects
+            .iter()
+            .filter(|o| o.error.is_some())
+            .collect::<Vec<_>>()
+    );
+    let st = srv.stats();
+    assert_eq!(st.requests.len(), 21);
+    assert_eq!(st.connections, 21, "no reuse");
+    assert!(
+        st.max_active <= 8,
+        "at most 8 at once, saw {}",
+        st.max_active
+    );
+    assert!(
+        st.max_active >= 4,
+        "parallel connections, saw {}",
+        st.max_active
+    );
+    assert!(st
+        .requests
+        .iter()
+        .all(|r| r.http10 && r.target.starts_with('/')));
+    assert!(st.requests.iter().all(|r| !r
+        .headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("connection"))));
+    let conns: HashSet<u64> = page
+        .objects
+        .iter()
+        .filter_map(|o| o.connection_id)
+        .collect();
+    assert_eq!(conns.len(), 21);
+    assert!(
+        page.objects.iter().all(|o| o.timings.connect.is_some()),
+        "every object paid a connect"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn pipelining_sends_requests_before_responses() {
+    let (dns, srv, url) = one_host_page(16, Duration::from_millis(40)).await;
+    let page = load_page(
+        &url,
+        &cfg(
+            Policy::Pipelining {
+                per_host: 2,
+                depth: 4,
+            },
+            &dns,
+        ),
+    )
+    .await;
+    check_page(&page);
+    assert_eq!(page.errors(), 0);
+    let st = srv.stats();
+    assert_eq!(st.requests.len(), 17);
+    assert!(st.connections <= 2);
+    assert!(
+        st.max_pipelined() >= 3,
+        "server saw {} requests waiting",
+        st.max_pipelined()
+    );
+    assert!(st.max_pipelined() <= 4);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn pipelining_resends_after_server_closes() {
+    let routes = Routes::default();
+    let srv = HttpServer::start(
+        ip(2),
+        routes.clone(),
+        ServerOptions {
+            close_after: Some(3),
+            ..Default::default()
+        },
+    )
+    .await;
+    let dns = FakeDns::start(
+        &[("www.test", ip(2))],
+        DnsOptions {
+            ttl: 30,
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut html = String::from("<html>");
+    for i in 0..15 {
+        html.push_str(&format!("<img src=\"/i{i}.gif\">"));
+        routes.add(
+            "www.test",
+            &format!("/i{i}.gif"),
+            Route::image(300).delayed(Duration::from_millis(10)),
+        );
+    }
+    routes.add("www.test", "/", Route::html(html));
+    let url = format!("http://www.test:{}/", srv.addr.port());
+    let page = load_page(
+        &url,
+        &cfg(
+            Policy::Pipelining {
+                per_host: 2,
+                depth: 6,
+            },
+            &dns,
+        ),
+    )
+    .await;
+    check_page(&page);
+    assert_eq!(page.errors(), 0, "{:#?}", page.objects);
+    assert_eq!(page.objects.len(), 16);
+    assert!(page.objects.iter().all(|o| o.status == Some(200)));
+    let retried = page.objects.iter().filter(|o| o.retries > 0).count();
+    assert!(retried > 0, "some requests were re-sent");
+    let st = srv.stats();
+    assert!(
+        st.connections >= 6,
+        "16 responses at 3 per connection: {}",
+        st.connections
+    );
+    assert!(st.max_pipelined() >= 2);
+    // Every object was answered exactly once even though some were requested twice.
+    let answered: HashSet<String> = st.requests.iter().map(|r| r.path.clone()).collect();
+    assert_eq!(answered.len(), 16);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn redirects_followed_for_the_main_page_only() {
+    let routes = Routes::default();
+    let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
+    let dns = FakeDns::start(
+        &[("www.test", ip(2))],
+        DnsOptions {
+            ttl: 30,
+            ..Default::default()
+        },
+    )
+    .await;
+    let base = format!("http://www.test:{}", srv.addr.port());
+    routes.add("www.test", "/", Route::redirect(301, "/start"));
+    routes.add(
+        "www.test",
+        "/start",
+        Route::redirect(302, &format!("{base}/home")),
+    );
+    routes.add(
+        "www.test",
+        "/home",
+        Route::html("<img src=\"/moved.gif\"><img src=\"/ok.gif\">"),
+    );
+    routes.add(
+        "www.test",
+        "/moved.gif",
+        Route::redirect(301, "/elsewhere.gif"),
+    );
+    routes.add("www.test", "/ok.gif", Route::image(10));
+    routes.add("www.test", "/elsewhere.gif", Route::image(10));
+    let page = load_page(&format!("{base}/"), &cfg(Policy::http11(), &dns)).await;
+    check_page(&page);
+    let urls: Vec<&str> = page.objects.iter().map(|o| o.url.as_str()).collect();
+    assert_eq!(urls.len(), 5, "{urls:?}");
+    assert_eq!(page.objects[0].status, Some(301));
+    assert_eq!(
+        page.objects[0].redirect_url.as_deref(),
+        Some(format!("{base}/start").as_str())
+    );
+    assert_eq!(page.objects[1].status, Some(302));
+    assert_eq!(page.objects[2].url, format!("{base}/home"));
+    assert_eq!(page.main, 2);
+    let moved = page
+        .objects
+        .iter()
+        .find(|o| o.url.ends_with("/moved.gif"))
+        .expect("moved");
+    assert_eq!(moved.status, Some(301));
+    assert_eq!(
+        moved.redirect_url.as_deref(),
+        Some(format!("{base}/elsewhere.gif").as_str())
+    );
+    assert!(moved.error.is_none());
+    assert!(!srv
+        .stats()
+        .paths()
+        .iter()
+        .any(|p| p.ends_with("/elsewhere.gif")));
+    let har = page.to_har("p");
+    assert_eq!(
+        har["log"]["entries"][0]["response"]["redirectURL"],
+        format!("{base}/start")
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn chunked_bodies_are_decoded_and_scanned() {
+    let routes = Routes::default();
+    let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
+    let dns = FakeDns::start(
+        &[("www.test", ip(2))],
+        DnsOptions {
+            ttl: 30,
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut html = String::from("<html><head><link rel=stylesheet href=/s.css></head><body>");
+    for i in 0..10 {
+        html.push_str(&format!(
+            "<p>paragraph {i} with some text</p><img src=\"/c{i}.gif\">"
+        ));
+        routes.add(
+            "www.test",
+            &format!("/c{i}.gif"),
+            Route::image(1000).chunked(),
+        );
+    }
+    html.push_str("</body></html>");
+    let html_len = html.len() as u64;
+    routes.add("www.test", "/", Route::html(html).chunked());
+    routes.add(
+        "www.test",
+        "/s.css",
+        Route::css(".a { background: url(/bg.png) } ".repeat(5)).chunked(),
+    );
+    routes.add("www.test", "/bg.png", Route::image(10));
+    let page = load_page(
+        &format!("http://www.test:{}/", srv.addr.port()),
+        &cfg(
+            Policy::Pipelining {
+                per_host: 1,
+                depth: 4,
+            },
+            &dns,
+        ),
+    )
+    .await;
+    check_page(&page);
+    assert_eq!(page.errors(), 0, "{:#?}", page.objects);
+    assert_eq!(page.objects.len(), 13);
+    let main = &page.objects[0];
+    assert_eq!(main.content_size, html_len);
+    assert!(
+        main.body_size > main.content_size,
+        "chunk framing counted on the wire"
+    );
+    let img = page
+        .objects
+        .iter()
+        .find(|o| o.url.ends_with("/c3.gif"))
+        .expect("img");
+    assert_eq!(img.content_size, 1000);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn failures_are_recorded_and_the_rest_loads() {
+    let routes = Routes::default();
+    let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
+    let refused = refused_addr(ip(4)).await;
+    let dns = FakeDns::start(
+        &[("www.test", ip(2)), ("down.test", ip(4))],
+        DnsOptions {
+            ttl: 30,
+            ..Default::default()
+        },
+    )
+    .await;
+    let base = format!("http://www.test:{}", srv.addr.port());
+    routes.add(
+        "www.test",
+        "/",
+        Route::html(format!(
+            "<img src=/a.gif><img src=\"http://down.test:{}/x.gif\"><img src=/slow.gif><img src=/missing.gif>\
+             <img src=\"http://nxdomain.test/y.gif\"><img src=/b.gif><img src=\"ftp://www.test/z\">",
+            refused.port()
+        )),
+    );
+    routes.add("www.test", "/a.gif", Route::image(10));
+    routes.add("www.test", "/b.gif", Route::image(10));
+    routes.add(
+        "www.test",
+        "/slow.gif",
+        Route::image(10).delayed(Duration::from_secs(30)),
+    );
+    let mut c = cfg(Policy::Http11 { per_host: 4 }, &dns);
+    c.response_timeout = Duration::from_millis(400);
+    let page = load_page(&format!("{base}/"), &c).await;
+    check_page(&page);
+    let get = |suffix: &str| {
+        page.objects
+            .iter()
+            .find(|o| o.url.ends_with(suffix))
+            .expect(suffix)
+    };
+    assert_eq!(get("/a.gif").status, Some(200));
+    assert_eq!(get("/b.gif").status, Some(200));
+    assert!(
+        matches!(get("/x.gif").error, Some(FetchError::ConnectionRefused(_))),
+        "{:?}",
+        get("/x.gif")
+    );
+    assert!(
+        matches!(get("/slow.gif").error, Some(FetchError::ResponseTimeout(_))),
+        "{:?}",
+        get("/slow.gif")
+    );
+    assert!(matches!(get("/y.gif").error, Some(FetchError::Dns { .. })));
+    let missing = get("/missing.gif");
+    assert_eq!(missing.status, Some(404));
+    assert!(missing.error.is_none(), "4xx is a status, not an error");
+    assert_eq!(page.errors(), 3);
+    assert!(!page.timed_out);
+    // The unsupported scheme is not an object at all (not http/https).
+    assert!(!page.objects.iter().any(|o| o.url.starts_with("ftp:")));
+    let har = page.to_har("p");
+    let entries = har["log"]["entries"].as_array().expect("entries");
+    let refused_entry = entries
+        .iter()
+        .find(|e| {
+            e["request"]["url"]
+                .as_str()
+                .is_some_and(|u| u.ends_with("/x.gif"))
+        })
+        .expect("entry");
+    assert_eq!(refused_entry["response"]["status"], 0);
+    assert_eq!(refused_entry["response"]["_errorKind"], "refused");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn page_timeout_ends_the_load() {
+    let routes = Routes::default();
+    let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
+    let dns = FakeDns::start(
+        &[("www.test", ip(2))],
+        DnsOptions {
+            ttl: 30,
+            ..Default::default()
+        },
+    )
+    .await;
+    routes.add(
+        "www.test",
+        "/",
+        Route::html("<img src=/fast.gif><img src=/hang.gif>"),
+    );
+    routes.add("www.test", "/fast.gif", Route::image(10));
+    routes.add(
+        "www.test",
+        "/hang.gif",
+        Route::image(10).delayed(Duration::from_secs(60)),
+    );
+    let mut c = cfg(Policy::http11(), &dns);
+    c.page_timeout = Duration::from_millis(600);
+    let t = std::time::Instant::now();
+    let page = load_page(&format!("http://www.test:{}/", srv.addr.port()), &c).await;
+    assert!(t.elapsed() < Duration::from_secs(3));
+    check_page(&page);
+    assert!(page.timed_out);
+    let hang = page
+        .objects
+        .iter()
+        .find(|o| o.url.ends_with("/hang.gif"))
+        .expect("hang");
+    assert_eq!(hang.error, Some(FetchError::PageTimeout));
+    assert_eq!(
+        page.objects
+            .iter()
+            .find(|o| o.url.ends_with("/fast.gif"))
+            .expect("fast")
+            .status,
+        Some(200)
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn invalid_url_is_an_error_not_a_panic() {
+    let dns = FakeDns::start(&[], DnsOptions::default()).await;
+    let page = load_page("not a url", &cfg(Policy::http11(), &dns)).await;
+    assert_eq!(page.errors(), 1);
+    assert!(matches!(
+        page.objects[0].error,
+        Some(FetchError::InvalidUrl { .. })
+    ));
+    check_har(&page.to_har("p"));
+    let page = load_page("https://www.test/", &cfg(Policy::H2, &dns)).await;
+    assert!(
+        matches!(page.objects[0].error, Some(FetchError::Tls(_))),
+        "no CA: {:?}",
+        page.objects[0].error
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn proxy_mode_sends_absolute_uris_and_limits_connections_to_the_proxy() {
+    let routes = Routes::default();
+    let proxy = HttpServer::start(
+        ip(5),
+        routes.clone(),
+        ServerOptions {
+            connect_map: Some(Default::default()),
+            ..Default::default()
+        },
+    )
+    .await;
+    let dns = FakeDns::start(&[], DnsOptions::default()).await;
+    let mut html = String::from("<html>");
+    for i in 0..8 {
+        for host in ["a.test", "b.test", "c.test"] {
+            html.push_str(&format!("<img src=\"http://{host}/{i}.gif\">"));
+            routes.add(
+                host,
+                &format!("/{i}.gif"),
+                Route::image(200).delayed(Duration::from_millis(15)),
+            );
+        }
+    }
+    routes.add("www.test", "/", Route::html(html));
+    let mut c = cfg(Policy::Http11 { per_host: 6 }, &dns);
+    c.proxy = Some(proxy.addr);
+    let page = load_page("http://www.test/", &c).await;
+    check_page(&page);
+    assert_eq!(page.errors(), 0);
+    assert_eq!(page.objects.len(), 25);
+    assert!(page.dns_lookups.is_empty());
+    assert_eq!(
+        dns.udp_queries.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the proxy resolves"
+    );
+    let st = proxy.stats();
+    assert_eq!(st.requests.len(), 25);
+    assert!(
+        st.requests.iter().all(|r| r.target.starts_with("http://")),
+        "absolute URIs"
+    );
+    assert!(
+        st.connections <= 6 && st.max_active <= 6,
+        "{} connections",
+        st.connections
+    );
+    // Connections to the proxy carry several origins.
+    let mut hosts_per_conn: std::collections::HashMap<usize, HashSet<String>> = Default::default();
+    for r in &st.requests {
+        hosts_per_conn
+            .entry(r.conn)
+            .or_default()
+            .insert(r.host.clone());
+    }
+    assert!(hosts_per_conn.values().any(|h| h.len() > 1));
+    assert!(page
+        .objects
+        .iter()
+        .all(|o| o.server_addr == Some(proxy.addr)));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn proxy_pipelining_and_http10() {
+    for policy in [
+        Policy::Pipelining {
+            per_host: 2,
+            depth: 4,
+        },
+        Policy::Http10,
+    ] {
+        let routes = Routes::default();
+        let proxy = HttpServer::start(ip(5), routes.clone(), ServerOptions::default()).await;
+        let dns = FakeDns::start(&[], DnsOptions::default()).await;
+        let mut html = String::new();
+        for i in 0..10 {
+            html.push_str(&format!("<img src=\"http://img{}.test/{i}.gif\">", i % 2));
+            routes.add(
+                &format!("img{}.test", i % 2),
+                &format!("/{i}.gif"),
+                Route::image(100).delayed(Duration::from_millis(30)),
+            );
+        }
+        routes.add("www.test", "/", Route::html(html));
+        let mut c = cfg(policy, &dns);
+        c.proxy = Some(proxy.addr);
+        let page = load_page("http://www.test/", &c).await;
+        check_page(&page);
+        assert_eq!(page.errors(), 0, "{policy}");
+        let st = proxy.stats();
+        assert!(st.requests.iter().all(|r| r.target.starts_with("http://")));
+        match policy {
+            Policy::Http10 => {
+                assert_eq!(st.connections, 11);
+                assert!(st.max_active <= 8);
+            }
+            _ => {
+                assert!(st.connections <= 2);
+                assert!(st.max_pipelined() >= 2);
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn h2_uses_one_connection_per_origin() {
+    let ca = make_ca(&["www.test", "cdn.test"]);
+    let routes = Routes::default();
+    let www = H2Server::start(ip(6), routes.clone(), ca.server_config.clone()).await;
+    let cdn = H2Server::start(ip(7), routes.clone(), ca.server_config.clone()).await;
+    let dns = FakeDns::start(
+        &[("www.test", ip(6)), ("cdn.test", ip(7))],
+        DnsOptions {
+            ttl: 30,
+            ..Default::default()
+        },
+    )
+    .await;
+    let w = format!("https://www.test:{}", www.addr.port());
+    let c = format!("https://cdn.test:{}", cdn.addr.port());
+    let mut html = format!("<link rel=stylesheet href=\"{c}/site.css\">");
+    for i in 0..12 {
+        html.push_str(&format!("<img src=\"/{i}.png\"><img src=\"{c}/{i}.jpg\">"));
+        routes.add(
+            "www.test",
+            &format!("/{i}.png"),
+            Route::image(2000).delayed(Duration::from_millis(30)),
+        );
+        routes.add(
+            "cdn.test",
+            &format!("/{i}.jpg"),
+            Route::image(3000).delayed(Duration::from_millis(30)),
+        );
+    }
+    routes.add("www.test", "/", Route::html(html));
+    routes.add(
+        "cdn.test",
+        "/site.css",
+        Route::css("body { background: url(/bg.gif) }"),
+    );
+    routes.add("cdn.test", "/bg.gif", Route::image(50));
+    let mut cf = cfg(Policy::H2, &dns);
+    cf.ca_pem = Some(ca.ca_pem.clone().into_bytes());
+    let page = load_page(&format!("{w}/"), &cf).await;
+    check_page(&page);
+    assert_eq!(
+        page.errors(),
+        0,
+        "{:#?}",
+        page.objects
+            .iter()
+            .filter(|o| o.error.is_some())
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(page.objects.len(), 27);
+    assert_eq!(www.stats().connections, 1);
+    assert_eq!(cdn.stats().connections, 1);
+    assert_eq!(www.stats().requests.len(), 13);
+    assert_eq!(cdn.stats().requests.len(), 14);
+    assert!(page.objects.iter().all(|o| o.http_version == "HTTP/2"));
+    assert_eq!(page.connections.len(), 2);
+    assert!(page
+        .connections
+        .iter()
+        .all(|c| c.protocol.as_deref() == Some("h2") && c.ssl.is_some()));
+    assert!(page.objects[0].timings.ssl.is_some());
+    // Multiplexed: the 12 delayed images on one origin overlap in time.
+    let pngs: Vec<_> = page
+        .objects
+        .iter()
+        .filter(|o| o.url.ends_with(".png"))
+        .collect();
+    let first_end = pngs.iter().map(|o| o.end).min().expect("pngs");
+    let last_start = pngs
+        .iter()
+        .map(|o| o.start + o.timings.blocked.unwrap_or_default())
+        .max()
+        .expect("pngs");
+    assert!(last_start < first_end, "requests multiplexed");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn https_through_proxy_uses_connect_tunnels() {
+    let ca = make_ca(&["secure.test"]);
+    let routes = Routes::default();
+    let origin = H2Server::start(ip(8), routes.clone(), ca.server_config.clone()).await;
+    let authority = format!("secure.test:{}", origin.addr.port());
+    let mut map = std::collections::HashMap::new();
+    map.insert(authority.clone(), origin.addr);
+    let proxy = HttpServer::start(
+        ip(5),
+        routes.clone(),
+        ServerOptions {
+            connect_map: Some(map),
+            ..Default::default()
+        },
+    )
+    .await;
+    let dns = FakeDns::start(&[], DnsOptions::default()).await;
+    let mut html = String::new();
+    for i in 0..6 {
+        html.push_str(&format!("<img src=\"/{i}.gif\">"));
+        routes.add("secure.test", &format!("/{i}.gif"), Route::image(100));
+    }
+    routes.add("secure.test", "/", Route::html(html));
+    for policy in [Policy::H2, Policy::Http11 { per_host: 2 }] {
+        let mut c = cfg(policy, &dns);
+        c.proxy = Some(proxy.addr);
+        c.ca_pem = Some(ca.ca_pem.clone().into_bytes());
+        let page = load_page(&format!("https://{authority}/"), &c).await;
+        check_page(&page);
+        assert_eq!(page.errors(), 0, "{policy}: {:#?}", page.objects);
+        assert_eq!(page.objects.len(), 7);
+        assert!(page.connections.iter().all(|c| c.via_proxy && c.tls));
+        if policy == Policy::H2 {
+            assert_eq!(page.connections.len(), 1);
+            assert!(page.objects.iter().all(|o| o.http_version == "HTTP/2"));
+        } else {
+            assert_eq!(page.connections.len(), 2);
+            assert!(page.objects.iter().all(|o| o.http_version == "HTTP/1.1"));
+        }
+    }
+    let st = proxy.stats();
+    assert!(!st.connects.is_empty());
+    assert!(st.connects.iter().all(|c| c == &authority));
+    assert!(st.requests.iter().all(|r| r.method == "CONNECT"));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn dns_time_shows_in_the_breakdown() {
+    let routes = Routes::default();
+    let srvs = [
+        HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await,
+        HttpServer::start(ip(3), routes.clone(), ServerOptions::default()).await,
+        HttpServer::start(ip(4), routes.clone(), ServerOptions::default()).await,
+    ];
+    let names = ["www.test", "img.test", "ads.test"];
+    let delay = Duration::from_millis(150);
+    let dns = FakeDns::start(
+        &[(names[0], ip(2)), (names[1], ip(3)), (names[2], ip(4))],
+        DnsOptions {
+            ttl: 30,
+            delay,
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut html = String::new();
+    for (n, s) in names.iter().zip(&srvs).skip(1) {
+        html.push_str(&format!("<img src=\"http://{n}:{}/x.gif\">", s.addr.port()));
+        routes.add(n, "/x.gif", Route::image(100));
+    }
+    routes.add("www.test", "/", Route::html(html));
+    let page = load_page(
+        &format!("http://www.test:{}/", srvs[0].addr.port()),
+        &cfg(Policy::http11(), &dns),
+    )
+    .await;
+    check_page(&page);
+    assert_eq!(page.errors(), 0);
+    assert_eq!(page.dns_lookups.len(), 3);
+    assert!(page.dns_lookups.iter().all(|l| l.duration >= delay));
+    // The page's own lookup alone is on the critical path; the two others overlap.
+    assert!(page.breakdown.dns >= delay * 2, "{:?}", page.breakdown);
+    assert!(page.objects[0].timings.dns.expect("dns") >= delay);
+    assert!(page.plt >= delay * 2);
+    let har = page.to_har("p");
+    assert!(
+        har["log"]["entries"][0]["timings"]["dns"]
+            .as_f64()
+            .expect("dns")
+            >= 150.0
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn dns_truncated_answers_are_asked_again_over_tcp() {
+    let (_, srv, url) = one_host_page(2, Duration::ZERO).await;
+    let dns = FakeDns::start(
+        &[("www.test", ip(2))],
+        DnsOptions {
+            ttl: 30,
+            truncate_udp: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    let page = load_page(&url, &cfg(Policy::http11(), &dns)).await;
+    check_page(&page);
+    assert_eq!(page.errors(), 0);
+    assert_eq!(dns.tcp_queries.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(srv.stats().requests.len(), 3);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn dns_ttl_zero_means_a_lookup_per_new_connection() {
+    let (_, _srv, url) = one_host_page(6, Duration::from_millis(20)).await;
+    let dns = FakeDns::start(
+        &[("www.test", ip(2))],
+        DnsOptions {
+            ttl: 0,
+            ..Default::default()
+        },
+    )
+    .await;
+    let page = load_page(&url, &cfg(Policy::Http11 { per_host: 3 }, &dns)).await;
+    check_page(&page);
+    assert_eq!(page.errors(), 0);
+    assert_eq!(page.connections_opened(), 3);
+    assert!(
+        page.dns_lookups.len() >= 2,
+        "TTL 0: the first answer is not reused"
+    );
+    let dns30 = FakeDns::start(
+        &[("www.test", ip(2))],
+        DnsOptions {
+            ttl: 30,
+            ..Default::default()
+        },
+    )
+    .await;
+    let page = load_page(&url, &cfg(Policy::Http11 { per_host: 3 }, &dns30)).await;
+    assert_eq!(page.dns_lookups.len(), 1);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn warm_revisit_sends_conditional_requests() {
+    let routes = Routes::default();
+    let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
+    let dns = FakeDns::start(
+        &[("www.test", ip(2))],
+        DnsOptions {
+            ttl: 30,
+            ..Default::default()
+        },
+    )
+    .await;
+    routes.add(
+        "www.test",
+        "/",
+        Route::html("<link rel=stylesheet href=/s.css><img src=/a.gif><img src=/nocache.gif>")
+            .with_etag("\"p1\""),
+    );
+    routes.add(
+        "www.test",
+        "/s.css",
+        Route::css("b { background: url(/b.gif) }").with_etag("\"s1\""),
+    );
+    routes.add("www.test", "/a.gif", Route::image(500).with_etag("\"a1\""));
+    routes.add("www.test", "/b.gif", Route::image(500).with_etag("\"b1\""));
+    routes.add("www.test", "/nocache.gif", Route::image(500));
+    let url = format!("http://www.test:{}/", srv.addr.port());
+    for keep in [false, true] {
+        let mut c = cfg(Policy::http11(), &dns);
+        c.keep_connections = keep;
+        let mut loader = Loader::new(c);
+        let cold = loader.load(&url).await;
+        check_page(&cold);
+        assert_eq!(cold.objects.len(), 5);
+        assert_eq!(cold.cache_hits(), 0);
+        assert_eq!(loader.cached_objects(), 4);
+        let before = srv.stats().requests.len();
+        let conns_before = srv.stats().connections;
+        let queries_before = dns.udp_queries.load(std::sync::atomic::Ordering::SeqCst);
+        let warm = loader.load(&url).await;
+        check_page(&warm);
+        assert_eq!(warm.errors(), 0);
+        assert_eq!(warm.objects.len(), 5, "discovery from cached HTML and CSS");
+        assert_eq!(warm.cache_hits(), 4);
+        let st = srv.stats();
+        let new_reqs = &st.requests[before..];
+        assert_eq!(new_reqs.len(), 5);
+        let conditional = new_reqs
+            .iter()
+            .filter(|r| {
+                r.headers
+                    .iter()
+                    .any(|(n, _)| n.eq_ignore_ascii_case("if-none-match"))
+            })
+            .count();
+        assert_eq!(conditional, 4);
+        assert!(new_reqs
+            .iter()
+            .filter(|r| r.path != "/nocache.gif")
+            .all(|r| r
+                .headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("if-modified-since"))));
+        assert!(warm
+            .objects
+            .iter()
+            .filter(|o| o.cache_hit)
+            .all(|o| o.status == Some(304) && o.body_size == 0));
+        assert_eq!(
+            dns.udp_queries.load(std::sync::atomic::Ordering::SeqCst),
+            queries_before,
+            "DNS answer cached (TTL 30 s)"
+        );
+        assert!(warm.dns_lookups.is_empty());
+        if keep {
+            assert_eq!(st.connections, conns_before, "kept connections reused");
+            assert_eq!(warm.connections_opened(), 0);
+            assert!(warm.connections.iter().all(|c| c.reused));
+        } else {
+            assert!(st.connections > conns_before);
+        }
+        assert_eq!(warm.to_har("p")["log"]["pages"][0]["_cacheHits"], 4);
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn objects_are_requested_while_the_html_still_arrives() {
+    let routes = Routes::default();
+    let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
+    let img = HttpServer::start(ip(3), routes.clone(), ServerOptions::default()).await;
+    let dns = FakeDns::start(
+        &[("www.test", ip(2)), ("img.test", ip(3))],
+        DnsOptions {
+            ttl: 30,
+            ..Default::default()
+        },
+    )
+    .await;
+    let early = format!("http://img.test:{}/early.gif", img.addr.port());
+    let mut html = format!("<html><body><img src=\"{early}\">");
+    html.push_str(&"<p>filler text of the page body</p>".repeat(40));
+    html.push_str("<img src=\"/late.gif\"></body></html>");
+    routes.add(
+        "www.test",
+        "/",
+        Route::html(html).split(Duration::from_millis(300)),
+    );
+    routes.add("img.test", "/early.gif", Route::image(10));
+    routes.add("www.test", "/late.gif", Route::image(10));
+    let page = load_page(
+        &format!("http://www.test:{}/", srv.addr.port()),
+        &cfg(Policy::http11(), &dns),
+    )
+    .await;
+    check_page(&page);
+    assert_eq!(page.errors(), 0);
+    let main = &page.objects[0];
+    let e = page.objects.iter().find(|o| o.url == early).expect("early");
+    let late = page
+        .objects
+        .iter()
+        .find(|o| o.url.ends_with("/late.gif"))
+        .expect("late");
+    assert!(
+        e.end < main.end,
+        "early image done before the HTML finished: {:?} vs {:?}",
+        e.end,
+        main.end
+    );
+    assert!(late.start >= main.start + Duration::from_millis(250));
+    assert!(main.timings.receive >= Duration::from_millis(250));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn h2_warm_revisit_reuses_the_kept_connection() {
+    let ca = make_ca(&["www.test"]);
+    let routes = Routes::default();
+    let srv = H2Server::start(ip(6), routes.clone(), ca.server_config.clone()).await;
+    let dns = FakeDns::start(
+        &[("www.test", ip(6))],
+        DnsOptions {
+            ttl: 30,
+            ..Default::default()
+        },
+    )
+    .await;
+    routes.add(
+        "www.test",
+        "/",
+        Route::html("<link rel=stylesheet href=/s.css><img src=/a.png>").with_etag("\"h\""),
+    );
+    routes.add(
+        "www.test",
+        "/s.css",
+        Route::css("p { background: url(/b.png) }").with_etag("\"s\""),
+    );
+    routes.add("www.test", "/a.png", Route::image(100).with_etag("\"a\""));
+    routes.add("www.test", "/b.png", Route::image(100).with_etag("\"b\""));
+    let mut c = cfg(Policy::H2, &dns);
+    c.ca_pem = Some(ca.ca_pem.into_bytes());
+    c.keep_connections = true;
+    let mut loader = Loader::new(c);
+    let url = format!("https://www.test:{}/", srv.addr.port());
+    let cold = loader.load(&url).await;
+    check_page(&cold);
+    assert_eq!(cold.errors(), 0);
+    assert_eq!(loader.open_connections(), 1);
+    let warm = loader.load(&url).await;
+    check_page(&warm);
+    assert_eq!(warm.errors(), 0, "{:#?}", warm.objects);
+    assert_eq!(warm.objects.len(), 4);
+    assert_eq!(warm.cache_hits(), 4);
+    assert_eq!(warm.connections_opened(), 0);
+    assert_eq!(srv.stats().connections, 1);
+    let ids: HashSet<Option<u64>> = cold
+        .objects
+        .iter()
+        .chain(&warm.objects)
+        .map(|o| o.connection_id)
+        .collect();
+    assert_eq!(ids.len(), 1, "one connection across both loads");
+    assert_eq!(warm.breakdown.connect, Duration::ZERO);
+    assert_eq!(warm.breakdown.dns, Duration::ZERO);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn connect_timeout_through_a_silent_proxy() {
+    let silent = tokio::net::TcpListener::bind("127.0.0.9:0")
+        .await
+        .expect("bind");
+    let addr = silent.local_addr().expect("addr");
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = silent.accept().await {
+            held.push(s);
+        }
+    });
+    let dns = FakeDns::start(&[], DnsOptions::default()).await;
+    let mut c = cfg(Policy::http11(), &dns);
+    c.proxy = Some(addr);
+    c.ca_pem = Some(make_ca(&["x.test"]).ca_pem.into_bytes());
+    c.connect_timeout = Duration::from_millis(300);
+    let t = std::time::Instant::now();
+    let page = load_page("https://x.test/", &c).await;
+    assert!(t.elapsed() < Duration::from_secs(3));
+    check_page(&page);
+    assert!(
+        matches!(
+            page.objects[0].error,
+            Some(FetchError::ConnectTimeout { .. })
+        ),
+        "{:?}",
+        page.objects[0].error
+    );
+    assert!(
+        page.breakdown.connect >= Duration::from_millis(290),
+        "{:?}",
+        page.breakdown
+    );
+    holder.abort();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn static_hosts_and_upgrade_to_https() {
+    let ca = make_ca(&["www.test"]);
+    let routes = Routes::default();
+    let srv = H2Server::start(ip(6), routes.clone(), ca.server_config.clone()).await;
+    let dns = FakeDns::start(&[], DnsOptions::default()).await;
+    let port = srv.addr.port();
+    routes.add(
+        "www.test",
+        "/",
+        Route::html(format!(
+            "<img src=\"http://www.test:{port}/a.png\"><img src=/b.png>"
+        )),
+    );
+    routes.add("www.test", "/a.png", Route::image(10));
+    routes.add("www.test", "/b.png", Route::image(10));
+    let mut c = cfg(Policy::H2, &dns);
+    c.ca_pem = Some(ca.ca_pem.into_bytes());
+    c.hosts = vec![("WWW.test".into(), ip(6))];
+    c.upgrade_insecure = true;
+    let page = load_page(&format!("http://www.test:{port}/"), &c).await;
+    check_page(&page);
+    assert_eq!(page.errors(), 0, "{:#?}", page.objects);
+    assert_eq!(page.objects.len(), 3);
+    assert!(page
+        .objects
+        .iter()
+        .all(|o| o.url.starts_with("https://") && o.http_version == "HTTP/2"));
+    assert!(page.dns_lookups.is_empty());
+    assert_eq!(dns.udp_queries.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_eq!(srv.stats().connections, 1);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_unreachable_host_fails_its_objects_together() {
+    let routes = Routes::default();
+    let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
+    let down = refused_addr(ip(4)).await;
+    let dns = FakeDns::start(
+        &[("www.test", ip(2)), ("down.test", ip(4))],
+        DnsOptions {
+            ttl: 30,
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut html = String::from("<img src=/ok.gif>");
+    for i in 0..10 {
+        html.push_str(&format!(
+            "<img src=\"http://down.test:{}/{i}.gif\">",
+            down.port()
+        ));
+    }
+    routes.add("www.test", "/", Route::html(html));
+    routes.add("www.test", "/ok.gif", Route::image(10));
+    let page = load_page(
+        &format!("http://www.test:{}/", srv.addr.port()),
+        &cfg(Policy::http11(), &dns),
+    )
+    .await;
+    check_page(&page);
+    assert_eq!(page.errors(), 10);
+    assert!(page
+        .objects
+        .iter()
+        .filter(|o| o.error.is_some())
+        .all(|o| matches!(o.error, Some(FetchError::ConnectionRefused(_)))));
+    let attempts = page
+        .connections
+        .iter()
+        .filter(|c| c.error.is_some())
+        .count();
+    assert!((1..=2).contains(&attempts), "{attempts} attempts");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn proxy_makes_room_for_tunnels_when_plain_connections_idle() {
+    let ca = make_ca(&["secure.test"]);
+    let routes = Routes::default();
+    let origin = H2Server::start(ip(8), routes.clone(), ca.server_config.clone()).await;
+    let authority = format!("secure.test:{}", origin.addr.port());
+    let mut map = std::collections::HashMap::new();
+    map.insert(authority.clone(), origin.addr);
+    let proxy = HttpServer::start(
+        ip(5),
+        routes.clone(),
+        ServerOptions {
+            connect_map: Some(map),
+            ..Default::default()
+        },
+    )
+    .await;
+    let dns = FakeDns::start(&[], DnsOptions::default()).await;
+    let mut html = String::new();
+    for i in 0..4 {
+        html.push_str(&format!("<img src=\"https://{authority}/{i}.gif\">"));
+        routes.add(
+            "secure.test",
+            &format!("/{i}.gif"),
+            Route::image(100).delayed(Duration::from_millis(20)),
+        );
+    }
+    routes.add("www.test", "/", Route::html(html));
+    let mut c = cfg(Policy::Http11 { per_host: 2 }, &dns);
+    c.proxy = Some(proxy.addr);
+    c.ca_pem = Some(ca.ca_pem.into_bytes());
+    c.page_timeout = Duration::from_secs(5);
+    let page = load_page("http://www.test/", &c).await;
+    check_page(&page);
+    assert!(!page.timed_out);
+    assert_eq!(page.errors(), 0, "{:#?}", page.objects);
+    assert_eq!(page.objects.len(), 5);
+    let tunnels = page.connections.iter().filter(|c| c.tls).count();
+    assert_eq!(
+        tunnels, 2,
+        "two tunnels once the plain connection made room"
+    );
+    assert!(proxy.stats().connects.len() == 2);
+}
