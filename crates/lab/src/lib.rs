@@ -6,6 +6,7 @@ pub mod hosting;
 pub mod nsrt;
 pub mod report;
 pub mod results;
+pub mod runner;
 pub mod topology;
 
 /// Errors of the lab.

@@ -1,0 +1,258 @@
+//! `webpep lab run`: loads every page under every configuration over the emulated link and
+//! writes `results.json`, one HAR per load and `report.html` (DESIGN §7.5).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use webpep_corpus::Corpus;
+use webpep_link_model::ResolvedProfile;
+use webpep_loader::{Loader, LoaderConfig, PageLoad, Policy};
+use webpep_replay::{ReplayConfig, ReplayServer};
+
+use crate::configs::{LabConfig, PolicyName};
+use crate::hosting::Hosting;
+use crate::nsrt::run_in;
+use crate::report;
+use crate::results::{summarize, BreakdownMs, LoadRecord, Results};
+use crate::topology::{Topology, TopologyConfig};
+use crate::{LabError, Result};
+
+/// Everything a run needs.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub profile: ResolvedProfile,
+    pub corpus: Corpus,
+    pub configs: Vec<(String, LabConfig)>,
+    /// Page ids; empty: every page of the corpus.
+    pub pages: Vec<String>,
+    pub repeat: usize,
+    pub seed: u64,
+    pub time_scale: f64,
+    pub out: PathBuf,
+    pub baseline: String,
+    /// Authoritative DNS TTL, seconds (unscaled).
+    pub dns_ttl_s: u32,
+    /// Wired edge–net RTT, ms (unscaled).
+    pub wired_rtt_ms: f64,
+    /// Idle time before each load, seconds (unscaled): lets queues drain and, longer than the
+    /// radio's release timeout, gives every load the same cold channel.
+    pub gap_s: f64,
+    pub progress: bool,
+}
+
+impl RunOptions {
+    pub fn new(profile: ResolvedProfile, corpus: Corpus, out: PathBuf) -> RunOptions {
+        RunOptions {
+            profile,
+            corpus,
+            configs: Vec::new(),
+            pages: Vec::new(),
+            repeat: 1,
+            seed: 1,
+            time_scale: 1.0,
+            out,
+            baseline: "http11".into(),
+            dns_ttl_s: 30,
+            wired_rtt_ms: 20.0,
+            gap_s: 10.0,
+            progress: true,
+        }
+    }
+}
+
+fn policy(c: &LabConfig) -> Policy {
+    match c.policy {
+        PolicyName::Http10 => Policy::Http10,
+        PolicyName::Http11 => Policy::Http11 {
+            per_host: c.per_host(),
+        },
+        PolicyName::Pipelining => Policy::Pipelining {
+            per_host: c.per_host(),
+            depth: c.pipeline_depth(),
+        },
+        PolicyName::H2 => Policy::H2,
+    }
+}
+
+/// Loader settings for one configuration; timeouts are unscaled link time turned into wall
+/// time.
+fn loader_config(c: &LabConfig, hosting: &Hosting, k: f64) -> LoaderConfig {
+    let mut lc = LoaderConfig::new(policy(c), hosting.resolver_addr);
+    lc.ca_pem = Some(hosting.ca_pem.as_bytes().to_vec());
+    // The corpus is written with http:// URLs; a browser on h2 would use https.
+    lc.upgrade_insecure = c.policy == PolicyName::H2;
+    let scaled = |s: f64| Duration::from_secs_f64(s / k);
+    lc.connect_timeout = scaled(75.0);
+    lc.response_timeout = scaled(120.0);
+    lc.page_timeout = scaled(1800.0);
+    lc.dns_timeout = scaled(10.0);
+    lc
+}
+
+fn safe(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+fn write(path: &Path, bytes: &[u8]) -> Result<()> {
+    std::fs::write(path, bytes).map_err(|e| LabError::Other(format!("{}: {e}", path.display())))
+}
+
+/// Runs the experiment and writes its files; returns the results.
+pub fn run(opts: &RunOptions) -> Result<Results> {
+    if opts.configs.is_empty() {
+        return Err(LabError::BadInput("no configurations to run".into()));
+    }
+    let pages: Vec<&webpep_corpus::Page> = if opts.pages.is_empty() {
+        opts.corpus.manifest.pages.iter().collect()
+    } else {
+        opts.pages
+            .iter()
+            .map(|id| {
+                opts.corpus.manifest.page(id).ok_or_else(|| {
+                    LabError::BadInput(format!(
+                        "page {id:?} is not in corpus {} (see `webpep lab corpus list`)",
+                        opts.corpus.manifest.name
+                    ))
+                })
+            })
+            .collect::<Result<_>>()?
+    };
+    let har_dir = opts.out.join("har");
+    std::fs::create_dir_all(&har_dir)
+        .map_err(|e| LabError::Other(format!("{}: {e}", har_dir.display())))?;
+    let k = opts.time_scale;
+
+    let replay = ReplayServer::new(&opts.corpus, ReplayConfig::default());
+    let mut tcfg = TopologyConfig::new(opts.profile.clone(), replay.domains().to_vec());
+    tcfg.time_scale = k;
+    tcfg.seed = opts.seed;
+    tcfg.wired_rtt_ms = opts.wired_rtt_ms;
+    let topo = Topology::build(&tcfg)?;
+    let hosting = Hosting::start(&topo, replay, opts.dns_ttl_s, k, &opts.out.join("ca"))?;
+
+    let total = (pages.len() * opts.configs.len() * opts.repeat) as u64;
+    let bar = if opts.progress {
+        let b = indicatif::ProgressBar::new(total);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:30}] {pos}/{len} {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+
+    let mut loads = Vec::new();
+    for page in &pages {
+        for (cname, cfg) in &opts.configs {
+            for r in 0..opts.repeat {
+                bar.set_message(format!("{} / {cname} #{r}", page.id));
+                let (load, down, up) = measure(&topo, &hosting, page, cfg, opts)?;
+                let har_name = format!("{}-{}-{r}.har", safe(&page.id), safe(cname));
+                let har = load.to_har(&page.id);
+                let text = serde_json::to_vec_pretty(&har)
+                    .map_err(|e| LabError::Other(format!("HAR: {e}")))?;
+                write(&har_dir.join(&har_name), &text)?;
+                let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+                loads.push(LoadRecord {
+                    page: page.id.clone(),
+                    config: cname.clone(),
+                    profile: opts.profile.profile.name.clone(),
+                    repeat: r,
+                    plt_ms: ms(load.plt),
+                    air_down_bytes: down,
+                    air_up_bytes: up,
+                    objects: load.objects.len(),
+                    errors: load.errors(),
+                    breakdown_ms: BreakdownMs {
+                        dns: ms(load.breakdown.dns),
+                        connect: ms(load.breakdown.connect),
+                        idle: ms(load.breakdown.idle),
+                        payload: ms(load.breakdown.payload),
+                    },
+                    har: format!("har/{har_name}"),
+                });
+                bar.inc(1);
+            }
+        }
+    }
+    bar.finish_and_clear();
+    drop(hosting);
+    drop(topo);
+
+    let summary = summarize(&loads, &opts.baseline);
+    let results = Results {
+        profile: opts.profile.profile.name.clone(),
+        time_scale: k,
+        seed: opts.seed,
+        baseline: opts.baseline.clone(),
+        configs: opts
+            .configs
+            .iter()
+            .map(|(n, c)| (n.clone(), c.summary()))
+            .collect::<BTreeMap<_, _>>(),
+        loads,
+        summary,
+    };
+    let json = serde_json::to_vec_pretty(&results)
+        .map_err(|e| LabError::Other(format!("results.json: {e}")))?;
+    write(&opts.out.join("results.json"), &json)?;
+    write(
+        &opts.out.join("report.html"),
+        report::html(&results).as_bytes(),
+    )?;
+    Ok(results)
+}
+
+/// One measured load (after a warm-up load for warm configurations): the load with unscaled
+/// times, and the air bytes down and up it caused.
+fn measure(
+    topo: &Topology,
+    hosting: &Hosting,
+    page: &webpep_corpus::Page,
+    cfg: &LabConfig,
+    opts: &RunOptions,
+) -> Result<(PageLoad, u64, u64)> {
+    let k = opts.time_scale;
+    hosting.resolver.flush();
+    hosting.replay.set_close_after(cfg.close_after);
+    hosting.replay.set_visit(0);
+    let lc = loader_config(cfg, hosting, k);
+    let gap = Duration::from_secs_f64(opts.gap_s / k);
+    let url = page.url.clone();
+    let warm = cfg.warm;
+    let replay = hosting.replay.clone();
+    let air = &topo.air;
+    let (mut load, down, up) = run_in(&topo.ue, move || async move {
+        let mut loader = Loader::new(lc);
+        if warm {
+            tokio::time::sleep(gap).await;
+            let _ = loader.load(&url).await;
+            replay.set_visit(1);
+        }
+        tokio::time::sleep(gap).await;
+        let before = air.counters_now();
+        let load = loader.load(&url).await;
+        // Let the last ACKs cross before reading the counters.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let after = air.counters_now();
+        (
+            load,
+            after.down.delivered_bytes - before.down.delivered_bytes,
+            after.up.delivered_bytes - before.up.delivered_bytes,
+        )
+    })?;
+    load.scale_times(k);
+    Ok((load, down, up))
+}

@@ -1,0 +1,140 @@
+//! A whole `lab run` on a small corpus: every configuration loads every object over the
+//! emulated link, and the files of DESIGN §7.5 are written.
+
+use std::path::Path;
+
+use webpep_corpus::{Corpus, CorpusWriter, Manifest, Object, Page, FORMAT_VERSION};
+use webpep_lab::configs;
+use webpep_lab::runner::{run, RunOptions};
+use webpep_link::testing::netns_available;
+
+const LM: &str = "Mon, 01 Jan 2024 00:00:00 GMT";
+
+fn small_corpus(dir: &Path) -> Corpus {
+    let mut w = CorpusWriter::create(dir).unwrap();
+    let mut objects = Vec::new();
+    let mut html = String::from("<html><head><link rel=stylesheet href=\"/s.css\"></head><body>");
+    let mut extra = Vec::new();
+    for i in 0..6 {
+        let host = if i % 2 == 0 {
+            "www.small.test"
+        } else {
+            "img.small.test"
+        };
+        html += &format!("<img src=\"http://{host}/i{i}.gif\">");
+        let body: Vec<u8> = (0..3000u32).map(|b| (b * 7 + i) as u8).collect();
+        extra.push(Object {
+            url: format!("http://{host}/i{i}.gif"),
+            content_type: "image/gif".into(),
+            status: 200,
+            headers: vec![],
+            versions: vec![w.version(&body, LM).unwrap()],
+        });
+    }
+    html += "</body></html>";
+    objects.push(Object {
+        url: "http://www.small.test/".into(),
+        content_type: "text/html".into(),
+        status: 200,
+        headers: vec![],
+        versions: vec![w.version(html.as_bytes(), LM).unwrap()],
+    });
+    objects.push(Object {
+        url: "http://www.small.test/s.css".into(),
+        content_type: "text/css".into(),
+        status: 200,
+        headers: vec![],
+        versions: vec![w
+            .version(
+                b"body { background: url(http://img.small.test/bg.gif) }",
+                LM,
+            )
+            .unwrap()],
+    });
+    objects.push(Object {
+        url: "http://img.small.test/bg.gif".into(),
+        content_type: "image/gif".into(),
+        status: 200,
+        headers: vec![],
+        versions: vec![w.version(&[1u8; 2000], LM).unwrap()],
+    });
+    objects.extend(extra);
+    w.finish(&Manifest {
+        format_version: FORMAT_VERSION,
+        name: "small".into(),
+        description: String::new(),
+        domains: vec!["www.small.test".into(), "img.small.test".into()],
+        pages: vec![Page {
+            id: "small".into(),
+            url: "http://www.small.test/".into(),
+            source: "test".into(),
+            objects,
+        }],
+    })
+    .unwrap()
+}
+
+#[test]
+fn lab_run_writes_results_hars_and_report() {
+    if !netns_available("lab_run_writes_results_hars_and_report") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("webpep-run-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let corpus = small_corpus(&dir.join("corpus"));
+    let all = configs::load(None).unwrap();
+    let names: Vec<String> = ["http11", "pipelining", "h2", "http11-warm"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let mut opts = RunOptions::new(
+        webpep_link_model::resolve("cdma-1x").unwrap(),
+        corpus,
+        dir.join("out"),
+    );
+    opts.configs = configs::select(&all, &names).unwrap();
+    opts.time_scale = 10.0;
+    opts.gap_s = 2.0;
+    opts.progress = false;
+    let r = run(&opts).expect("run");
+    eprintln!("{}", r.table());
+    assert_eq!(r.loads.len(), 4);
+    for l in &r.loads {
+        assert_eq!(l.objects, 9, "{}: every object", l.config);
+        assert_eq!(l.errors, 0, "{}", l.config);
+        let b = l.breakdown_ms;
+        let sum = b.dns + b.connect + b.idle + b.payload;
+        assert!((sum - l.plt_ms).abs() < 1.0, "breakdown sums to PLT");
+        assert!(
+            l.plt_ms > 1000.0,
+            "several cdma-1x RTTs (unscaled): {}",
+            l.plt_ms
+        );
+        assert!(dir.join("out").join(&l.har).exists());
+        if l.config != "http11-warm" {
+            assert!(b.dns > 300.0, "{}: DNS crosses the link: {b:?}", l.config);
+            assert!(
+                l.air_down_bytes > 20_000,
+                "{}: {}",
+                l.config,
+                l.air_down_bytes
+            );
+        }
+    }
+    let warm = r.loads.iter().find(|l| l.config == "http11-warm").unwrap();
+    let cold = r.loads.iter().find(|l| l.config == "http11").unwrap();
+    assert!(
+        warm.air_down_bytes < cold.air_down_bytes / 2,
+        "304s on the revisit"
+    );
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("out/results.json")).unwrap()).unwrap();
+    assert_eq!(results["loads"].as_array().unwrap().len(), 4);
+    assert!(results["summary"][0]["plt_ms"]["mean"].as_f64().unwrap() > 0.0);
+    let report = std::fs::read_to_string(dir.join("out/report.html")).unwrap();
+    assert_eq!(report.matches("<svg").count(), 3);
+    let har: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("out").join(&cold.har)).unwrap()).unwrap();
+    assert_eq!(har["log"]["entries"].as_array().unwrap().len(), 9);
+    let _ = std::fs::remove_dir_all(&dir);
+}
