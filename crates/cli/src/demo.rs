@@ -1,75 +1,78 @@
-//! `webpep demo`: the README's main job. Until the lab lands, it measures the emulated links
-//! with real traffic (the probe) and sets the result beside the papers' numbers.
+//! `webpep demo`: the README's main job. It builds the lab, loads paper-sites pages over the
+//! emulated gprs link under the papers' browser policies, and prints the comparison with the
+//! papers' numbers.
 
-use anyhow::{Context, Result};
+use std::path::PathBuf;
+
+use anyhow::Result;
 use clap::Args;
-use webpep_link::enter_user_namespace_if_unprivileged;
-use webpep_link::probe::{probe, ProbeOptions};
-use webpep_link_model::presets;
+
+use crate::lab_cmd::{lab_run, RunArgs};
+use crate::link_cmd::LinkOpts;
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {
-    /// Time-scale factor (rates ×k, delays ÷k); 10 finishes in about two minutes.
+    /// Time-scale factor (rates ×k, delays ÷k); 10 finishes in a few minutes.
     #[arg(long, short = 'k', default_value_t = 10.0)]
     time_scale: f64,
     /// Seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Where the results and the report go.
+    #[arg(long, default_value = "webpep-demo")]
+    out: PathBuf,
+    /// Pages (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "mail,yahoo,amazon,cnn")]
+    pages: Vec<String>,
 }
 
-/// 000 Table 2: TCP throughput over GPRS by transfer size (bytes, kbps).
-const PAPER_GPRS_TCP: &[(u64, f64)] = &[
-    (1024, 13.2),
-    (5120, 18.1),
-    (10240, 18.8),
-    (51200, 29.7),
-    (102400, 30.5),
+/// 000 Table 1: Mozilla HTTP/1.1 over GPRS, seconds.
+const PAPER_PLT: &[(&str, f64)] = &[
+    ("mail", 34.5),
+    ("yahoo", 35.0),
+    ("amazon", 76.4),
+    ("cnn", 196.3),
 ];
 
 pub fn run(args: DemoArgs) -> Result<u8> {
-    enter_user_namespace_if_unprivileged().context("entering a user namespace")?;
-    for name in ["gprs", "cdma-1x"] {
-        let profile = presets::resolve(name)?;
-        eprintln!(
-            "probing {name} at time scale {} (real traffic through the emulated link)...",
-            args.time_scale
-        );
-        let r = probe(
-            &profile,
-            &ProbeOptions {
-                time_scale: args.time_scale,
-                seed: args.seed,
-                ..ProbeOptions::default()
-            },
-        )?;
-        print!("{}", r.to_text());
-        if name == "gprs" {
-            println!("  beside the papers (GPRS):");
+    let run = RunArgs {
+        link: LinkOpts {
+            profile: "gprs".into(),
+            time_scale: args.time_scale,
+            seed: args.seed,
+        },
+        corpus: "paper-sites".into(),
+        configs: vec!["http11".into(), "http11-6".into(), "pipelining".into()],
+        pages: args.pages.clone(),
+        repeat: 1,
+        out: args.out.clone(),
+        baseline: "http11".into(),
+        config_file: None,
+        dns_ttl: 30,
+        wired_rtt: 20.0,
+        gap: 10.0,
+        quiet: false,
+    };
+    eprintln!(
+        "webpep demo: paper-sites over gprs at time scale {} (http11 = 2 persistent connections per host, \
+         the papers' browser; http11-6; pipelining depth 4)",
+        args.time_scale
+    );
+    let r = lab_run(&run)?;
+    print!("{}", r.table());
+    println!("\nBeside 000 Table 1 (Mozilla HTTP/1.1 over GPRS) and Table 6 (pipelining −35…56 %, 6 connections −31…43 %):");
+    for (page, paper) in PAPER_PLT {
+        if let Some(s) = r
+            .summary
+            .iter()
+            .find(|s| s.page == *page && s.config == "http11")
+        {
             println!(
-                "    ping RTT median {:.0} ms, max {:.0} ms   (003 §3: ~1 s, 761 ms to 4 s; 001: 0.7-1 s)",
-                r.ping_rtt_ms.median, r.ping_rtt_ms.max
+                "  {page:<8} http11 {:>6.1} s   paper {paper:>6.1} s",
+                s.plt_ms.mean / 1000.0
             );
-            let short = r.idle_rtt.iter().find(|i| i.idle_s == 5.0);
-            let long = r.idle_rtt.iter().find(|i| i.idle_s == 7.0);
-            if let (Some(s), Some(l)) = (short, long) {
-                println!(
-                    "    RTT after 5 s idle {:.0} ms, after 7 s {:.0} ms   (003 Table 3: 1726 → 2551 ms across the 6 s release)",
-                    s.median_rtt_ms, l.median_rtt_ms
-                );
-            }
-            println!("    TCP download   measured   000 Table 2");
-            for (bytes, paper) in PAPER_GPRS_TCP {
-                if let Some(b) = r.tcp_bulk.iter().find(|b| b.bytes == *bytes) {
-                    println!(
-                        "    {:>7} B   {:>6.1} kbps   {:>6.1} kbps",
-                        bytes, b.kbps, paper
-                    );
-                }
-            }
-        } else {
-            println!("  beside the paper (002: average CDMA 1x cell, 78 kbps FTP, RTT ~400 ms)");
         }
-        println!();
     }
+    println!("\nreport: {}", args.out.join("report.html").display());
     Ok(0)
 }

@@ -1,6 +1,7 @@
 //! `webpep`: one binary, one subcommand per job (DESIGN §10).
 
 mod demo;
+mod lab_cmd;
 mod link_cmd;
 
 use std::process::ExitCode;
@@ -25,8 +26,10 @@ struct Cli {
 enum Command {
     /// The emulated slow link: run a command behind it, list profiles, probe it, sweep FEC.
     Link(link_cmd::LinkArgs),
-    /// The main job on built-in defaults: probe the gprs and cdma-1x links with real traffic
-    /// and compare with the papers' numbers.
+    /// The lab: experiments over the emulated link, corpora, importers.
+    Lab(lab_cmd::LabArgs),
+    /// The main job on built-in defaults: load paper-sites pages over the emulated gprs link
+    /// under the papers' browser policies and print the comparison.
     Demo(demo::DemoArgs),
 }
 
@@ -58,6 +61,7 @@ fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Command::Link(args) => link_cmd::run(args),
+        Command::Lab(args) => lab_cmd::run_cmd(args),
         Command::Demo(args) => demo::run(args),
     };
     match result {

@@ -23,6 +23,12 @@ pub enum CorpusError {
     },
     #[error("{path}: body {body} does not match its hash")]
     CorruptBody { path: PathBuf, body: String },
+    /// An input file (HAR, WARC, directory) that cannot be imported at all.
+    #[error("{path}: cannot import: {message}")]
+    Import { path: PathBuf, message: String },
+    /// Content generation failed (an image encoder error, an impossible parameter).
+    #[error("generating content: {message}")]
+    Generate { message: String },
 }
 
 fn io(path: &Path, e: std::io::Error) -> CorpusError {
@@ -170,7 +176,9 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("webpep-corpus-test-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         let mut w = CorpusWriter::create(&dir).unwrap();
-        let v = w.version(b"<html></html>", "Mon, 01 Jan 2024 00:00:00 GMT").unwrap();
+        let v = w
+            .version(b"<html></html>", "Mon, 01 Jan 2024 00:00:00 GMT")
+            .unwrap();
         let m = Manifest {
             format_version: FORMAT_VERSION,
             name: "t".into(),
@@ -193,7 +201,10 @@ mod tests {
         assert_eq!(c.manifest, m);
         assert_eq!(c.body(&v.body).unwrap(), b"<html></html>");
         fs::write(dir.join("bodies").join(&v.body), b"tampered").unwrap();
-        assert!(matches!(c.body(&v.body), Err(CorpusError::CorruptBody { .. })));
+        assert!(matches!(
+            c.body(&v.body),
+            Err(CorpusError::CorruptBody { .. })
+        ));
         fs::remove_file(dir.join("bodies").join(&v.body)).unwrap();
         assert!(matches!(c.body(&v.body), Err(CorpusError::Io { .. })));
         fs::write(dir.join("manifest.json"), b"{").unwrap();

@@ -15,7 +15,7 @@ use crate::hosting::Hosting;
 use crate::nsrt::run_in;
 use crate::report;
 use crate::results::{summarize, BreakdownMs, LoadRecord, Results};
-use crate::topology::{Topology, TopologyConfig};
+use crate::topology::{TcpEra, Topology, TopologyConfig};
 use crate::{LabError, Result};
 
 /// Everything a run needs.
@@ -38,6 +38,8 @@ pub struct RunOptions {
     /// Idle time before each load, seconds (unscaled): lets queues drain and, longer than the
     /// radio's release timeout, gives every load the same cold channel.
     pub gap_s: f64,
+    /// The end hosts' TCP.
+    pub tcp: TcpEra,
     pub progress: bool,
 }
 
@@ -56,10 +58,26 @@ impl RunOptions {
             dns_ttl_s: 30,
             wired_rtt_ms: 20.0,
             gap_s: 10.0,
+            tcp: TcpEra::default(),
             progress: true,
         }
     }
 }
+
+/// What Mozilla 1.4 (2003, the papers' browser) sent with every request besides Host and
+/// User-Agent: on a 12 kbit/s uplink these bytes are part of the cost of an object.
+pub const MOZILLA_2003_HEADERS: &[(&str, &str)] = &[
+    (
+        "Accept",
+        "text/xml,application/xml,application/xhtml+xml,text/html;q=0.9,text/plain;q=0.8,video/x-mng,image/png,image/jpeg,image/gif;q=0.2,*/*;q=0.1",
+    ),
+    ("Accept-Language", "en-us,en;q=0.5"),
+    ("Accept-Charset", "ISO-8859-1,utf-8;q=0.7,*;q=0.7"),
+    ("Keep-Alive", "300"),
+    ("Connection", "keep-alive"),
+];
+pub const MOZILLA_2003_UA: &str =
+    "Mozilla/5.0 (X11; U; Linux i686; en-US; rv:1.4) Gecko/20030624";
 
 fn policy(c: &LabConfig) -> Policy {
     match c.policy {
@@ -79,6 +97,14 @@ fn policy(c: &LabConfig) -> Policy {
 /// time.
 fn loader_config(c: &LabConfig, hosting: &Hosting, k: f64) -> LoaderConfig {
     let mut lc = LoaderConfig::new(policy(c), hosting.resolver_addr);
+    if c.policy != PolicyName::H2 {
+        lc.user_agent = MOZILLA_2003_UA.into();
+        lc.request_headers = MOZILLA_2003_HEADERS
+            .iter()
+            .filter(|(n, _)| c.policy != PolicyName::Http10 || *n != "Connection" && *n != "Keep-Alive")
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+    }
     lc.ca_pem = Some(hosting.ca_pem.as_bytes().to_vec());
     // The corpus is written with http:// URLs; a browser on h2 would use https.
     lc.upgrade_insecure = c.policy == PolicyName::H2;
@@ -136,6 +162,7 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
     tcfg.time_scale = k;
     tcfg.seed = opts.seed;
     tcfg.wired_rtt_ms = opts.wired_rtt_ms;
+    tcfg.tcp = opts.tcp;
     let topo = Topology::build(&tcfg)?;
     let hosting = Hosting::start(&topo, replay, opts.dns_ttl_s, k, &opts.out.join("ca"))?;
 

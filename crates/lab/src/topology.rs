@@ -39,6 +39,41 @@ pub struct TopologyConfig {
     pub wired_kbps: f64,
     /// The virtual domains to give addresses to.
     pub domains: Vec<String>,
+    /// The end hosts' TCP (browser in `ue`, origins in `net`).
+    pub tcp: TcpEra,
+}
+
+/// Which TCP the end hosts run. The papers measured 2003 stacks; today's kernel (BBR by
+/// default in new namespaces here, IW10, RACK, tail-loss probes, F-RTO) hides much of what
+/// made web loads slow over GPRS (001 §4: excess queueing, poor loss recovery).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum TcpEra {
+    /// The kernel's defaults.
+    Modern,
+    /// As in 2003: Reno, initial window 2 segments (RFC 2414), no RACK, no tail-loss probe
+    /// or early retransmit, no F-RTO; SACK and timestamps kept (Linux 2.4 had them).
+    #[default]
+    Y2003,
+}
+
+impl std::str::FromStr for TcpEra {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "modern" => Ok(TcpEra::Modern),
+            "2003" => Ok(TcpEra::Y2003),
+            _ => Err(format!("unknown TCP era {s:?} (modern, 2003)")),
+        }
+    }
+}
+
+impl TcpEra {
+    pub fn name(self) -> &'static str {
+        match self {
+            TcpEra::Modern => "modern",
+            TcpEra::Y2003 => "2003",
+        }
+    }
 }
 
 impl TopologyConfig {
@@ -50,6 +85,7 @@ impl TopologyConfig {
             wired_rtt_ms: 20.0,
             wired_kbps: 100_000.0,
             domains,
+            tcp: TcpEra::default(),
         }
     }
 }
@@ -174,6 +210,23 @@ impl Topology {
                 wire.inner_addr()
             )],
         )?;
+        if cfg.tcp == TcpEra::Y2003 {
+            for ns in [&ue, &net] {
+                sysctl(ns, "net.ipv4.tcp_congestion_control", "reno")?;
+                sysctl(ns, "net.ipv4.tcp_early_retrans", "0")?;
+                sysctl(ns, "net.ipv4.tcp_recovery", "0")?;
+                sysctl(ns, "net.ipv4.tcp_frto", "0")?;
+            }
+            let iw = |link: &RunningLink| {
+                format!(
+                    "route change default via {} dev {} initcwnd 2",
+                    link.outer_addr(),
+                    link.inner_ifname()
+                )
+            };
+            ip_batch(&net, &[iw(&wire)])?;
+            ip_batch(&ue, &[iw(&air)])?;
+        }
         Ok(Topology {
             air,
             wire,

@@ -146,6 +146,9 @@ pub struct LoaderConfig {
     pub dns_attempts: u32,
     /// Answers are cached for max(TTL, this). Zero honours TTLs exactly.
     pub dns_min_ttl: Duration,
+    /// Extra headers sent with every request (after Host and User-Agent; an `Accept` here
+    /// replaces the default `*/*`), e.g. to send what a period browser sent.
+    pub request_headers: Vec<(String, String)>,
     /// User-Agent header.
     pub user_agent: String,
     /// Accept-Encoding header; none is sent when `None` (bodies are not decoded either way).
@@ -182,6 +185,7 @@ impl Default for LoaderConfig {
             dns_timeout: Duration::from_secs(5),
             dns_attempts: 2,
             dns_min_ttl: Duration::ZERO,
+            request_headers: Vec::new(),
             user_agent: concat!("webpep-loader/", env!("CARGO_PKG_VERSION")).to_string(),
             accept_encoding: None,
             keep_connections: false,

@@ -38,6 +38,8 @@ pub(crate) struct Job {
 #[derive(Debug, Clone)]
 pub(crate) struct DriverCfg {
     pub user_agent: String,
+    /// Sent with every request, after the fixed ones (a browser's Accept-Language etc.).
+    pub request_headers: Vec<(String, String)>,
     pub accept_encoding: Option<String>,
     pub response_timeout: Duration,
     pub connect_timeout: Duration,
@@ -186,8 +188,15 @@ fn request_headers(job: &Job, cfg: &DriverCfg, mode: H1Mode) -> Vec<(String, Str
     let mut h = vec![
         ("Host".to_string(), job.origin.host_header()),
         ("User-Agent".to_string(), cfg.user_agent.clone()),
-        ("Accept".to_string(), "*/*".to_string()),
     ];
+    if !cfg
+        .request_headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("accept"))
+    {
+        h.push(("Accept".to_string(), "*/*".to_string()));
+    }
+    h.extend(cfg.request_headers.iter().cloned());
     if let Some(ae) = &cfg.accept_encoding {
         h.push(("Accept-Encoding".into(), ae.clone()));
     }

@@ -203,6 +203,7 @@ impl Loader {
         };
         let dcfg = Arc::new(DriverCfg {
             user_agent: cfg.user_agent.clone(),
+            request_headers: cfg.request_headers.clone(),
             accept_encoding: cfg.accept_encoding.clone(),
             response_timeout: cfg.response_timeout,
             connect_timeout: cfg.connect_timeout,

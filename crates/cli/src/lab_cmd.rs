@@ -1,0 +1,296 @@
+//! `webpep lab ...`: experiments, corpora and importers.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use webpep_corpus::{import, paper_sites, Corpus};
+use webpep_lab::configs;
+use webpep_lab::runner::{run, RunOptions};
+use webpep_lab::LabError;
+use webpep_link::enter_user_namespace_if_unprivileged;
+
+use crate::link_cmd::{resolve_profile, LinkOpts};
+use crate::BadInput;
+
+#[derive(Args, Debug)]
+pub struct LabArgs {
+    #[command(subcommand)]
+    sub: LabSub,
+}
+
+#[derive(Subcommand, Debug)]
+enum LabSub {
+    /// Load every page under every configuration over the emulated link; write results.json,
+    /// one HAR per load and report.html.
+    Run(RunArgs),
+    /// Corpora: list pages, or write the built-in corpus to a directory.
+    Corpus {
+        #[command(subcommand)]
+        sub: CorpusSub,
+    },
+    /// Build a corpus from a HAR file, a WARC file or a static directory.
+    Import {
+        #[command(subcommand)]
+        sub: ImportSub,
+    },
+    /// List the configurations (built-in plus --config-file) with what each runs.
+    Configs {
+        /// A TOML file of extra or replacing configurations.
+        #[arg(long)]
+        config_file: Option<PathBuf>,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub link: LinkOpts,
+    /// A corpus directory, or `paper-sites` (built in, generated on first use).
+    #[arg(long, default_value = "paper-sites")]
+    pub corpus: String,
+    /// Configurations, comma-separated (see `webpep lab configs`).
+    #[arg(long, value_delimiter = ',', default_value = "http11,http11-6,pipelining")]
+    pub configs: Vec<String>,
+    /// Page ids, comma-separated; default: every page of the corpus.
+    #[arg(long, value_delimiter = ',')]
+    pub pages: Vec<String>,
+    /// Loads per page and configuration.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: usize,
+    /// Output directory (results.json, har/, report.html, ca/).
+    #[arg(long, default_value = "webpep-lab-out")]
+    pub out: PathBuf,
+    /// The configuration the others are compared with.
+    #[arg(long, default_value = "http11")]
+    pub baseline: String,
+    /// A TOML file of extra or replacing configurations.
+    #[arg(long)]
+    pub config_file: Option<PathBuf>,
+    /// TTL of the authoritative DNS answers, seconds (CDN-like short TTLs; 0 = no caching).
+    #[arg(long, default_value_t = 30)]
+    pub dns_ttl: u32,
+    /// Round-trip time of the wired edge–net hop, ms.
+    #[arg(long, default_value_t = 20.0)]
+    pub wired_rtt: f64,
+    /// Idle seconds before each load (longer than the radio release timeout: a cold channel).
+    #[arg(long, default_value_t = 10.0)]
+    pub gap: f64,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum CorpusSub {
+    /// Print each page id with its objects, domains and bytes.
+    List {
+        /// A corpus directory, or `paper-sites`.
+        corpus: String,
+        /// Seed of the built-in corpus.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write the built-in `paper-sites` corpus to a directory.
+    Generate {
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ImportSub {
+    /// A HAR 1.2 file: structure, domains, types and sizes; bodies when present, synthesized
+    /// of the right type and size otherwise.
+    Har {
+        file: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+        /// Corpus name (default: the file name).
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// A WARC file (optionally gzip-compressed): one page per archived HTML response.
+    Warc {
+        file: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Static directories (for example /usr/share/doc/apache2-doc/manual) spread over
+    /// several virtual domains.
+    Dir {
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long)]
+        name: Option<String>,
+        /// Number of virtual domains to spread the files over.
+        #[arg(long, default_value_t = 4)]
+        domains: usize,
+    },
+}
+
+/// Bump when the paper-sites generator changes, so cached copies are regenerated.
+const PAPER_SITES_CACHE_VERSION: u32 = 1;
+
+fn cache_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("WEBPEP_CACHE_DIR") {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(d).join("webpep");
+    }
+    if let Some(h) = std::env::var_os("HOME") {
+        return PathBuf::from(h).join(".cache").join("webpep");
+    }
+    std::env::temp_dir().join("webpep-cache")
+}
+
+/// `paper-sites` (generated once into the cache) or a corpus directory. A corpus that cannot
+/// be opened is bad input.
+pub fn open_corpus(spec: &str, seed: u64) -> Result<Corpus> {
+    if spec == "paper-sites" {
+        let dir = cache_dir()
+            .join("corpora")
+            .join(format!("paper-sites-v{}-seed{seed}", PAPER_SITES_CACHE_VERSION));
+        if let Ok(c) = Corpus::open(&dir) {
+            return Ok(c);
+        }
+        eprintln!("generating the paper-sites corpus in {} ...", dir.display());
+        let tmp = dir.with_extension(format!("tmp{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        paper_sites::generate(&tmp, seed).context("generating paper-sites")?;
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::rename(&tmp, &dir).with_context(|| format!("{}", dir.display()))?;
+        return Ok(Corpus::open(&dir)?);
+    }
+    Corpus::open(Path::new(spec)).map_err(|e| BadInput(e.to_string()).into())
+}
+
+fn lab_err(e: LabError) -> anyhow::Error {
+    match e {
+        LabError::BadInput(m) => BadInput(m).into(),
+        other => other.into(),
+    }
+}
+
+pub fn run_cmd(args: LabArgs) -> Result<u8> {
+    match args.sub {
+        LabSub::Run(a) => {
+            let results = lab_run(&a)?;
+            print!("{}", results.table());
+            println!("report: {}", a.out.join("report.html").display());
+            Ok(0)
+        }
+        LabSub::Configs { config_file } => {
+            let all = configs::load(config_file.as_deref()).map_err(lab_err)?;
+            for (n, c) in &all {
+                println!("{n:<16} {}", c.summary());
+            }
+            Ok(0)
+        }
+        LabSub::Corpus { sub } => match sub {
+            CorpusSub::List { corpus, seed, json } => {
+                let c = open_corpus(&corpus, seed)?;
+                let list = webpep_corpus::list(&c);
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&list)?);
+                } else {
+                    println!("{:<24} {:>8} {:>8} {:>10}", "page", "objects", "domains", "bytes");
+                    for p in list {
+                        println!(
+                            "{:<24} {:>8} {:>8} {:>10}",
+                            p.id, p.objects, p.domains, p.bytes
+                        );
+                    }
+                }
+                Ok(0)
+            }
+            CorpusSub::Generate { out, seed } => {
+                let c = paper_sites::generate(&out, seed)?;
+                println!(
+                    "paper-sites ({} pages) written to {}",
+                    c.manifest.pages.len(),
+                    out.display()
+                );
+                Ok(0)
+            }
+        },
+        LabSub::Import { sub } => {
+            let name_of = |f: &Path, n: Option<String>| {
+                n.unwrap_or_else(|| {
+                    f.file_stem()
+                        .map(|s| s.to_string_lossy().to_string())
+                        .unwrap_or_else(|| "imported".into())
+                })
+            };
+            let (c, out) = match sub {
+                ImportSub::Har { file, out, name } => {
+                    let n = name_of(&file, name);
+                    (import::import_har(&file, &out, &n), out)
+                }
+                ImportSub::Warc { file, out, name } => {
+                    let n = name_of(&file, name);
+                    (import::import_warc(&file, &out, &n), out)
+                }
+                ImportSub::Dir {
+                    paths,
+                    out,
+                    name,
+                    domains,
+                } => {
+                    let n = name.unwrap_or_else(|| "dir".into());
+                    (import::import_dir(&paths, &out, &n, domains.max(1)), out)
+                }
+            };
+            let c = c.map_err(|e| BadInput(e.to_string()))?;
+            println!(
+                "corpus {} ({} pages) written to {}",
+                c.manifest.name,
+                c.manifest.pages.len(),
+                out.display()
+            );
+            Ok(0)
+        }
+    }
+}
+
+/// Runs `webpep lab run` (also the demo's engine).
+pub fn lab_run(a: &RunArgs) -> Result<webpep_lab::results::Results> {
+    let profile = resolve_profile(&a.link)?;
+    if a.repeat == 0 {
+        return Err(BadInput("--repeat must be at least 1".into()).into());
+    }
+    let all = configs::load(a.config_file.as_deref()).map_err(lab_err)?;
+    let selected = configs::select(&all, &a.configs).map_err(lab_err)?;
+    if !a.configs.contains(&a.baseline) {
+        return Err(BadInput(format!(
+            "the baseline {:?} is not among --configs",
+            a.baseline
+        ))
+        .into());
+    }
+    // Before any thread exists (the user namespace needs a single-threaded process).
+    enter_user_namespace_if_unprivileged().context("entering a user namespace")?;
+    let corpus = open_corpus(&a.corpus, a.link.seed)?;
+    let mut opts = RunOptions::new(profile, corpus, a.out.clone());
+    opts.configs = selected;
+    opts.pages = a.pages.clone();
+    opts.repeat = a.repeat;
+    opts.seed = a.link.seed;
+    opts.time_scale = a.link.time_scale;
+    opts.baseline = a.baseline.clone();
+    opts.dns_ttl_s = a.dns_ttl;
+    opts.wired_rtt_ms = a.wired_rtt;
+    opts.gap_s = a.gap;
+    opts.progress = !a.quiet;
+    run(&opts).map_err(lab_err)
+}

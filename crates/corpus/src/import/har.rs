@@ -1,0 +1,399 @@
+//! HAR 1.2 import.
+//!
+//! Pages come from `log.pages` (one page for the whole file when there are none); a page's
+//! objects are its entries in file order (the first entry is the page's root). An entry gives
+//! URL, MIME type, status and size; its body comes from `content.text` (base64 when
+//! `content.encoding` says so) when present and of plausible size (between half and twice the
+//! declared size), and is synthesized of the right type and size otherwise. The page's
+//! document (its first 2xx HTML entry), when synthesized, references every other object of the
+//! page so the loader discovers them. Odd entries: `data:` and other non-http(s) URLs are
+//! skipped and counted; non-GET requests and failed entries (status 0) are skipped and
+//! counted; 304s become 200s (bodies synthesized from the declared size; skipped when it is
+//! unknown); redirects keep their `Location` and no body; 204/205 are kept bodiless; bodies
+//! over [`MAX_OBJECT_BYTES`] are capped with a warning.
+
+use std::fs;
+use std::path::Path;
+
+use base64::Engine as _;
+use serde_json::Value;
+
+use super::*;
+use crate::rng::hash_str;
+use crate::scan::relative_ref;
+use crate::synth;
+
+struct Item {
+    url: String,
+    status: u16,
+    mime: String,
+    headers: Vec<(String, String)>,
+    size: u64,
+    /// The body, when the HAR had a usable one.
+    body: Option<Vec<u8>>,
+    bodiless: bool,
+    last_modified: String,
+}
+
+fn s<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+fn n(v: &Value, key: &str) -> Option<i64> {
+    v.get(key)
+        .and_then(|x| x.as_i64().or_else(|| x.as_f64().map(|f| f as i64)))
+}
+
+fn header(headers: &[(String, String)], name: &str) -> Option<String> {
+    headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.clone())
+}
+
+/// Converts one entry; `Ok(None)` when it is skipped (counted in `notes`).
+fn entry(e: &Value, notes: &mut Notes) -> Result<Option<Item>, String> {
+    let req = e.get("request").ok_or("entry without request")?;
+    let raw_url = s(req, "url").ok_or("entry without request.url")?;
+    let lower = raw_url.trim_start().to_ascii_lowercase();
+    if lower.starts_with("data:") {
+        notes.count("data: URLs skipped");
+        return Ok(None);
+    }
+    if !lower.starts_with("http://") && !lower.starts_with("https://") {
+        notes.count("non-http(s) URLs skipped");
+        return Ok(None);
+    }
+    let mut url = url::Url::parse(raw_url.trim()).map_err(|e| format!("bad URL {raw_url}: {e}"))?;
+    url.set_fragment(None);
+    let url = url.to_string();
+    let method = s(req, "method").unwrap_or("GET").to_ascii_uppercase();
+    if method != "GET" && method != "HEAD" {
+        notes.count("non-GET requests skipped");
+        return Ok(None);
+    }
+    let resp = e.get("response").ok_or("entry without response")?;
+    let mut status = n(resp, "status").unwrap_or(0);
+    if status <= 0 || status > 999 {
+        notes.count("failed entries (no response) skipped");
+        return Ok(None);
+    }
+    if (100..200).contains(&status) {
+        notes.count("1xx entries skipped");
+        return Ok(None);
+    }
+    let all_headers: Vec<(String, String)> = resp
+        .get("headers")
+        .and_then(Value::as_array)
+        .map(|hs| {
+            hs.iter()
+                .filter_map(|h| Some((s(h, "name")?.to_string(), s(h, "value")?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default();
+    let content = resp.get("content").cloned().unwrap_or(Value::Null);
+    let mut mime = s(&content, "mimeType")
+        .filter(|m| !m.trim().is_empty())
+        .map(str::to_string)
+        .or_else(|| header(&all_headers, "content-type"))
+        .unwrap_or_else(|| guess_type(&url).to_string());
+    if mime.trim().is_empty() {
+        mime = "application/octet-stream".into();
+    }
+    let mut headers: Vec<(String, String)> = all_headers
+        .iter()
+        .filter(|(k, _)| keep_header(k) && !k.eq_ignore_ascii_case("location"))
+        .cloned()
+        .collect();
+    let last_modified = header(&all_headers, "last-modified")
+        .and_then(|d| normalize_http_date(&d))
+        .or_else(|| s(e, "startedDateTime").and_then(rfc3339_to_http))
+        .unwrap_or_else(|| DEFAULT_DATE.to_string());
+    let encoded = header(&all_headers, "content-encoding")
+        .map(|e| !e.trim().eq_ignore_ascii_case("identity") && !e.trim().is_empty())
+        .unwrap_or(false);
+    let declared = match n(&content, "size").filter(|&x| x > 0) {
+        Some(x) => x as u64,
+        None => {
+            // Some tools (WebPageTest) leave content.size at 0: fall back on the transfer
+            // size, estimating the decoded size of compressed text as 3x.
+            let transfer = n(resp, "bodySize")
+                .filter(|&x| x > 0)
+                .or_else(|| {
+                    header(&all_headers, "content-length").and_then(|l| l.trim().parse().ok())
+                })
+                .unwrap_or(0)
+                .max(0) as u64;
+            let text_like = mime.starts_with("text/")
+                || mime.contains("javascript")
+                || mime.contains("json")
+                || mime.contains("xml");
+            if transfer > 0 && encoded && text_like {
+                notes.count("sizes estimated as 3x the compressed transfer size");
+                transfer * 3
+            } else {
+                transfer
+            }
+        }
+    };
+
+    if status == 304 {
+        if declared == 0 {
+            notes.count("304 entries without a size skipped");
+            return Ok(None);
+        }
+        notes.count("304 entries replayed as 200");
+        status = 200;
+    }
+    let status = status as u16;
+    let redirect = (300..400).contains(&status);
+    if redirect {
+        let loc = header(&all_headers, "location").or_else(|| {
+            s(resp, "redirectURL")
+                .filter(|l| !l.is_empty())
+                .map(str::to_string)
+        });
+        match loc {
+            Some(l) => headers.push(("Location".into(), l)),
+            None => notes.note(format!("redirect {url} has no Location")),
+        }
+    }
+    let bodiless = redirect || status == 204 || status == 205 || method == "HEAD";
+    if bodiless {
+        return Ok(Some(Item {
+            url,
+            status,
+            mime,
+            headers,
+            size: 0,
+            body: None,
+            bodiless: true,
+            last_modified,
+        }));
+    }
+    let mut size = declared;
+    if size > MAX_OBJECT_BYTES {
+        notes.note(format!(
+            "{url} declared {size} bytes, capped at {MAX_OBJECT_BYTES}"
+        ));
+        size = MAX_OBJECT_BYTES;
+    }
+    // The body, when present, decodable and plausible.
+    let mut body = None;
+    if let Some(t) = s(&content, "text") {
+        let decoded = if s(&content, "encoding")
+            .map(|x| x.eq_ignore_ascii_case("base64"))
+            .unwrap_or(false)
+        {
+            let compact: String = t.chars().filter(|c| !c.is_whitespace()).collect();
+            match base64::engine::general_purpose::STANDARD.decode(compact.as_bytes()) {
+                Ok(b) => Some(b),
+                Err(_) => {
+                    notes.count("bodies with broken base64 synthesized instead");
+                    None
+                }
+            }
+        } else {
+            Some(t.as_bytes().to_vec())
+        };
+        if let Some(b) = decoded {
+            let len = b.len() as u64;
+            let plausible = len > 0
+                && len <= MAX_OBJECT_BYTES
+                && (declared == 0 || (len * 2 >= declared.min(size) && len <= declared * 2));
+            if plausible {
+                size = len;
+                // The body is stored decoded.
+                headers.retain(|(k, _)| !k.eq_ignore_ascii_case("content-encoding"));
+                body = Some(b);
+            } else if !b.is_empty() {
+                notes.count("bodies of implausible size synthesized instead");
+            }
+        }
+    }
+    Ok(Some(Item {
+        url,
+        status,
+        mime,
+        headers,
+        size,
+        body,
+        bodiless: false,
+        last_modified,
+    }))
+}
+
+/// Imports a HAR 1.2 file as corpus `name` in `out_dir`.
+pub fn import_har(path: &Path, out_dir: &Path, name: &str) -> Result<Corpus, CorpusError> {
+    let bad = |message: String| CorpusError::Import {
+        path: path.to_path_buf(),
+        message,
+    };
+    let raw = fs::read(path).map_err(|e| CorpusError::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let raw = raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&raw);
+    let v: Value =
+        serde_json::from_slice(raw).map_err(|e| bad(format!("not a HAR file (JSON: {e})")))?;
+    let log = v
+        .get("log")
+        .ok_or_else(|| bad("not a HAR file: no \"log\" object".into()))?;
+    let entries = log
+        .get("entries")
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad("not a HAR file: no \"log.entries\" array".into()))?;
+    let file = path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+
+    // Pages and their entries.
+    struct PageIn<'a> {
+        har_id: Option<String>,
+        title: String,
+        entries: Vec<&'a Value>,
+    }
+    let mut pages: Vec<PageIn> = log
+        .get("pages")
+        .and_then(Value::as_array)
+        .map(|ps| {
+            ps.iter()
+                .map(|p| PageIn {
+                    har_id: s(p, "id").map(str::to_string),
+                    title: s(p, "title").unwrap_or("").to_string(),
+                    entries: Vec::new(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut orphans = 0;
+    if pages.is_empty() {
+        pages.push(PageIn {
+            har_id: None,
+            title: String::new(),
+            entries: entries.iter().collect(),
+        });
+    } else {
+        for e in entries {
+            let pr = s(e, "pageref");
+            match pages
+                .iter_mut()
+                .position(|p| p.har_id.is_some() && p.har_id.as_deref() == pr)
+            {
+                Some(i) => pages[i].entries.push(e),
+                None => {
+                    orphans += 1;
+                    pages[0].entries.push(e);
+                }
+            }
+        }
+    }
+
+    let mut b = Builder::new(out_dir)?;
+    let single = pages.len() == 1;
+    let mut skipped_pages = 0;
+    for (pi, p) in pages.iter().enumerate() {
+        let mut notes = Notes::default();
+        if pi == 0 && orphans > 0 {
+            notes.note(format!(
+                "{orphans} entries without a known pageref put in this page"
+            ));
+        }
+        let mut items: Vec<Item> = Vec::new();
+        for (ei, e) in p.entries.iter().enumerate() {
+            match entry(e, &mut notes) {
+                Ok(Some(it)) => {
+                    if items.iter().any(|x| x.url == it.url) {
+                        notes.count("repeated URLs in the page skipped");
+                    } else {
+                        items.push(it);
+                    }
+                }
+                Ok(None) => {}
+                Err(m) => notes.note(format!("entry {ei} skipped: {m}")),
+            }
+        }
+        if items.is_empty() {
+            skipped_pages += 1;
+            continue;
+        }
+        // The document: the first 2xx HTML response.
+        let doc = items
+            .iter()
+            .position(|i| (200..300).contains(&i.status) && is_html(&i.mime) && !i.bodiless);
+        let mut synthesized = 0;
+        let mut objects = Vec::with_capacity(items.len());
+        for (k, it) in items.iter().enumerate() {
+            if let Some(o) = b.get(&it.url) {
+                objects.push(o.clone());
+                continue;
+            }
+            let body: Vec<u8> = if it.bodiless {
+                Vec::new()
+            } else if let Some(body) = &it.body {
+                body.clone()
+            } else {
+                synthesized += usize::from(it.size > 0);
+                let seed = hash_str(&it.url);
+                if Some(k) == doc {
+                    let refs: Vec<(String, String)> = items
+                        .iter()
+                        .enumerate()
+                        .filter(|&(j, x)| j > k && x.status < 400)
+                        .map(|(_, x)| (relative_ref(&it.url, &x.url), x.mime.clone()))
+                        .collect();
+                    synth::html_document(seed, it.size as usize, &p.title, &refs)
+                } else {
+                    match synth::body(&it.mime, it.size as usize, seed) {
+                        Ok(x) => x,
+                        Err(e) => {
+                            notes.note(format!("{}: {e}; random bytes instead", it.url));
+                            crate::images::binary_blob(seed, it.size as usize, &it.mime)
+                        }
+                    }
+                }
+            };
+            objects.push(b.add_object(
+                &it.url,
+                &it.mime,
+                it.status,
+                it.headers.clone(),
+                &body,
+                &it.last_modified,
+            )?);
+        }
+        if synthesized > 0 {
+            notes.note(format!(
+                "{synthesized} bodies not in the HAR synthesized of the declared type and size"
+            ));
+        }
+        let id = if single {
+            b.unique_id(name)
+        } else {
+            b.unique_id(&format!("{name}-{}", pi + 1))
+        };
+        let title = if p.title.is_empty() {
+            String::new()
+        } else {
+            format!(" \"{}\"", p.title)
+        };
+        let source = format!(
+            "HAR {file} page {}{title}{}",
+            p.har_id.as_deref().unwrap_or("(none)"),
+            notes.render()
+        );
+        b.add_page(id, source, objects);
+    }
+    let mut desc = format!(
+        "Imported from HAR {file}: {} pages of {} entries",
+        b.page_count(),
+        entries.len()
+    );
+    if skipped_pages > 0 {
+        desc.push_str(&format!(
+            "; {skipped_pages} pages without usable entries skipped"
+        ));
+    }
+    b.finish(path, name, desc, &[])
+}

@@ -1,0 +1,332 @@
+//! Importers: HAR 1.2 ([`import_har`]), WARC 1.0/1.1 ([`import_warc`]) and static directory
+//! trees ([`import_dir`]). Each writes a corpus directory and returns it opened.
+//!
+//! Odd inputs never abort an import: an entry or record that cannot be used is skipped and
+//! counted, and the counts are noted in the page's `source` (`...; warning: ...`). Only an
+//! input that cannot be read at all (not JSON, not WARC, truncated compression, no usable
+//! page) is an error, and the error names the file.
+
+mod dir;
+mod har;
+mod warc;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::Path;
+
+pub use dir::import_dir;
+pub use har::import_har;
+pub use warc::import_warc;
+
+use crate::model::*;
+use crate::store::{Corpus, CorpusError, CorpusWriter};
+
+/// Bodies are capped at this size (an import warning names each capped object).
+pub const MAX_OBJECT_BYTES: u64 = 50_000_000;
+
+/// Last-Modified when the input gives none: 2024-01-01.
+pub(crate) const DEFAULT_DATE: &str = "Mon, 01 Jan 2024 00:00:00 GMT";
+
+/// Response headers worth replaying (the server adds Content-Length, ETag, Last-Modified and
+/// Date itself; bodies are stored decoded, so Content-Encoding is dropped when decoded).
+pub(crate) fn keep_header(name: &str) -> bool {
+    matches!(
+        name.to_ascii_lowercase().as_str(),
+        "cache-control"
+            | "expires"
+            | "location"
+            | "vary"
+            | "content-language"
+            | "access-control-allow-origin"
+            | "content-disposition"
+    )
+}
+
+/// Collects objects (first one per URL wins) and pages, then writes the corpus.
+pub(crate) struct Builder {
+    w: CorpusWriter,
+    objects: HashMap<String, Object>,
+    pages: Vec<Page>,
+    ids: HashSet<String>,
+    domains: BTreeSet<String>,
+}
+
+impl Builder {
+    pub(crate) fn new(out_dir: &Path) -> Result<Builder, CorpusError> {
+        Ok(Builder {
+            w: CorpusWriter::create(out_dir)?,
+            objects: HashMap::new(),
+            pages: Vec::new(),
+            ids: HashSet::new(),
+            domains: BTreeSet::new(),
+        })
+    }
+
+    pub(crate) fn get(&self, url: &str) -> Option<&Object> {
+        self.objects.get(url)
+    }
+
+    /// Stores a one-version object (or returns the one already stored under `url`).
+    pub(crate) fn add_object(
+        &mut self,
+        url: &str,
+        content_type: &str,
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: &[u8],
+        last_modified: &str,
+    ) -> Result<Object, CorpusError> {
+        if let Some(o) = self.objects.get(url) {
+            return Ok(o.clone());
+        }
+        let v = self.w.version(body, last_modified)?;
+        let o = Object {
+            url: url.to_string(),
+            content_type: content_type.to_string(),
+            status,
+            headers,
+            versions: vec![v],
+        };
+        self.objects.insert(url.to_string(), o.clone());
+        Ok(o)
+    }
+
+    /// `base` made unique among the page ids so far.
+    pub(crate) fn unique_id(&mut self, base: &str) -> String {
+        let base = if base.is_empty() { "page" } else { base };
+        let mut id = base.to_string();
+        let mut k = 2;
+        while self.ids.contains(&id) {
+            id = format!("{base}-{k}");
+            k += 1;
+        }
+        self.ids.insert(id.clone());
+        id
+    }
+
+    pub(crate) fn add_page(&mut self, id: String, source: String, objects: Vec<Object>) {
+        if objects.is_empty() {
+            return;
+        }
+        for o in &objects {
+            if let Some(h) = host_of(&o.url) {
+                self.domains.insert(h.to_string());
+            }
+        }
+        self.pages.push(Page {
+            id,
+            url: objects[0].url.clone(),
+            source,
+            objects,
+        });
+    }
+
+    pub(crate) fn page_count(&self) -> usize {
+        self.pages.len()
+    }
+
+    pub(crate) fn finish(
+        self,
+        input: &Path,
+        name: &str,
+        description: String,
+        extra_domains: &[String],
+    ) -> Result<Corpus, CorpusError> {
+        if self.pages.is_empty() {
+            return Err(CorpusError::Import {
+                path: input.to_path_buf(),
+                message: "no page could be imported".into(),
+            });
+        }
+        let mut domains = self.domains;
+        domains.extend(extra_domains.iter().cloned());
+        let manifest = Manifest {
+            format_version: FORMAT_VERSION,
+            name: name.to_string(),
+            description,
+            domains: domains.into_iter().collect(),
+            pages: self.pages,
+        };
+        self.w.finish(&manifest)
+    }
+}
+
+/// Counted oddities of one page's import, rendered as `; warning: ...` notes.
+#[derive(Default, Debug)]
+pub(crate) struct Notes {
+    counts: Vec<(String, usize)>,
+    lines: Vec<String>,
+}
+
+impl Notes {
+    pub(crate) fn count(&mut self, what: &str) {
+        match self.counts.iter_mut().find(|c| c.0 == what) {
+            Some(c) => c.1 += 1,
+            None => self.counts.push((what.to_string(), 1)),
+        }
+    }
+
+    pub(crate) fn note(&mut self, line: String) {
+        if self.lines.len() < 20 {
+            self.lines.push(line);
+        } else if self.lines.len() == 20 {
+            self.lines.push("more warnings not shown".into());
+        }
+    }
+
+    pub(crate) fn render(&self) -> String {
+        let mut s = String::new();
+        for (what, n) in &self.counts {
+            s.push_str(&format!("; warning: {n} {what}"));
+        }
+        for l in &self.lines {
+            s.push_str("; warning: ");
+            s.push_str(l);
+        }
+        s
+    }
+}
+
+/// A page-id-friendly version of `s`: lowercase letters, digits and dashes.
+pub(crate) fn slug(s: &str) -> String {
+    let mut out = String::new();
+    let mut dash = false;
+    for c in s.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+            dash = false;
+        } else if !dash && !out.is_empty() {
+            out.push('-');
+            dash = true;
+        }
+    }
+    while out.ends_with('-') {
+        out.pop();
+    }
+    out
+}
+
+/// A MIME type guessed from a URL's or file's extension.
+pub(crate) fn guess_type(path: &str) -> &'static str {
+    let p = path
+        .split(['?', '#'])
+        .next()
+        .unwrap_or(path)
+        .to_ascii_lowercase();
+    let file = p.rsplit('/').next().unwrap_or(&p);
+    if file.contains(".html.") || file.contains(".htm.") {
+        return "text/html";
+    }
+    let ext = file.rsplit('.').next().unwrap_or("");
+    match ext {
+        "html" | "htm" | "xhtml" | "shtml" => "text/html",
+        "css" => "text/css",
+        "js" | "mjs" => "application/javascript",
+        "json" => "application/json",
+        "png" => "image/png",
+        "gif" => "image/gif",
+        "jpg" | "jpeg" | "jpe" => "image/jpeg",
+        "svg" => "image/svg+xml",
+        "webp" => "image/webp",
+        "ico" => "image/x-icon",
+        "txt" => "text/plain",
+        "xml" => "application/xml",
+        "pdf" => "application/pdf",
+        "woff" => "font/woff",
+        "woff2" => "font/woff2",
+        "ttf" => "font/ttf",
+        "otf" => "font/otf",
+        "mp4" => "video/mp4",
+        _ => "application/octet-stream",
+    }
+}
+
+/// Whether a MIME type or file name is HTML.
+pub(crate) fn is_html(mime: &str) -> bool {
+    let m = mime.to_ascii_lowercase();
+    m.contains("text/html") || m.contains("xhtml")
+}
+
+/// An HTTP date from a Unix time.
+pub(crate) fn http_date(secs: u64) -> String {
+    httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+}
+
+/// A valid HTTP date normalized, or `None`.
+pub(crate) fn normalize_http_date(s: &str) -> Option<String> {
+    httpdate::parse_http_date(s.trim())
+        .ok()
+        .map(httpdate::fmt_http_date)
+}
+
+/// Days since 1970-01-01 of a civil date.
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// An RFC 3339 / ISO 8601 timestamp (HAR `startedDateTime`, WARC-Date) as an HTTP date.
+pub(crate) fn rfc3339_to_http(s: &str) -> Option<String> {
+    let s = s.trim();
+    let b = s.as_bytes();
+    if b.len() < 19 {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> { s.get(r)?.parse().ok() };
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, se) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
+        return None;
+    }
+    let mut rest = s.get(19..)?;
+    if rest.starts_with('.') {
+        let n = rest[1..].bytes().take_while(u8::is_ascii_digit).count();
+        rest = &rest[1 + n..];
+    }
+    let offset = if rest.is_empty() || rest.eq_ignore_ascii_case("z") {
+        0
+    } else {
+        let sign = match rest.as_bytes()[0] {
+            b'+' => 1,
+            b'-' => -1,
+            _ => return None,
+        };
+        let oh: i64 = rest.get(1..3)?.parse().ok()?;
+        let om: i64 = rest.get(4..6).unwrap_or("00").parse().ok()?;
+        sign * (oh * 3600 + om * 60)
+    };
+    let t = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + se - offset;
+    if t < 0 {
+        return None;
+    }
+    Some(http_date(t as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn helpers() {
+        assert_eq!(
+            rfc3339_to_http("2015-08-20T14:50:21.123Z").as_deref(),
+            Some("Thu, 20 Aug 2015 14:50:21 GMT")
+        );
+        assert_eq!(
+            rfc3339_to_http("2015-08-20T16:50:21+02:00").as_deref(),
+            Some("Thu, 20 Aug 2015 14:50:21 GMT")
+        );
+        assert_eq!(rfc3339_to_http("yesterday"), None);
+        assert_eq!(slug("Run 1, First View"), "run-1-first-view");
+        assert_eq!(guess_type("/manual/index.html.en"), "text/html");
+        assert_eq!(guess_type("/a/b.PNG?x"), "image/png");
+        assert_eq!(
+            normalize_http_date("Sun, 06 Nov 1994 08:49:37 GMT").as_deref(),
+            Some("Sun, 06 Nov 1994 08:49:37 GMT")
+        );
+    }
+}
