@@ -50,7 +50,11 @@ pub struct RunArgs {
     #[arg(long, default_value = "paper-sites")]
     pub corpus: String,
     /// Configurations, comma-separated (see `webpep lab configs`).
-    #[arg(long, value_delimiter = ',', default_value = "http11,http11-6,pipelining")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "http11,http11-6,pipelining"
+    )]
     pub configs: Vec<String>,
     /// Page ids, comma-separated; default: every page of the corpus.
     #[arg(long, value_delimiter = ',')]
@@ -158,9 +162,10 @@ fn cache_dir() -> PathBuf {
 /// be opened is bad input.
 pub fn open_corpus(spec: &str, seed: u64) -> Result<Corpus> {
     if spec == "paper-sites" {
-        let dir = cache_dir()
-            .join("corpora")
-            .join(format!("paper-sites-v{}-seed{seed}", PAPER_SITES_CACHE_VERSION));
+        let dir = cache_dir().join("corpora").join(format!(
+            "paper-sites-v{}-seed{seed}",
+            PAPER_SITES_CACHE_VERSION
+        ));
         if let Ok(c) = Corpus::open(&dir) {
             return Ok(c);
         }
@@ -204,7 +209,10 @@ pub fn run_cmd(args: LabArgs) -> Result<u8> {
                 if json {
                     println!("{}", serde_json::to_string_pretty(&list)?);
                 } else {
-                    println!("{:<24} {:>8} {:>8} {:>10}", "page", "objects", "domains", "bytes");
+                    println!(
+                        "{:<24} {:>8} {:>8} {:>10}",
+                        "page", "objects", "domains", "bytes"
+                    );
                     for p in list {
                         println!(
                             "{:<24} {:>8} {:>8} {:>10}",

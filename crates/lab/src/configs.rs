@@ -27,6 +27,17 @@ pub enum ProxyMode {
     None,
 }
 
+/// Which browser the page loader imitates besides its fetch policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Browser {
+    /// The papers' browser (Mozilla 1.4, 2003): its request headers, and no preload scanner
+    /// (a script blocks the parser until it has arrived).
+    Mozilla2003,
+    /// Today's: short headers, a preload scanner that requests everything as it is parsed.
+    Modern,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LabConfig {
@@ -43,6 +54,9 @@ pub struct LabConfig {
     pub warm: bool,
     #[serde(default)]
     pub close_after: Option<u32>,
+    /// Default: `mozilla-2003`, except `modern` for h2.
+    #[serde(default)]
+    pub browser: Option<Browser>,
 }
 
 impl LabConfig {
@@ -51,6 +65,13 @@ impl LabConfig {
             PolicyName::Http10 => 8,
             PolicyName::Http11 | PolicyName::Pipelining => 2,
             PolicyName::H2 => 1,
+        })
+    }
+
+    pub fn browser(&self) -> Browser {
+        self.browser.unwrap_or(match self.policy {
+            PolicyName::H2 => Browser::Modern,
+            _ => Browser::Mozilla2003,
         })
     }
 
@@ -71,6 +92,10 @@ impl LabConfig {
             PolicyName::H2 => "h2 over TLS, 1 per origin".to_string(),
         };
         s += ", direct";
+        s += match self.browser() {
+            Browser::Mozilla2003 => ", Mozilla 2003 (headers, scripts block the parser)",
+            Browser::Modern => ", modern browser (preload scanner)",
+        };
         if self.warm {
             s += ", warm revisit";
         }

@@ -10,7 +10,7 @@ use webpep_link_model::ResolvedProfile;
 use webpep_loader::{Loader, LoaderConfig, PageLoad, Policy};
 use webpep_replay::{ReplayConfig, ReplayServer};
 
-use crate::configs::{LabConfig, PolicyName};
+use crate::configs::{Browser, LabConfig, PolicyName};
 use crate::hosting::Hosting;
 use crate::nsrt::run_in;
 use crate::report;
@@ -76,8 +76,7 @@ pub const MOZILLA_2003_HEADERS: &[(&str, &str)] = &[
     ("Keep-Alive", "300"),
     ("Connection", "keep-alive"),
 ];
-pub const MOZILLA_2003_UA: &str =
-    "Mozilla/5.0 (X11; U; Linux i686; en-US; rv:1.4) Gecko/20030624";
+pub const MOZILLA_2003_UA: &str = "Mozilla/5.0 (X11; U; Linux i686; en-US; rv:1.4) Gecko/20030624";
 
 fn policy(c: &LabConfig) -> Policy {
     match c.policy {
@@ -97,11 +96,14 @@ fn policy(c: &LabConfig) -> Policy {
 /// time.
 fn loader_config(c: &LabConfig, hosting: &Hosting, k: f64) -> LoaderConfig {
     let mut lc = LoaderConfig::new(policy(c), hosting.resolver_addr);
-    if c.policy != PolicyName::H2 {
+    if c.browser() == Browser::Mozilla2003 {
+        lc.blocking_scripts = true;
         lc.user_agent = MOZILLA_2003_UA.into();
         lc.request_headers = MOZILLA_2003_HEADERS
             .iter()
-            .filter(|(n, _)| c.policy != PolicyName::Http10 || *n != "Connection" && *n != "Keep-Alive")
+            .filter(|(n, _)| {
+                c.policy != PolicyName::Http10 || *n != "Connection" && *n != "Keep-Alive"
+            })
             .map(|(n, v)| (n.to_string(), v.to_string()))
             .collect();
     }

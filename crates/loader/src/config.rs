@@ -146,6 +146,9 @@ pub struct LoaderConfig {
     pub dns_attempts: u32,
     /// Answers are cached for max(TTL, this). Zero honours TTLs exactly.
     pub dns_min_ttl: Duration,
+    /// Emulate a browser without a preload scanner (as in 2003): a `<script src>` stops the
+    /// HTML parser until the script has arrived, so references after it are found later.
+    pub blocking_scripts: bool,
     /// Extra headers sent with every request (after Host and User-Agent; an `Accept` here
     /// replaces the default `*/*`), e.g. to send what a period browser sent.
     pub request_headers: Vec<(String, String)>,
@@ -186,6 +189,7 @@ impl Default for LoaderConfig {
             dns_attempts: 2,
             dns_min_ttl: Duration::ZERO,
             request_headers: Vec::new(),
+            blocking_scripts: false,
             user_agent: concat!("webpep-loader/", env!("CARGO_PKG_VERSION")).to_string(),
             accept_encoding: None,
             keep_connections: false,

@@ -166,11 +166,21 @@ struct LoadState {
     dns_aborts: Vec<AbortHandle>,
     /// Failed connection attempts per (group, affinity) in this load.
     connect_failures: HashMap<(Group, Option<Origin>), u32>,
+    /// With `blocking_scripts`: per HTML document, what its parser has found but not yet
+    /// reached because a script is still loading.
+    held: HashMap<usize, Held>,
+}
+
+/// References of one document waiting behind a blocking script.
+#[derive(Default)]
+struct Held {
+    blocker: Option<usize>,
+    items: VecDeque<(Discovered, usize)>,
 }
 
 impl LoadState {
     fn all_done(&self) -> bool {
-        self.objs.iter().all(|o| o.done)
+        self.objs.iter().all(|o| o.done) && self.held.values().all(|h| h.items.is_empty())
     }
 }
 
@@ -304,6 +314,7 @@ impl Loader {
             timed_out: false,
             dns_aborts: Vec::new(),
             connect_failures: HashMap::new(),
+            held: HashMap::new(),
         };
         let parsed = Url::parse(url.trim());
         let parsed = match parsed {
@@ -495,6 +506,11 @@ impl Loader {
 
     fn discover(&mut self, st: &mut LoadState, parent: usize, found: Vec<Discovered>) {
         let nesting = st.objs[parent].nesting;
+        let blocking = self.cfg.blocking_scripts
+            && matches!(
+                st.objs[parent].kind,
+                ResourceKind::Document | ResourceKind::Iframe
+            );
         for d in found {
             let n = match d.kind {
                 ResourceKind::Iframe | ResourceKind::Stylesheet => nesting + 1,
@@ -503,7 +519,40 @@ impl Loader {
             if n > self.cfg.max_nesting {
                 continue;
             }
-            self.add_object(st, d.url, d.kind, Some(parent), n, false);
+            if blocking {
+                st.held.entry(parent).or_default().items.push_back((d, n));
+            } else {
+                self.add_object(st, d.url, d.kind, Some(parent), n, false);
+            }
+        }
+        if blocking {
+            self.release_held(st, parent);
+        }
+    }
+
+    /// Lets `parent`'s parser go on: adds its held references in document order until the
+    /// next script, which blocks it again until that script has arrived (or failed).
+    fn release_held(&mut self, st: &mut LoadState, parent: usize) {
+        loop {
+            let Some(h) = st.held.get_mut(&parent) else {
+                return;
+            };
+            if let Some(b) = h.blocker {
+                if !st.objs.get(b).is_some_and(|o| o.done) {
+                    return;
+                }
+                h.blocker = None;
+            }
+            let Some((d, n)) = h.items.pop_front() else {
+                return;
+            };
+            let is_script = d.kind == ResourceKind::Script;
+            let id = self.add_object(st, d.url, d.kind, Some(parent), n, false);
+            if let (true, Some(id)) = (is_script, id) {
+                if let Some(h) = st.held.get_mut(&parent) {
+                    h.blocker = Some(id);
+                }
+            }
         }
     }
 
@@ -832,6 +881,12 @@ impl Loader {
     /// Give queued objects to connections, opening connections and starting lookups as the
     /// policy allows.
     fn pump(&mut self, st: &mut LoadState) {
+        if !st.held.is_empty() {
+            let parents: Vec<usize> = st.held.keys().copied().collect();
+            for p in parents {
+                self.release_held(st, p);
+            }
+        }
         let mut spare: HashMap<u64, usize> = self
             .conns
             .iter()

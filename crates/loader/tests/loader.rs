@@ -1277,3 +1277,69 @@ async fn proxy_makes_room_for_tunnels_when_plain_connections_idle() {
     );
     assert!(proxy.stats().connects.len() == 2);
 }
+
+/// Without a preload scanner (2003 browsers), a script stops the parser: what follows it in
+/// the document is requested only once the script has arrived; with one, at once.
+#[tokio::test(flavor = "current_thread")]
+async fn blocking_scripts_hold_back_what_follows_them() {
+    let routes = Routes::default();
+    let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
+    let dns = FakeDns::start(
+        &[("www.test", ip(2))],
+        DnsOptions {
+            ttl: 30,
+            ..Default::default()
+        },
+    )
+    .await;
+    routes.add(
+        "www.test",
+        "/",
+        Route::html(
+            "<html><head><script src=/a.js></script></head><body><img src=/before.gif>\
+             <script src=/b.js></script><img src=/after.gif></body></html>",
+        ),
+    );
+    let delay = Duration::from_millis(300);
+    routes.add("www.test", "/a.js", Route::image(100).delayed(delay));
+    routes.add("www.test", "/b.js", Route::image(100).delayed(delay));
+    routes.add("www.test", "/before.gif", Route::image(100));
+    routes.add("www.test", "/after.gif", Route::image(100));
+    let url = format!("http://www.test:{}/", srv.addr.port());
+    let mut c = cfg(Policy::Http11 { per_host: 6 }, &dns);
+    let start_of = |p: &webpep_loader::PageLoad, path: &str| {
+        p.objects
+            .iter()
+            .find(|o| o.url.ends_with(path))
+            .unwrap_or_else(|| panic!("{path}"))
+            .start
+    };
+    let end_of = |p: &webpep_loader::PageLoad, path: &str| {
+        p.objects
+            .iter()
+            .find(|o| o.url.ends_with(path))
+            .unwrap()
+            .end
+    };
+    c.blocking_scripts = true;
+    let p = load_page(&url, &c).await;
+    assert_eq!(p.errors(), 0);
+    assert_eq!(p.objects.len(), 5);
+    assert!(
+        start_of(&p, "/before.gif") >= end_of(&p, "/a.js"),
+        "waits for a.js"
+    );
+    assert!(start_of(&p, "/b.js") >= end_of(&p, "/a.js"));
+    assert!(
+        start_of(&p, "/after.gif") >= end_of(&p, "/b.js"),
+        "waits for b.js"
+    );
+    assert!(p.plt >= delay * 2);
+    c.blocking_scripts = false;
+    let p = load_page(&url, &c).await;
+    assert!(
+        start_of(&p, "/after.gif") < end_of(&p, "/a.js"),
+        "preload scanner"
+    );
+    assert!(p.plt < delay * 2);
+}
