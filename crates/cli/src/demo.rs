@@ -51,6 +51,7 @@ pub fn run(args: DemoArgs) -> Result<u8> {
         dns_ttl: 30,
         wired_rtt: 20.0,
         gap: 10.0,
+        tcp: Default::default(),
         quiet: false,
     };
     eprintln!(

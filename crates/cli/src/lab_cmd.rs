@@ -80,6 +80,10 @@ pub struct RunArgs {
     /// Idle seconds before each load (longer than the radio release timeout: a cold channel).
     #[arg(long, default_value_t = 10.0)]
     pub gap: f64,
+    /// The end hosts' TCP: `2003` (Reno, initial window 2, no RACK/TLP/F-RTO: what the
+    /// papers measured) or `modern` (this kernel's defaults).
+    #[arg(long, default_value = "2003")]
+    pub tcp: webpep_lab::topology::TcpEra,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -299,6 +303,7 @@ pub fn lab_run(a: &RunArgs) -> Result<webpep_lab::results::Results> {
     opts.dns_ttl_s = a.dns_ttl;
     opts.wired_rtt_ms = a.wired_rtt;
     opts.gap_s = a.gap;
+    opts.tcp = a.tcp;
     opts.progress = !a.quiet;
     run(&opts).map_err(lab_err)
 }
