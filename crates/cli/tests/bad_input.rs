@@ -560,3 +560,83 @@ fn custom_toml_profile_resolves() {
     // 3 × 1500 bytes every 2 ms = 18000 kbps.
     assert_eq!(r.up_kbps(), 18000.0);
 }
+
+// ---- webpep lab ----------------------------------------------------------------------------
+
+/// A corrupt corpus manifest, a broken configuration file, unknown names: exit 2 naming the
+/// file or the name, before any namespace is made.
+#[test]
+fn lab_run_bad_corpus_and_configuration_files() {
+    let dir = TempDir::new("lab");
+    let corpus = dir.path().join("corpus");
+    std::fs::create_dir_all(&corpus).unwrap();
+    dir.file("corpus/manifest.json", "{\"format_version\": 1, \"name\": ");
+    let c = corpus.display().to_string();
+    expect_bad_input(
+        &["lab", "run", "--corpus", &c, "--quiet"],
+        &["manifest.json", "corrupt"],
+    );
+    expect_bad_input(
+        &["lab", "corpus", "list", &c],
+        &["manifest.json", "corrupt"],
+    );
+    let missing = dir.path().join("nowhere").display().to_string();
+    expect_bad_input(&["lab", "corpus", "list", &missing], &["nowhere"]);
+    let cfg = dir.file("configs.toml", "[fast]\npolicy = \"spdy\"\n");
+    let cfg_s = cfg.display().to_string();
+    expect_bad_input(
+        &[
+            "lab",
+            "run",
+            "--config-file",
+            &cfg_s,
+            "--corpus",
+            &c,
+            "--quiet",
+        ],
+        &["configs.toml"],
+    );
+    expect_bad_input(
+        &["lab", "configs", "--config-file", &cfg_s],
+        &["configs.toml"],
+    );
+    expect_bad_input(
+        &["lab", "run", "--configs", "http11,warp", "--quiet"],
+        &["warp", "http11-6"],
+    );
+    expect_bad_input(
+        &["lab", "run", "--configs", "pipelining", "--quiet"],
+        &["baseline", "http11"],
+    );
+    expect_bad_input(&["lab", "run", "--repeat", "0", "--quiet"], &["--repeat"]);
+    let har = dir.file("broken.har", "{\"log\": ");
+    let out = dir.path().join("imported").display().to_string();
+    expect_bad_input(
+        &[
+            "lab",
+            "import",
+            "har",
+            &har.display().to_string(),
+            "--out",
+            &out,
+        ],
+        &["broken.har"],
+    );
+}
+
+#[test]
+fn lab_configs_lists_the_built_in_configurations() {
+    let o = webpep(&["lab", "configs"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for name in [
+        "http10",
+        "http11",
+        "http11-6",
+        "pipelining",
+        "h2",
+        "http11-warm",
+    ] {
+        assert!(out.lines().any(|l| l.starts_with(name)), "{name} in\n{out}");
+    }
+}

@@ -203,7 +203,7 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
                     air_down_bytes: down,
                     air_up_bytes: up,
                     objects: load.objects.len(),
-                    errors: load.errors(),
+                    errors: failed_objects(&load),
                     breakdown_ms: BreakdownMs {
                         dns: ms(load.breakdown.dns),
                         connect: ms(load.breakdown.connect),
@@ -242,6 +242,14 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
         report::html(&results).as_bytes(),
     )?;
     Ok(results)
+}
+
+/// Objects that did not arrive: network or protocol failures, and HTTP errors (≥ 400).
+fn failed_objects(load: &PageLoad) -> usize {
+    load.objects
+        .iter()
+        .filter(|o| o.error.is_some() || o.status.is_some_and(|s| s >= 400))
+        .count()
 }
 
 /// One measured load (after a warm-up load for warm configurations): the load with unscaled

@@ -138,3 +138,34 @@ fn lab_run_writes_results_hars_and_report() {
     assert_eq!(har["log"]["entries"].as_array().unwrap().len(), 9);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn an_object_the_server_cannot_serve_is_an_error_and_the_run_goes_on() {
+    if !netns_available("an_object_the_server_cannot_serve_is_an_error_and_the_run_goes_on") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("webpep-run-missing-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let corpus = small_corpus(&dir.join("corpus"));
+    // Lose one image's body.
+    let victim = &corpus.manifest.pages[0].objects[3].versions[0].body;
+    std::fs::remove_file(dir.join("corpus").join("bodies").join(victim)).unwrap();
+    let all = configs::load(None).unwrap();
+    let mut opts = RunOptions::new(
+        webpep_link_model::resolve("cdma-1x").unwrap(),
+        corpus,
+        dir.join("out"),
+    );
+    opts.configs = configs::select(&all, &["http11".to_string()]).unwrap();
+    opts.time_scale = 10.0;
+    opts.gap_s = 1.0;
+    opts.repeat = 2;
+    opts.progress = false;
+    let r = run(&opts).expect("the run goes on");
+    assert_eq!(r.loads.len(), 2);
+    for l in &r.loads {
+        assert_eq!(l.objects, 9);
+        assert_eq!(l.errors, 1, "the lost body is one failed object");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
