@@ -169,3 +169,78 @@ fn an_object_the_server_cannot_serve_is_an_error_and_the_run_goes_on() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A page over six domains with DNS TTL 0: every lookup crosses the air link, and the DNS
+/// time of the breakdown is several round trips.
+#[test]
+fn dns_over_the_link_shows_in_the_breakdown() {
+    if !netns_available("dns_over_the_link_shows_in_the_breakdown") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("webpep-run-dns-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut w = CorpusWriter::create(&dir.join("corpus")).unwrap();
+    let hosts: Vec<String> = (0..6).map(|i| format!("d{i}.six.test")).collect();
+    let mut html = String::from("<html><body>");
+    let mut objects = Vec::new();
+    for h in &hosts[1..] {
+        html += &format!("<img src=\"http://{h}/x.gif\">");
+        objects.push(Object {
+            url: format!("http://{h}/x.gif"),
+            content_type: "image/gif".into(),
+            status: 200,
+            headers: vec![],
+            versions: vec![w.version(&[7u8; 500], LM).unwrap()],
+        });
+    }
+    html += "</body></html>";
+    objects.insert(
+        0,
+        Object {
+            url: format!("http://{}/", hosts[0]),
+            content_type: "text/html".into(),
+            status: 200,
+            headers: vec![],
+            versions: vec![w.version(html.as_bytes(), LM).unwrap()],
+        },
+    );
+    let corpus = w
+        .finish(&Manifest {
+            format_version: FORMAT_VERSION,
+            name: "six".into(),
+            description: String::new(),
+            domains: hosts.clone(),
+            pages: vec![Page {
+                id: "six".into(),
+                url: format!("http://{}/", hosts[0]),
+                source: "test".into(),
+                objects,
+            }],
+        })
+        .unwrap();
+    let profile = webpep_link_model::resolve("cdma-1x").unwrap();
+    let rtt = profile.rtt_ms();
+    let all = configs::load(None).unwrap();
+    let mut opts = RunOptions::new(profile, corpus, dir.join("out"));
+    opts.configs = configs::select(&all, &["http11".to_string()]).unwrap();
+    opts.time_scale = 10.0;
+    opts.gap_s = 1.0;
+    opts.dns_ttl_s = 0;
+    opts.progress = false;
+    let r = run(&opts).expect("run");
+    let l = &r.loads[0];
+    assert_eq!(l.errors, 0);
+    eprintln!("six domains, TTL 0: {:?} (RTT {rtt:.0} ms)", l.breakdown_ms);
+    // The root's lookup alone is one RTT; the five others overlap each other but not payload.
+    assert!(l.breakdown_ms.dns >= 1.5 * rtt, "{:?}", l.breakdown_ms);
+    let har: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("out").join(&l.har)).unwrap()).unwrap();
+    let lookups = har["log"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["timings"]["dns"].as_f64().unwrap_or(-1.0) >= 0.0)
+        .count();
+    assert_eq!(lookups, 6, "one lookup per domain crossed the link");
+    let _ = std::fs::remove_dir_all(&dir);
+}
