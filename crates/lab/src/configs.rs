@@ -31,8 +31,8 @@ pub enum ProxyMode {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Browser {
-    /// The papers' browser (Mozilla 1.4, 2003): its request headers, and no preload scanner
-    /// (a script blocks the parser until it has arrived).
+    /// The papers' browser (Mozilla 1.4, 2003): its request headers, no preload scanner (a
+    /// script blocks the parser until it has arrived), one DNS lookup at a time.
     Mozilla2003,
     /// Today's: short headers, a preload scanner that requests everything as it is parsed.
     Modern,
@@ -93,7 +93,9 @@ impl LabConfig {
         };
         s += ", direct";
         s += match self.browser() {
-            Browser::Mozilla2003 => ", Mozilla 2003 (headers, scripts block the parser)",
+            Browser::Mozilla2003 => {
+                ", Mozilla 2003 (headers, scripts block the parser, one DNS lookup at a time)"
+            }
             Browser::Modern => ", modern browser (preload scanner)",
         };
         if self.warm {

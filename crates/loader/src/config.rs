@@ -149,6 +149,8 @@ pub struct LoaderConfig {
     /// Emulate a browser without a preload scanner (as in 2003): a `<script src>` stops the
     /// HTML parser until the script has arrived, so references after it are found later.
     pub blocking_scripts: bool,
+    /// One DNS lookup at a time (Mozilla 1.x on Unix resolved names on a single thread).
+    pub serial_dns: bool,
     /// Extra headers sent with every request (after Host and User-Agent; an `Accept` here
     /// replaces the default `*/*`), e.g. to send what a period browser sent.
     pub request_headers: Vec<(String, String)>,
@@ -190,6 +192,7 @@ impl Default for LoaderConfig {
             dns_min_ttl: Duration::ZERO,
             request_headers: Vec::new(),
             blocking_scripts: false,
+            serial_dns: false,
             user_agent: concat!("webpep-loader/", env!("CARGO_PKG_VERSION")).to_string(),
             accept_encoding: None,
             keep_connections: false,

@@ -99,6 +99,8 @@ struct CacheEntry {
 /// [`LoaderConfig::keep_connections`] is set, idle persistent connections.
 pub struct Loader {
     cfg: LoaderConfig,
+    /// With `serial_dns`: one lookup at a time, as Mozilla 1.x's single resolver thread.
+    dns_gate: Option<Arc<tokio::sync::Semaphore>>,
     dcfg: Arc<DriverCfg>,
     tls_error: Option<String>,
     hosts: HashMap<String, IpAddr>,
@@ -228,6 +230,9 @@ impl Loader {
             .collect();
         let (ev_tx, ev_rx) = mpsc::unbounded_channel();
         Loader {
+            dns_gate: cfg
+                .serial_dns
+                .then(|| Arc::new(tokio::sync::Semaphore::new(1))),
             cfg,
             dcfg,
             tls_error,
@@ -731,6 +736,15 @@ impl Loader {
             self.cfg.dns_attempts,
             self.ev_tx.clone(),
         );
+        let gate = self.dns_gate.clone();
+        let fut = async move {
+            // Waiting for the gate is not lookup time (the lookup's clock starts inside).
+            let _permit = match &gate {
+                Some(g) => g.acquire().await.ok(),
+                None => None,
+            };
+            fut.await
+        };
         let h = self.spawn(Box::pin(fut));
         st.dns_aborts.push(h);
         Ok(None)

@@ -884,6 +884,27 @@ async fn dns_time_shows_in_the_breakdown() {
             .expect("dns")
             >= 150.0
     );
+    // One lookup at a time: the two image hosts' lookups follow each other.
+    let mut serial = cfg(Policy::http11(), &dns);
+    serial.serial_dns = true;
+    let page = load_page(
+        &format!("http://www.test:{}/", srvs[0].addr.port()),
+        &serial,
+    )
+    .await;
+    assert_eq!(page.errors(), 0);
+    let mut spans: Vec<_> = page
+        .dns_lookups
+        .iter()
+        .map(|l| (l.start, l.start + l.duration))
+        .collect();
+    spans.sort();
+    assert_eq!(spans.len(), 3);
+    assert!(
+        spans.windows(2).all(|w| w[1].0 >= w[0].1),
+        "serialized: {spans:?}"
+    );
+    assert!(page.plt >= delay * 3);
 }
 
 #[tokio::test(flavor = "current_thread")]
