@@ -31,7 +31,7 @@ pub enum CorpusError {
     Generate { message: String },
 }
 
-fn io(path: &Path, e: std::io::Error) -> CorpusError {
+pub(crate) fn io(path: &Path, e: std::io::Error) -> CorpusError {
     CorpusError::Io {
         path: path.to_path_buf(),
         message: e.to_string(),

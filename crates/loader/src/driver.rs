@@ -284,6 +284,26 @@ fn abandon(
     let _ = ev.send(Event::Closed { conn });
 }
 
+/// The response at the front is malformed: it fails, the rest are abandoned, the connection
+/// closes (its framing can no longer be trusted).
+fn bad_response(
+    conn: u64,
+    inflight: &mut VecDeque<InFlight>,
+    ev: &UnboundedSender<Event>,
+    why: String,
+) -> Step {
+    if let Some(f) = inflight.pop_front() {
+        let _ = ev.send(f.done(conn, Err(FetchError::BadResponse(why)), false, false));
+    }
+    abandon(
+        conn,
+        inflight,
+        ev,
+        FetchError::ConnectionClosed { retries: 0 },
+    );
+    Step::Close
+}
+
 enum Step {
     Continue,
     Close,
@@ -319,17 +339,7 @@ fn process(
             RState::Head => match h1::parse_head(buf, cfg.max_header_bytes) {
                 Ok(None) => return Step::Continue,
                 Err(e) => {
-                    if let Some(f) = inflight.pop_front() {
-                        let _ =
-                            ev.send(f.done(conn, Err(FetchError::BadResponse(e.0)), false, false));
-                    }
-                    abandon(
-                        conn,
-                        inflight,
-                        ev,
-                        FetchError::ConnectionClosed { retries: 0 },
-                    );
-                    return Step::Close;
+                    return bad_response(conn, inflight, ev, e.0);
                 }
                 Ok(Some(head)) => {
                     bytes::Buf::advance(buf, head.len);
@@ -340,21 +350,7 @@ fn process(
                     let framing = match h1::framing(&head, "GET") {
                         Ok(f) => f,
                         Err(e) => {
-                            if let Some(f) = inflight.pop_front() {
-                                let _ = ev.send(f.done(
-                                    conn,
-                                    Err(FetchError::BadResponse(e.0)),
-                                    false,
-                                    false,
-                                ));
-                            }
-                            abandon(
-                                conn,
-                                inflight,
-                                ev,
-                                FetchError::ConnectionClosed { retries: 0 },
-                            );
-                            return Step::Close;
+                            return bad_response(conn, inflight, ev, e.0);
                         }
                     };
                     if let Framing::Length(l) = framing {
@@ -411,21 +407,7 @@ fn process(
                 front.content_size += decoded;
                 match r {
                     Err(e) => {
-                        if let Some(f) = inflight.pop_front() {
-                            let _ = ev.send(f.done(
-                                conn,
-                                Err(FetchError::BadResponse(e.0)),
-                                false,
-                                false,
-                            ));
-                        }
-                        abandon(
-                            conn,
-                            inflight,
-                            ev,
-                            FetchError::ConnectionClosed { retries: 0 },
-                        );
-                        return Step::Close;
+                        return bad_response(conn, inflight, ev, e.0);
                     }
                     Ok(d) => {
                         front.body_size += d.wire as u64;

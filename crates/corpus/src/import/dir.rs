@@ -39,13 +39,6 @@ struct Ctx {
     used_hosts: BTreeSet<String>,
 }
 
-fn io_err(path: &Path, e: std::io::Error) -> CorpusError {
-    CorpusError::Io {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    }
-}
-
 fn is_html_name(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     n.ends_with(".html")
@@ -165,14 +158,14 @@ impl Ctx {
 
     /// Stores a file (rewritten if it is HTML or CSS) and returns its object.
     fn store(&mut self, b: &mut Builder, ri: usize, file: &Path) -> Result<Object, CorpusError> {
-        let canon = fs::canonicalize(file).map_err(|e| io_err(file, e))?;
+        let canon = fs::canonicalize(file).map_err(|e| crate::store::io(file, e))?;
         if let Some(o) = self.done.get(&canon) {
             return Ok(o.clone());
         }
         let url_path = self.url_path(ri, file).unwrap_or_else(|| "/".into());
         let url = self.url_of(&url_path);
         let my_domain = self.domain_of(&url_path);
-        let bytes = fs::read(file).map_err(|e| io_err(file, e))?;
+        let bytes = fs::read(file).map_err(|e| crate::store::io(file, e))?;
         let mime = guess_type(&url_path);
         let mut children = Vec::new();
         let body = if mime == "text/html" || mime == "text/css" {
@@ -236,7 +229,7 @@ fn walk(
     links: &mut usize,
 ) -> Result<(), CorpusError> {
     let mut entries: Vec<PathBuf> = fs::read_dir(dir)
-        .map_err(|e| io_err(dir, e))?
+        .map_err(|e| crate::store::io(dir, e))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
     entries.sort();
@@ -300,7 +293,7 @@ pub fn import_dir(
     let mut page_files: Vec<(usize, PathBuf)> = Vec::new();
     let mut prefixes: Vec<String> = Vec::new();
     for p in paths {
-        let meta = fs::metadata(p).map_err(|e| io_err(p, e))?;
+        let meta = fs::metadata(p).map_err(|e| crate::store::io(p, e))?;
         let (dir, files) = if meta.is_dir() {
             (p.clone(), None)
         } else {
@@ -311,7 +304,7 @@ pub fn import_dir(
                 .unwrap_or_else(|| PathBuf::from("."));
             (parent, Some(vec![p.clone()]))
         };
-        let canon = fs::canonicalize(&dir).map_err(|e| io_err(&dir, e))?;
+        let canon = fs::canonicalize(&dir).map_err(|e| crate::store::io(&dir, e))?;
         let prefix = if paths.len() == 1 {
             String::new()
         } else {
@@ -382,7 +375,7 @@ pub fn import_dir(
         let result = (|| -> Result<(String, Vec<Object>, usize), CorpusError> {
             let root_obj = ctx.store(&mut b, *ri, file)?;
             let url_path = ctx.url_path(*ri, file).unwrap_or_default();
-            let bytes = fs::read(file).map_err(|e| io_err(file, e))?;
+            let bytes = fs::read(file).map_err(|e| crate::store::io(file, e))?;
             let mut objects = vec![root_obj];
             let mut queue: Vec<(usize, PathBuf)> = Vec::new();
             let mut missing = 0;
@@ -409,7 +402,7 @@ pub fn import_dir(
                     continue;
                 }
                 objects.push(o);
-                let canon = fs::canonicalize(&f).map_err(|e| io_err(&f, e))?;
+                let canon = fs::canonicalize(&f).map_err(|e| crate::store::io(&f, e))?;
                 if let Some(children) = ctx.css_children.get(&canon) {
                     for c in children.clone() {
                         if let Some(cj) =

@@ -229,10 +229,7 @@ pub fn import_har(path: &Path, out_dir: &Path, name: &str) -> Result<Corpus, Cor
         path: path.to_path_buf(),
         message,
     };
-    let raw = fs::read(path).map_err(|e| CorpusError::Io {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })?;
+    let raw = fs::read(path).map_err(|e| crate::store::io(path, e))?;
     let raw = raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&raw);
     let v: Value =
         serde_json::from_slice(raw).map_err(|e| bad(format!("not a HAR file (JSON: {e})")))?;

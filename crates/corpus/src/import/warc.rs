@@ -203,10 +203,7 @@ pub fn import_warc(path: &Path, out_dir: &Path, name: &str) -> Result<Corpus, Co
         path: path.to_path_buf(),
         message,
     };
-    let raw = fs::read(path).map_err(|e| CorpusError::Io {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })?;
+    let raw = fs::read(path).map_err(|e| crate::store::io(path, e))?;
     let data = if raw.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::new();
         MultiGzDecoder::new(&raw[..])
