@@ -1,8 +1,11 @@
 //! `webpep`: one binary, one subcommand per job (DESIGN §10).
 
 mod demo;
+mod dns_cmd;
 mod lab_cmd;
 mod link_cmd;
+mod optimize_cmd;
+mod server_cmd;
 
 use std::process::ExitCode;
 
@@ -31,6 +34,13 @@ enum Command {
     /// The main job on built-in defaults: load paper-sites pages over the emulated gprs link
     /// under the papers' browser policies and print the comparison.
     Demo(demo::DemoArgs),
+    /// The edge proxy for browsers without client software: explicit and transparent HTTP
+    /// proxy with caching, compression, image transcoding and URL rewriting.
+    Server(server_cmd::Args),
+    /// The rewriting DNS proxy of paper 002: answers chosen names with the proxy's address.
+    Dns(dns_cmd::Args),
+    /// Content optimizations on files: image transcoding presets with SSIM and savings.
+    Optimize(optimize_cmd::Args),
 }
 
 /// An error that is the user's input's fault: exit code 2.
@@ -63,6 +73,9 @@ fn main() -> ExitCode {
         Command::Link(args) => link_cmd::run(args),
         Command::Lab(args) => lab_cmd::run_cmd(args),
         Command::Demo(args) => demo::run(args),
+        Command::Server(args) => server_cmd::run(args),
+        Command::Dns(args) => dns_cmd::run(args),
+        Command::Optimize(args) => optimize_cmd::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -1,0 +1,8 @@
+//! `webpep dns` (being written).
+
+#[derive(clap::Args, Debug)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<u8> {
+    anyhow::bail!("webpep dns: not built yet")
+}

@@ -1,0 +1,8 @@
+//! `webpep optimize` (being written).
+
+#[derive(clap::Args, Debug)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<u8> {
+    anyhow::bail!("webpep optimize: not built yet")
+}
