@@ -60,7 +60,9 @@ mod tests {
 
     #[test]
     fn unknown_keys_and_bad_values_are_errors() {
-        let e = parse_config_file("upstrem = \"1.2.3.4:53\"").unwrap_err().to_string();
+        let e = parse_config_file("upstrem = \"1.2.3.4:53\"")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("upstrem"), "{e}");
         assert!(parse_config_file("upstream = \"nowhere\"").is_err());
         assert!(parse_config_file("ttl = -1").is_err());

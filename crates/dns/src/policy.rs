@@ -165,7 +165,11 @@ mod tests {
         let m: NameMatch = "i.cnn.net,*.akamai.net, Yahoo.com.".parse().unwrap();
         assert_eq!(
             m,
-            NameMatch::List(vec!["i.cnn.net".into(), "*.akamai.net".into(), "yahoo.com".into()])
+            NameMatch::List(vec![
+                "i.cnn.net".into(),
+                "*.akamai.net".into(),
+                "yahoo.com".into()
+            ])
         );
         assert!(m.matches("I.CNN.net."));
         assert!(!m.matches("x.i.cnn.net"));
@@ -195,7 +199,10 @@ mod tests {
             NameMatch::All,
             vec!["10.0.0.12".parse().unwrap(), "fd00::12".parse().unwrap()],
         );
-        assert_eq!(p.v4_addrs().collect::<Vec<_>>(), vec![std::net::Ipv4Addr::new(10, 0, 0, 12)]);
+        assert_eq!(
+            p.v4_addrs().collect::<Vec<_>>(),
+            vec![std::net::Ipv4Addr::new(10, 0, 0, 12)]
+        );
         assert_eq!(p.v6_addrs().count(), 1);
         assert_eq!(p.ttl, 86_400);
         assert!(p.keep_original);

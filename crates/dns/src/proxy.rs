@@ -22,7 +22,9 @@ use crate::error::DnsError;
 use crate::policy::RewritePolicy;
 use crate::rewrite::rewrite_response;
 use crate::upstream::Upstream;
-use crate::wire::{encode, error_reply, fit_udp, random_id, read_frame, set_wire_id, udp_limit, write_frame};
+use crate::wire::{
+    encode, error_reply, fit_udp, random_id, read_frame, set_wire_id, udp_limit, write_frame,
+};
 
 /// How the proxy forwards and what it rewrites.
 #[derive(Clone, Debug)]
@@ -262,9 +264,14 @@ impl DnsProxy {
 
     /// Length-prefixed queries answered in order until the client closes, goes idle, or sends
     /// a malformed message (then it is disconnected).
-    async fn tcp_connection(&self, mut stream: tokio::net::TcpStream, peer: SocketAddr) -> io::Result<()> {
+    async fn tcp_connection(
+        &self,
+        mut stream: tokio::net::TcpStream,
+        peer: SocketAddr,
+    ) -> io::Result<()> {
         loop {
-            let frame = match tokio::time::timeout(self.cfg.tcp_idle, read_frame(&mut stream)).await {
+            let frame = match tokio::time::timeout(self.cfg.tcp_idle, read_frame(&mut stream)).await
+            {
                 Err(_) => return Ok(()),
                 Ok(r) => r?,
             };
@@ -279,7 +286,12 @@ impl DnsProxy {
     }
 
     /// The answer to one client packet; `None`: drop it (logged).
-    async fn answer(&self, packet: &[u8], transport: Transport, peer: SocketAddr) -> Option<Vec<u8>> {
+    async fn answer(
+        &self,
+        packet: &[u8],
+        transport: Transport,
+        peer: SocketAddr,
+    ) -> Option<Vec<u8>> {
         match self.try_answer(packet, transport).await {
             Ok(bytes) => Some(bytes),
             Err(e) => {
@@ -295,7 +307,9 @@ impl DnsProxy {
         let c = &self.counters;
         let query = Message::from_vec(packet).map_err(|e| DnsError::Malformed(e.to_string()))?;
         if query.message_type() != MessageType::Query {
-            return Err(DnsError::Malformed("a response where a query was expected".into()));
+            return Err(DnsError::Malformed(
+                "a response where a query was expected".into(),
+            ));
         }
         c.queries.fetch_add(1, Ordering::Relaxed);
         let limit = match transport {

@@ -73,7 +73,11 @@ fn rewritten(mut msg: Message, policy: &RewritePolicy) -> Option<Message> {
     let originals = msg.take_answers();
     let mut answers: Vec<Record> = Vec::with_capacity(proxy.len() + originals.len());
     for rdata in &proxy {
-        answers.push(Record::from_rdata(q.name().clone(), policy.ttl, rdata.clone()));
+        answers.push(Record::from_rdata(
+            q.name().clone(),
+            policy.ttl,
+            rdata.clone(),
+        ));
     }
     if policy.keep_original {
         // The proxy's own address, if the origin happens to have it, is listed once.
@@ -160,7 +164,10 @@ mod tests {
         let resp = response(
             "www.foo.com.",
             RecordType::A,
-            vec![a("www.foo.com.", 10, "193.123.25.10"), a("www.foo.com.", 10, "193.123.25.11")],
+            vec![
+                a("www.foo.com.", 10, "193.123.25.10"),
+                a("www.foo.com.", 10, "193.123.25.11"),
+            ],
         );
         let out = rewrite_response(&resp.to_vec().unwrap(), &policy(NameMatch::WwwPrefix))
             .unwrap()
@@ -180,23 +187,41 @@ mod tests {
 
     #[test]
     fn aaaa_answer_gets_the_proxy_v6_address_with_the_policy_ttl() {
-        let resp = response("www.foo.com.", RecordType::AAAA, vec![aaaa("www.foo.com.", 30, "2001:db8::1")]);
+        let resp = response(
+            "www.foo.com.",
+            RecordType::AAAA,
+            vec![aaaa("www.foo.com.", 30, "2001:db8::1")],
+        );
         let mut p = policy(NameMatch::All);
         p.ttl = 3600;
-        let out = rewrite_response(&resp.to_vec().unwrap(), &p).unwrap().unwrap();
+        let out = rewrite_response(&resp.to_vec().unwrap(), &p)
+            .unwrap()
+            .unwrap();
         assert_eq!(
             summary(&out),
-            vec![row("www.foo.com.", 3600, "fd00::12"), row("www.foo.com.", 30, "2001:db8::1")]
+            vec![
+                row("www.foo.com.", 3600, "fd00::12"),
+                row("www.foo.com.", 30, "2001:db8::1")
+            ]
         );
     }
 
     #[test]
     fn without_fallback_only_the_proxy_is_left() {
-        let resp = response("www.foo.com.", RecordType::A, vec![a("www.foo.com.", 10, "193.123.25.10")]);
+        let resp = response(
+            "www.foo.com.",
+            RecordType::A,
+            vec![a("www.foo.com.", 10, "193.123.25.10")],
+        );
         let mut p = policy(NameMatch::All);
         p.keep_original = false;
-        let out = rewrite_response(&resp.to_vec().unwrap(), &p).unwrap().unwrap();
-        assert_eq!(summary(&out), vec![row("www.foo.com.", 86_400, "10.0.0.12")]);
+        let out = rewrite_response(&resp.to_vec().unwrap(), &p)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            summary(&out),
+            vec![row("www.foo.com.", 86_400, "10.0.0.12")]
+        );
     }
 
     #[test]
@@ -205,11 +230,17 @@ mod tests {
             "www.foo.com.",
             RecordType::A,
             vec![
-                Record::from_rdata(name("www.foo.com."), 300, RData::CNAME(CNAME(name("foo.cdn.net.")))),
+                Record::from_rdata(
+                    name("www.foo.com."),
+                    300,
+                    RData::CNAME(CNAME(name("foo.cdn.net."))),
+                ),
                 a("foo.cdn.net.", 20, "198.51.100.7"),
             ],
         );
-        let out = rewrite_response(&resp.to_vec().unwrap(), &policy(NameMatch::All)).unwrap().unwrap();
+        let out = rewrite_response(&resp.to_vec().unwrap(), &policy(NameMatch::All))
+            .unwrap()
+            .unwrap();
         assert_eq!(
             summary(&out),
             vec![
@@ -225,49 +256,97 @@ mod tests {
         let resp = response(
             "www.foo.com.",
             RecordType::A,
-            vec![a("www.foo.com.", 10, "10.0.0.12"), a("www.foo.com.", 10, "192.0.2.1")],
+            vec![
+                a("www.foo.com.", 10, "10.0.0.12"),
+                a("www.foo.com.", 10, "192.0.2.1"),
+            ],
         );
-        let out = rewrite_response(&resp.to_vec().unwrap(), &policy(NameMatch::All)).unwrap().unwrap();
+        let out = rewrite_response(&resp.to_vec().unwrap(), &policy(NameMatch::All))
+            .unwrap()
+            .unwrap();
         assert_eq!(
             summary(&out),
-            vec![row("www.foo.com.", 86_400, "10.0.0.12"), row("www.foo.com.", 10, "192.0.2.1")]
+            vec![
+                row("www.foo.com.", 86_400, "10.0.0.12"),
+                row("www.foo.com.", 10, "192.0.2.1")
+            ]
         );
     }
 
     #[test]
     fn left_alone_non_matching_name_other_type_errors_nodata() {
         let p = policy(NameMatch::WwwPrefix);
-        let other = response("img.foo.com.", RecordType::A, vec![a("img.foo.com.", 10, "192.0.2.1")]);
-        assert_eq!(rewrite_response(&other.to_vec().unwrap(), &p).unwrap(), None);
+        let other = response(
+            "img.foo.com.",
+            RecordType::A,
+            vec![a("img.foo.com.", 10, "192.0.2.1")],
+        );
+        assert_eq!(
+            rewrite_response(&other.to_vec().unwrap(), &p).unwrap(),
+            None
+        );
 
         let mx = response(
             "www.foo.com.",
             RecordType::MX,
-            vec![Record::from_rdata(name("www.foo.com."), 10, RData::MX(MX::new(10, name("mx.foo.com."))))],
+            vec![Record::from_rdata(
+                name("www.foo.com."),
+                10,
+                RData::MX(MX::new(10, name("mx.foo.com."))),
+            )],
         );
         assert_eq!(rewrite_response(&mx.to_vec().unwrap(), &p).unwrap(), None);
 
         let mut nx = response("www.nowhere.com.", RecordType::A, vec![]);
         nx.set_response_code(ResponseCode::NXDomain);
-        let soa = SOA::new(name("ns.nowhere.com."), name("h.nowhere.com."), 1, 1, 1, 1, 60);
-        nx.add_name_server(Record::from_rdata(name("nowhere.com."), 60, RData::SOA(soa)));
+        let soa = SOA::new(
+            name("ns.nowhere.com."),
+            name("h.nowhere.com."),
+            1,
+            1,
+            1,
+            1,
+            60,
+        );
+        nx.add_name_server(Record::from_rdata(
+            name("nowhere.com."),
+            60,
+            RData::SOA(soa),
+        ));
         assert_eq!(rewrite_response(&nx.to_vec().unwrap(), &p).unwrap(), None);
 
         let mut servfail = response("www.foo.com.", RecordType::A, vec![]);
         servfail.set_response_code(ResponseCode::ServFail);
-        assert_eq!(rewrite_response(&servfail.to_vec().unwrap(), &p).unwrap(), None);
+        assert_eq!(
+            rewrite_response(&servfail.to_vec().unwrap(), &p).unwrap(),
+            None
+        );
 
         // NODATA: the name exists but has no A record.
         let nodata = response("www.foo.com.", RecordType::A, vec![]);
-        assert_eq!(rewrite_response(&nodata.to_vec().unwrap(), &p).unwrap(), None);
+        assert_eq!(
+            rewrite_response(&nodata.to_vec().unwrap(), &p).unwrap(),
+            None
+        );
 
         // An AAAA answer with only an IPv4 proxy address: unchanged.
         let v4only = RewritePolicy::new(NameMatch::All, vec!["10.0.0.12".parse().unwrap()]);
-        let six = response("www.foo.com.", RecordType::AAAA, vec![aaaa("www.foo.com.", 30, "2001:db8::1")]);
-        assert_eq!(rewrite_response(&six.to_vec().unwrap(), &v4only).unwrap(), None);
+        let six = response(
+            "www.foo.com.",
+            RecordType::AAAA,
+            vec![aaaa("www.foo.com.", 30, "2001:db8::1")],
+        );
+        assert_eq!(
+            rewrite_response(&six.to_vec().unwrap(), &v4only).unwrap(),
+            None
+        );
 
         // Truncated: the client retries over TCP and gets the rewritten full answer there.
-        let mut tc = response("www.foo.com.", RecordType::A, vec![a("www.foo.com.", 10, "192.0.2.1")]);
+        let mut tc = response(
+            "www.foo.com.",
+            RecordType::A,
+            vec![a("www.foo.com.", 10, "192.0.2.1")],
+        );
         tc.set_truncated(true);
         assert_eq!(rewrite_response(&tc.to_vec().unwrap(), &p).unwrap(), None);
     }
@@ -283,9 +362,15 @@ mod tests {
 
     #[test]
     fn authentic_data_bit_is_cleared() {
-        let mut resp = response("www.foo.com.", RecordType::A, vec![a("www.foo.com.", 10, "192.0.2.1")]);
+        let mut resp = response(
+            "www.foo.com.",
+            RecordType::A,
+            vec![a("www.foo.com.", 10, "192.0.2.1")],
+        );
         resp.set_authentic_data(true);
-        let out = rewrite_response(&resp.to_vec().unwrap(), &policy(NameMatch::All)).unwrap().unwrap();
+        let out = rewrite_response(&resp.to_vec().unwrap(), &policy(NameMatch::All))
+            .unwrap()
+            .unwrap();
         assert!(!Message::from_vec(&out).unwrap().authentic_data());
         assert_eq!(addresses(&Message::from_vec(&out).unwrap()).len(), 2);
     }

@@ -103,9 +103,19 @@ impl Outcome {
 }
 
 enum Slot {
-    Ready { outcome: Outcome, expires: Instant },
+    Ready {
+        outcome: Outcome,
+        expires: Instant,
+    },
     /// A lookup is asking upstream; its result arrives here (`None` until then).
     Pending(watch::Receiver<Option<Outcome>>),
+}
+
+/// What a lookup does: use the cache, wait for a lookup in flight, or ask upstream itself.
+enum Claim {
+    Hit(Outcome),
+    Wait(watch::Receiver<Option<Outcome>>),
+    Lead(watch::Sender<Option<Outcome>>),
 }
 
 /// One family's answer.
@@ -176,29 +186,40 @@ impl StubResolver {
             .map_err(|_| DnsError::InvalidName(host.to_string()))?;
         self.counters.lookups.fetch_add(1, Ordering::Relaxed);
         loop {
-            let waiting = {
-                let mut slots = self.slots();
-                match slots.get(&key) {
-                    Some(Slot::Ready { outcome, expires }) if *expires > Instant::now() => {
-                        self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
-                        return outcome.clone().into_result(host);
-                    }
-                    Some(Slot::Pending(rx)) => Some(rx.clone()),
-                    _ => {
-                        let (tx, rx) = watch::channel(None);
-                        slots.insert(key.clone(), Slot::Pending(rx));
-                        drop(slots);
-                        return self.lead(&key, &name, tx).await.into_result(host);
-                    }
-                }
-            };
-            if let Some(mut rx) = waiting {
-                self.counters.coalesced.fetch_add(1, Ordering::Relaxed);
-                let result = rx.wait_for(Option::is_some).await.ok().and_then(|v| v.clone());
-                if let Some(outcome) = result {
+            match self.claim(&key) {
+                Claim::Hit(outcome) => {
+                    self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
                     return outcome.into_result(host);
                 }
-                // The leading lookup was cancelled: take the lead (or find its replacement).
+                Claim::Lead(tx) => return self.lead(&key, &name, tx).await.into_result(host),
+                Claim::Wait(mut rx) => {
+                    self.counters.coalesced.fetch_add(1, Ordering::Relaxed);
+                    let result = rx
+                        .wait_for(Option::is_some)
+                        .await
+                        .ok()
+                        .and_then(|v| v.clone());
+                    if let Some(outcome) = result {
+                        return outcome.into_result(host);
+                    }
+                    // The leading lookup was cancelled: take the lead (or follow its successor).
+                }
+            }
+        }
+    }
+
+    /// What a lookup of `key` does now. Synchronous, so the lock is never held across an await.
+    fn claim(&self, key: &str) -> Claim {
+        let mut slots = self.slots();
+        match slots.get(key) {
+            Some(Slot::Ready { outcome, expires }) if *expires > Instant::now() => {
+                Claim::Hit(outcome.clone())
+            }
+            Some(Slot::Pending(rx)) => Claim::Wait(rx.clone()),
+            _ => {
+                let (tx, rx) = watch::channel(None);
+                slots.insert(key.to_string(), Slot::Pending(rx));
+                Claim::Lead(tx)
             }
         }
     }
@@ -207,7 +228,11 @@ impl StubResolver {
     async fn lead(&self, key: &str, name: &Name, tx: watch::Sender<Option<Outcome>>) -> Outcome {
         // If this future is dropped midway, the guard removes the pending slot; the dropped
         // sender wakes the waiters, which retry.
-        let mut guard = PendingGuard { resolver: self, key, armed: true };
+        let mut guard = PendingGuard {
+            resolver: self,
+            key,
+            armed: true,
+        };
         let (outcome, ttl) = self.resolve(name).await;
         if matches!(outcome, Outcome::Failed(_)) {
             self.counters.failures.fetch_add(1, Ordering::Relaxed);
@@ -217,7 +242,13 @@ impl StubResolver {
             match ttl {
                 Some(ttl) if ttl > 0 => {
                     let expires = Instant::now() + Duration::from_secs(u64::from(ttl));
-                    slots.insert(key.to_string(), Slot::Ready { outcome: outcome.clone(), expires });
+                    slots.insert(
+                        key.to_string(),
+                        Slot::Ready {
+                            outcome: outcome.clone(),
+                            expires,
+                        },
+                    );
                     self.evict(&mut slots);
                 }
                 _ => {
@@ -264,7 +295,10 @@ impl StubResolver {
                 self.ask(name, RecordType::AAAA)
             )
         } else {
-            (self.ask(name, RecordType::A).await, FamilyAnswer::Nothing(None))
+            (
+                self.ask(name, RecordType::A).await,
+                FamilyAnswer::Nothing(None),
+            )
         };
         let mut addrs = Vec::new();
         let mut positive_ttl: Option<u32> = None;

@@ -89,7 +89,9 @@ impl Upstream {
                 let bytes = buf[..n].to_vec();
                 match Message::from_vec(&bytes) {
                     Ok(msg) if is_reply_to(&msg, id, questions) => return Ok(Reply { bytes, msg }),
-                    _ => debug!(upstream = %self.addr, "dns: unrelated or malformed upstream packet ignored"),
+                    _ => {
+                        debug!(upstream = %self.addr, "dns: unrelated or malformed upstream packet ignored")
+                    }
                 }
             }
         }

@@ -37,7 +37,9 @@ pub(crate) fn same_questions(a: &[Query], b: &[Query]) -> bool {
         && a.iter().zip(b).all(|(x, y)| {
             x.query_type() == y.query_type()
                 && x.query_class() == y.query_class()
-                && x.name().to_ascii().eq_ignore_ascii_case(&y.name().to_ascii())
+                && x.name()
+                    .to_ascii()
+                    .eq_ignore_ascii_case(&y.name().to_ascii())
         })
 }
 
@@ -128,9 +130,18 @@ mod tests {
 
     #[test]
     fn questions_match_case_insensitively() {
-        let a = [Query::query(Name::from_ascii("WwW.Foo.com.").unwrap(), RecordType::A)];
-        let b = [Query::query(Name::from_ascii("www.foo.com.").unwrap(), RecordType::A)];
-        let c = [Query::query(Name::from_ascii("www.foo.com.").unwrap(), RecordType::AAAA)];
+        let a = [Query::query(
+            Name::from_ascii("WwW.Foo.com.").unwrap(),
+            RecordType::A,
+        )];
+        let b = [Query::query(
+            Name::from_ascii("www.foo.com.").unwrap(),
+            RecordType::A,
+        )];
+        let c = [Query::query(
+            Name::from_ascii("www.foo.com.").unwrap(),
+            RecordType::AAAA,
+        )];
         assert!(same_questions(&a, &b));
         assert!(!same_questions(&a, &c));
         assert!(!same_questions(&a, &[]));

@@ -1,0 +1,228 @@
+//! `StubResolver` against a fake upstream: caching, TTL expiry, coalescing, errors.
+
+mod common;
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use webpep_dns::{DnsError, StubConfig, StubResolver};
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+#[tokio::test]
+async fn second_lookup_is_answered_from_the_cache() {
+    let up = start_upstream().await;
+    let r = StubResolver::new(up.addr, StubConfig::default());
+    let first = r.lookup("www.foo.com").await.unwrap();
+    assert_eq!(first, vec![ip("193.123.25.10"), ip("2001:db8::10")]);
+    let sent = r.stats().queries_sent;
+    assert_eq!(sent, 2, "A and AAAA");
+    let second = r.lookup("WWW.foo.com.").await.unwrap();
+    assert_eq!(second, first);
+    let s = r.stats();
+    assert_eq!(s.queries_sent, sent, "no query for the cached name");
+    assert_eq!((s.lookups, s.cache_hits), (2, 1));
+    assert_eq!(up.udp(), 2);
+}
+
+#[tokio::test]
+async fn entries_expire_with_their_ttl() {
+    let up = start_upstream().await;
+    let r = StubResolver::new(
+        up.addr,
+        StubConfig {
+            ipv6: false,
+            ..StubConfig::default()
+        },
+    );
+    assert_eq!(
+        r.lookup("short.foo.com").await.unwrap(),
+        vec![ip("192.0.2.9")]
+    );
+    assert_eq!(
+        r.lookup("short.foo.com").await.unwrap(),
+        vec![ip("192.0.2.9")]
+    );
+    assert_eq!(r.stats().queries_sent, 1);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(
+        r.lookup("short.foo.com").await.unwrap(),
+        vec![ip("192.0.2.9")]
+    );
+    let s = r.stats();
+    assert_eq!(s.queries_sent, 2, "asked again after the 1 s TTL");
+    assert_eq!(s.cache_hits, 1);
+}
+
+#[tokio::test]
+async fn min_ttl_keeps_short_answers_longer() {
+    let up = start_upstream().await;
+    let cfg = StubConfig {
+        ipv6: false,
+        min_ttl: 60,
+        ..StubConfig::default()
+    };
+    let r = StubResolver::new(up.addr, cfg);
+    r.lookup("short.foo.com").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    r.lookup("short.foo.com").await.unwrap();
+    assert_eq!(r.stats().queries_sent, 1);
+}
+
+#[tokio::test]
+async fn concurrent_lookups_of_one_name_share_one_query() {
+    let up = start_upstream().await;
+    let r = Arc::new(StubResolver::new(
+        up.addr,
+        StubConfig {
+            ipv6: false,
+            ..StubConfig::default()
+        },
+    ));
+    let tasks: Vec<_> = (0..10)
+        .map(|_| {
+            let r = r.clone();
+            tokio::spawn(async move { r.lookup("delay.foo.com").await })
+        })
+        .collect();
+    for t in tasks {
+        assert_eq!(t.await.unwrap().unwrap(), vec![ip("192.0.2.10")]);
+    }
+    let s = r.stats();
+    assert_eq!(s.queries_sent, 1);
+    assert_eq!(s.lookups, 10);
+    assert_eq!(s.coalesced + s.cache_hits, 9);
+    assert_eq!(up.udp(), 1);
+}
+
+#[tokio::test]
+async fn a_cancelled_leader_does_not_strand_its_followers() {
+    let up = start_upstream().await;
+    let r = Arc::new(StubResolver::new(
+        up.addr,
+        StubConfig {
+            ipv6: false,
+            ..StubConfig::default()
+        },
+    ));
+    let leader = {
+        let r = r.clone();
+        tokio::spawn(async move { r.lookup("delay.foo.com").await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let follower = {
+        let r = r.clone();
+        tokio::spawn(async move { r.lookup("delay.foo.com").await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    leader.abort();
+    let got = tokio::time::timeout(Duration::from_secs(3), follower)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.unwrap(), vec![ip("192.0.2.10")]);
+}
+
+#[tokio::test]
+async fn ip_literals_need_no_query() {
+    let up = start_upstream().await;
+    let r = StubResolver::new(up.addr, StubConfig::default());
+    assert_eq!(
+        r.lookup("192.0.2.77").await.unwrap(),
+        vec![ip("192.0.2.77")]
+    );
+    assert_eq!(
+        r.lookup("[2001:db8::7]").await.unwrap(),
+        vec![ip("2001:db8::7")]
+    );
+    assert_eq!(r.stats().queries_sent, 0);
+    assert_eq!(up.udp(), 0);
+}
+
+#[tokio::test]
+async fn nxdomain_is_not_found_and_cached_negatively() {
+    let up = start_upstream().await;
+    let r = StubResolver::new(up.addr, StubConfig::default());
+    assert!(matches!(
+        r.lookup("nowhere.test").await,
+        Err(DnsError::NotFound(_))
+    ));
+    assert!(matches!(
+        r.lookup("nowhere.test").await,
+        Err(DnsError::NotFound(_))
+    ));
+    assert_eq!(
+        r.stats().queries_sent,
+        2,
+        "one A and one AAAA, then the negative entry"
+    );
+}
+
+#[tokio::test]
+async fn nodata_for_one_family_keeps_the_other() {
+    let up = start_upstream().await;
+    let r = StubResolver::new(up.addr, StubConfig::default());
+    assert_eq!(
+        r.lookup("www.v4only.com").await.unwrap(),
+        vec![ip("192.0.2.11")]
+    );
+}
+
+#[tokio::test]
+async fn silent_upstream_is_an_error_that_is_not_cached() {
+    let up = start_upstream().await;
+    let cfg = StubConfig {
+        ipv6: false,
+        timeout: Duration::from_millis(100),
+        ..StubConfig::default()
+    };
+    let r = StubResolver::new(up.addr, cfg);
+    assert!(matches!(
+        r.lookup("slow.foo.com").await,
+        Err(DnsError::Upstream(_))
+    ));
+    assert!(matches!(
+        r.lookup("slow.foo.com").await,
+        Err(DnsError::Upstream(_))
+    ));
+    let s = r.stats();
+    assert_eq!(s.queries_sent, 4, "two tries per lookup, nothing cached");
+    assert_eq!(s.failures, 2);
+}
+
+#[tokio::test]
+async fn bad_names_are_refused_without_a_query() {
+    let up = start_upstream().await;
+    let r = StubResolver::new(up.addr, StubConfig::default());
+    for bad in ["", ".", "a..b", &"x".repeat(300)] {
+        assert!(
+            matches!(r.lookup(bad).await, Err(DnsError::InvalidName(_))),
+            "{bad:?}"
+        );
+    }
+    assert_eq!(r.stats().queries_sent, 0);
+}
+
+#[tokio::test]
+async fn cache_stays_within_max_entries() {
+    let up = start_upstream().await;
+    let cfg = StubConfig {
+        ipv6: false,
+        max_entries: 2,
+        ..StubConfig::default()
+    };
+    let r = StubResolver::new(up.addr, cfg);
+    for name in ["www.foo.com", "img.foo.com", "www.cdn.com"] {
+        r.lookup(name).await.unwrap();
+    }
+    // www.foo.com (TTL 10) expires soonest and was evicted; the others are still cached.
+    r.lookup("img.foo.com").await.unwrap();
+    r.lookup("www.cdn.com").await.unwrap();
+    assert_eq!(r.stats().queries_sent, 3);
+    r.lookup("www.foo.com").await.unwrap();
+    assert_eq!(r.stats().queries_sent, 4);
+}
