@@ -162,8 +162,8 @@ fn is_tchar(b: u8) -> bool {
 /// - No header: `Identity` (the client stated no preference; not compressing is always safe).
 /// - Each enabled coding gets its explicit weight, else the weight of `*`, else 0; `x-gzip`
 ///   counts as `gzip`. The highest positive weight wins; ties go to `cfg.codings` order.
-/// - `identity` is acceptable unless refused (`identity;q=0`, or `*;q=0` without it); a coding
-///   is chosen only when its weight is at least identity's.
+/// - A coding is chosen only when its weight is at least the weight the client gave
+///   `identity` (directly or through `*`); an unweighted identity does not compete.
 /// - When nothing is acceptable (all refused) the answer is `Identity`: the proxy then decides
 ///   between sending it anyway and 406.
 pub fn negotiate(accept_encoding: Option<&str>, cfg: &CompressConfig) -> Coding {
@@ -180,7 +180,9 @@ pub fn negotiate(accept_encoding: Option<&str>, cfg: &CompressConfig) -> Coding 
             .reduce(f32::max)
     };
     let star = weight_of("*");
-    let identity_q = weight_of("identity").or(star).unwrap_or(1.0);
+    // Identity competes only when the client weighed it (itself or through `*`): an
+    // unweighted identity is merely acceptable (RFC 9110 §12.5.3), as servers treat it.
+    let identity_q = weight_of("identity").or(star).unwrap_or(0.0);
 
     let mut best: Option<(Coding, f32)> = None;
     for &coding in &cfg.codings {
