@@ -1,0 +1,165 @@
+//! One stored response's metadata: the in-memory form used on lookups (with the freshness
+//! figures precomputed) and the JSON form kept in the index.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use serde::{Deserialize, Serialize};
+
+use crate::directives::ResponseDirectives;
+use crate::policy::{self, HeuristicConfig};
+
+/// A SHA-256 digest naming a body file.
+pub(crate) type BodyHash = [u8; 32];
+
+/// A stored response without its body.
+#[derive(Clone, Debug)]
+pub(crate) struct Entry {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+    pub(crate) request_time: SystemTime,
+    pub(crate) response_time: SystemTime,
+    pub(crate) body_hash: BodyHash,
+    pub(crate) body_len: u64,
+    /// The Vary field names this entry was keyed with.
+    pub(crate) vary: Vec<String>,
+    /// Precomputed so a hit does not re-parse headers: freshness lifetime (§4.2.1).
+    pub(crate) lifetime: Duration,
+    /// Precomputed corrected initial age (§4.2.3).
+    pub(crate) initial_age: Duration,
+    /// Precomputed response directives.
+    pub(crate) directives: ResponseDirectives,
+}
+
+impl Entry {
+    /// Build an entry and its derived freshness figures.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        status: StatusCode,
+        headers: HeaderMap,
+        request_time: SystemTime,
+        response_time: SystemTime,
+        body_hash: BodyHash,
+        body_len: u64,
+        vary: Vec<String>,
+        heuristic: &HeuristicConfig,
+    ) -> Self {
+        let lifetime = policy::freshness_lifetime(status, &headers, response_time, heuristic);
+        let initial_age = policy::initial_age(&headers, request_time, response_time);
+        let directives = ResponseDirectives::parse(&headers);
+        Entry {
+            status,
+            headers,
+            request_time,
+            response_time,
+            body_hash,
+            body_len,
+            vary,
+            lifetime,
+            initial_age,
+            directives,
+        }
+    }
+
+    /// The current age at `now` (§4.2.3).
+    pub(crate) fn age_at(&self, now: SystemTime) -> Duration {
+        self.initial_age + now.duration_since(self.response_time).unwrap_or(Duration::ZERO)
+    }
+
+    /// The JSON form stored in the index.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let persisted = Persisted {
+            status: self.status.as_u16(),
+            headers: self
+                .headers
+                .iter()
+                .map(|(n, v)| {
+                    let value = match v.to_str() {
+                        Ok(s) => PersistedValue::Text(s.to_string()),
+                        Err(_) => PersistedValue::Bytes(v.as_bytes().to_vec()),
+                    };
+                    (n.as_str().to_string(), value)
+                })
+                .collect(),
+            request_time_ms: millis(self.request_time),
+            response_time_ms: millis(self.response_time),
+            body_sha256: hex::encode(self.body_hash),
+            body_len: self.body_len,
+            vary: self.vary.clone(),
+        };
+        // Serialising plain strings and numbers to JSON cannot fail.
+        serde_json::to_vec(&persisted).unwrap_or_default()
+    }
+
+    /// Parse the index form; `None` when it is damaged (the entry is then dropped).
+    pub(crate) fn decode(bytes: &[u8], heuristic: &HeuristicConfig) -> Option<Entry> {
+        let p: Persisted = serde_json::from_slice(bytes).ok()?;
+        let status = StatusCode::from_u16(p.status).ok()?;
+        let mut headers = HeaderMap::with_capacity(p.headers.len());
+        for (name, value) in p.headers {
+            let name = HeaderName::from_bytes(name.as_bytes()).ok()?;
+            let value = match value {
+                PersistedValue::Text(s) => HeaderValue::from_str(&s).ok()?,
+                PersistedValue::Bytes(b) => HeaderValue::from_bytes(&b).ok()?,
+            };
+            headers.append(name, value);
+        }
+        let hash: BodyHash = hex::decode(&p.body_sha256).ok()?.try_into().ok()?;
+        Some(Entry::new(
+            status,
+            headers,
+            UNIX_EPOCH + Duration::from_millis(p.request_time_ms),
+            UNIX_EPOCH + Duration::from_millis(p.response_time_ms),
+            hash,
+            p.body_len,
+            p.vary,
+            heuristic,
+        ))
+    }
+}
+
+fn millis(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+#[derive(Serialize, Deserialize)]
+struct Persisted {
+    status: u16,
+    headers: Vec<(String, PersistedValue)>,
+    request_time_ms: u64,
+    response_time_ms: u64,
+    body_sha256: String,
+    body_len: u64,
+    vary: Vec<String>,
+}
+
+/// Header values are text almost always; raw bytes are kept exactly when not.
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum PersistedValue {
+    Text(String),
+    Bytes(Vec<u8>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encode_decode_round_trip_keeps_binary_values() {
+        let mut headers = HeaderMap::new();
+        headers.append("content-type", HeaderValue::from_static("text/html"));
+        headers.append("x-bin", HeaderValue::from_bytes(&[0xff, 0x41]).unwrap());
+        headers.append("x-bin", HeaderValue::from_static("second"));
+        let t = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let hc = HeuristicConfig::default();
+        let e = Entry::new(StatusCode::OK, headers, t, t, [7; 32], 12, vec!["accept".into()], &hc);
+        let back = Entry::decode(&e.encode(), &hc).unwrap();
+        assert_eq!(back.headers, e.headers);
+        assert_eq!(back.body_hash, e.body_hash);
+        assert_eq!(back.response_time, t);
+        assert_eq!(back.vary, e.vary);
+        assert!(Entry::decode(b"{not json", &hc).is_none());
+    }
+}

@@ -1,0 +1,376 @@
+//! [`HttpCache`]: the API the proxy calls — policy decisions from [`crate::policy`] applied to
+//! the disk store.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http::header::{AGE, CONTENT_LENGTH, ETAG, LAST_MODIFIED};
+use http::request::Parts as RequestParts;
+use http::response::Parts as ResponseParts;
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use sha2::{Digest, Sha256};
+
+use crate::directives::{RequestDirectives, ResponseDirectives};
+use crate::entry::Entry;
+use crate::error::CacheError;
+use crate::policy::{self, HeuristicConfig, Usability};
+use crate::store::{body_hash, DiskStore};
+
+/// Where and how big the cache is.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CacheConfig {
+    /// The directory holding the index and bodies (created if missing).
+    pub dir: PathBuf,
+    /// The bound on stored bytes (bodies once each, plus per-entry metadata).
+    pub max_bytes: u64,
+    /// Larger responses are not stored; `None` means `max_bytes / 8`.
+    pub max_object_bytes: Option<u64>,
+    /// The bound on bodies kept in memory for disk-free hits.
+    pub memory_bytes: u64,
+    /// The cap on a heuristic freshness lifetime (§4.2.2).
+    pub heuristic_max: Duration,
+    /// The fraction of (Date − Last-Modified) used as heuristic lifetime.
+    pub heuristic_fraction: f64,
+}
+
+impl CacheConfig {
+    /// Defaults for everything but the directory: 1 GiB on disk, objects up to 1/8 of it,
+    /// 64 MiB in memory, heuristic 10 % capped at 24 h.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        CacheConfig {
+            dir: dir.into(),
+            max_bytes: 1 << 30,
+            max_object_bytes: None,
+            memory_bytes: 64 << 20,
+            heuristic_max: Duration::from_secs(24 * 3600),
+            heuristic_fraction: 0.1,
+        }
+    }
+
+    fn max_object(&self) -> u64 {
+        self.max_object_bytes
+            .unwrap_or(self.max_bytes / 8)
+            .min(self.max_bytes)
+    }
+}
+
+/// Counters and sizes, for the proxy's `/metrics`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Stored entries.
+    pub entries: u64,
+    /// Bytes accounted against `max_bytes`.
+    pub bytes: u64,
+    /// The configured bound.
+    pub max_bytes: u64,
+    /// Bytes of bodies held in memory.
+    pub memory_bytes: u64,
+    /// Lookups answered Fresh.
+    pub hits: u64,
+    /// Lookups answered Miss.
+    pub misses: u64,
+    /// Lookups answered Stale (validation needed).
+    pub stale: u64,
+    /// Responses stored (including re-stores on freshen).
+    pub stores: u64,
+    /// Entries evicted to keep the bound.
+    pub evictions: u64,
+}
+
+/// The answer to a lookup.
+#[derive(Clone, Debug)]
+pub enum Lookup {
+    /// Usable as is.
+    Fresh(CachedResponse),
+    /// Stored but must be validated: send [`CachedResponse::conditional_headers`] to the origin,
+    /// then [`HttpCache::freshen`] on a 304 or [`HttpCache::store`] on a full response.
+    Stale(CachedResponse),
+    /// Nothing stored (a request with `only-if-cached` then gets 504 from the caller).
+    Miss,
+}
+
+/// A stored response ready to send.
+#[derive(Clone, Debug)]
+pub struct CachedResponse {
+    /// The stored status.
+    pub status: StatusCode,
+    /// The stored headers with `Age` set to the current age.
+    pub headers: HeaderMap,
+    /// The body (for a HEAD request the caller sends none).
+    pub body: Bytes,
+    key: String,
+    entry: Arc<Entry>,
+}
+
+impl CachedResponse {
+    fn new(key: String, entry: Arc<Entry>, body: Bytes, age: Duration) -> Self {
+        let mut headers = entry.headers.clone();
+        // §1.2.2: ages beyond 2^31 are sent as 2^31.
+        let secs = age.as_secs().min(1 << 31);
+        headers.insert(AGE, HeaderValue::from(secs));
+        CachedResponse {
+            status: entry.status,
+            headers,
+            body,
+            key,
+            entry,
+        }
+    }
+
+    /// `If-None-Match` / `If-Modified-Since` built from the stored validators (§4.3.1).
+    pub fn conditional_headers(&self) -> HeaderMap {
+        policy::conditional_headers(&self.entry.headers)
+    }
+
+    /// Whether the stored response has a validator, so a revalidation can end in a 304.
+    pub fn has_validator(&self) -> bool {
+        self.entry.headers.contains_key(ETAG) || self.entry.headers.contains_key(LAST_MODIFIED)
+    }
+
+    /// The freshness lifetime of the stored response (§4.2.1).
+    pub fn freshness_lifetime(&self) -> Duration {
+        self.entry.lifetime
+    }
+}
+
+/// Whether the client's own conditional request (If-None-Match / If-Modified-Since) is
+/// satisfied by `cached`, so the proxy answers 304 without a body.
+pub fn client_not_modified(req: &RequestParts, cached: &CachedResponse) -> bool {
+    policy::client_not_modified(&req.method, &req.headers, cached.status, &cached.headers)
+}
+
+/// Whether the request says `only-if-cached` (§5.2.1.7): on a Miss (or a Stale entry that
+/// cannot be served) the caller answers 504 instead of contacting the origin.
+pub fn only_if_cached(req: &RequestParts) -> bool {
+    RequestDirectives::parse(&req.headers).only_if_cached
+}
+
+/// A shared HTTP cache on disk. `Send + Sync`; every method takes `&self`.
+pub struct HttpCache {
+    store: DiskStore,
+    max_bytes: u64,
+    max_object: u64,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    stale: AtomicU64,
+    stores: AtomicU64,
+}
+
+/// The secondary key as stored: short and fixed-length whatever the Vary'd headers hold.
+fn secondary_id(vary: &[String], headers: &HeaderMap) -> String {
+    if vary.is_empty() {
+        return "-".to_string();
+    }
+    let digest = Sha256::digest(policy::secondary_key(vary, headers).as_bytes());
+    hex::encode(&digest[..16])
+}
+
+/// The primary key: URI, NUL, variant. NUL cannot occur in a URI.
+fn primary(req: &RequestParts, variant: &str) -> Option<(String, String)> {
+    let uri = policy::primary_key(&req.uri, &req.headers)?;
+    let primary = format!("{uri}\0{variant}");
+    Some((uri, primary))
+}
+
+impl HttpCache {
+    /// Open (or create) the cache in `cfg.dir`, dropping damaged entries and enforcing the bound.
+    pub fn open(cfg: CacheConfig) -> Result<HttpCache, CacheError> {
+        if cfg.max_bytes == 0 {
+            return Err(CacheError::Config("max_bytes must be above 0".into()));
+        }
+        if !(0.0..=1.0).contains(&cfg.heuristic_fraction) {
+            return Err(CacheError::Config(format!(
+                "heuristic_fraction {} is not within 0..=1",
+                cfg.heuristic_fraction
+            )));
+        }
+        let heuristic = HeuristicConfig {
+            fraction: cfg.heuristic_fraction,
+            max: cfg.heuristic_max,
+        };
+        let store = DiskStore::open(&cfg.dir, cfg.max_bytes, cfg.memory_bytes, heuristic)?;
+        Ok(HttpCache {
+            store,
+            max_bytes: cfg.max_bytes,
+            max_object: cfg.max_object(),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            stale: AtomicU64::new(0),
+            stores: AtomicU64::new(0),
+        })
+    }
+
+    /// Find a stored response for `req` (GET or HEAD) in representation `variant` ("" for the
+    /// origin's bytes; the proxy's transformed variants have their own names).
+    pub fn lookup(&self, req: &RequestParts, variant: &str, now: SystemTime) -> Lookup {
+        if !(req.method == Method::GET || req.method == Method::HEAD) {
+            return Lookup::Miss;
+        }
+        let found = primary(req, variant).and_then(|(_, primary)| {
+            self.store
+                .get(&primary, |vary| secondary_id(vary, &req.headers))
+        });
+        let Some((key, entry, body)) = found else {
+            self.misses.fetch_add(1, Ordering::Relaxed);
+            return Lookup::Miss;
+        };
+        let age = entry.age_at(now);
+        let directives = RequestDirectives::parse(&req.headers);
+        let usability = policy::usability(&directives, &entry.directives, entry.lifetime, age);
+        let response = CachedResponse::new(key, entry, body, age);
+        match usability {
+            Usability::Fresh => {
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                Lookup::Fresh(response)
+            }
+            Usability::MustValidate => {
+                self.stale.fetch_add(1, Ordering::Relaxed);
+                Lookup::Stale(response)
+            }
+        }
+    }
+
+    /// Store a response received at `response_time` for a request sent at `request_time`.
+    /// Returns Ok(false) when policy says not storable (the caller needn't check first).
+    pub fn store(
+        &self,
+        req: &RequestParts,
+        resp: &ResponseParts,
+        body: &[u8],
+        variant: &str,
+        request_time: SystemTime,
+        response_time: SystemTime,
+    ) -> Result<bool, CacheError> {
+        if let Err(reason) = policy::storable(&req.method, &req.headers, resp.status, &resp.headers)
+        {
+            tracing::trace!(uri = %req.uri, ?reason, "not storable");
+            return Ok(false);
+        }
+        if body.len() as u64 > self.max_object {
+            tracing::trace!(uri = %req.uri, len = body.len(), "larger than max_object_bytes");
+            return Ok(false);
+        }
+        let Some((_, primary)) = primary(req, variant) else {
+            return Ok(false);
+        };
+        let mut headers = policy::strip_hop_by_hop(&resp.headers);
+        // The stored body is what will be served: keep a Content-Length truthful.
+        if headers.contains_key(CONTENT_LENGTH) {
+            headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+        }
+        let vary = policy::vary_names(&headers).unwrap_or_default();
+        let secondary = secondary_id(&vary, &req.headers);
+        let entry = Entry::new(
+            resp.status,
+            headers,
+            request_time,
+            response_time,
+            body_hash(body),
+            body.len() as u64,
+            vary,
+            self.store.heuristic(),
+        );
+        // Never fresh and nothing to validate with: storing it could never save a transfer.
+        let has_validator =
+            entry.headers.contains_key(ETAG) || entry.headers.contains_key(LAST_MODIFIED);
+        if entry.lifetime.is_zero() && !has_validator {
+            return Ok(false);
+        }
+        self.store.put(&primary, &secondary, entry, body)?;
+        self.stores.fetch_add(1, Ordering::Relaxed);
+        Ok(true)
+    }
+
+    /// After a 304 from the origin for a Stale entry: update stored headers, return the fresh
+    /// response. `None` when the 304 does not apply to this stored response (§4.3.4: its strong
+    /// ETag or Last-Modified differs) — then fetch in full.
+    pub fn freshen(
+        &self,
+        stale: &CachedResponse,
+        not_modified: &ResponseParts,
+        request_time: SystemTime,
+        response_time: SystemTime,
+    ) -> Option<CachedResponse> {
+        if not_modified.status != StatusCode::NOT_MODIFIED
+            || !policy::not_modified_applies(&stale.entry.headers, &not_modified.headers)
+        {
+            return None;
+        }
+        let old = &stale.entry;
+        let headers = policy::freshen_headers(&old.headers, &not_modified.headers, response_time);
+        let entry = Entry::new(
+            old.status,
+            headers,
+            request_time,
+            response_time,
+            old.body_hash,
+            old.body_len,
+            old.vary.clone(),
+            self.store.heuristic(),
+        );
+        let directives = ResponseDirectives::parse(&entry.headers);
+        let key = stale.key.clone();
+        if directives.no_store || directives.private {
+            // The origin withdrew permission to share: serve this once, keep nothing.
+            if let Err(e) = self.store.remove_if(&key, None) {
+                tracing::warn!(error = %e, "removing a withdrawn entry failed");
+            }
+        } else {
+            let result = self.store.replace_meta(&key, entry.clone()).and_then(|replaced| {
+                match (replaced, key.rsplit_once('\0')) {
+                    (true, _) => Ok(()),
+                    // Evicted meanwhile: the body is at hand, store it again.
+                    (false, Some((primary, secondary))) => {
+                        self.store.put(primary, secondary, entry.clone(), &stale.body)
+                    }
+                    (false, None) => Ok(()),
+                }
+            });
+            match result {
+                Ok(()) => {
+                    self.stores.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => tracing::warn!(error = %e, "storing freshened headers failed"),
+            }
+        }
+        let age = entry.initial_age;
+        Some(CachedResponse::new(key, Arc::new(entry), stale.body.clone(), age))
+    }
+
+    /// Drop every stored response for the request's target URI, all variants and Vary keys
+    /// (§4.4; call for unsafe methods with a non-error response).
+    pub fn invalidate(&self, req: &RequestParts) {
+        let Some(uri) = policy::primary_key(&req.uri, &req.headers) else {
+            return;
+        };
+        match self.store.remove_prefix(&format!("{uri}\0")) {
+            Ok(n) if n > 0 => tracing::debug!(%uri, entries = n, "invalidated"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(%uri, error = %e, "invalidation failed"),
+        }
+    }
+
+    /// Save the LRU order now (it is also saved with every store and when the cache is dropped).
+    pub fn flush(&self) -> Result<(), CacheError> {
+        self.store.flush()
+    }
+
+    /// Counters and sizes.
+    pub fn stats(&self) -> CacheStats {
+        let s = self.store.stats();
+        CacheStats {
+            entries: s.entries,
+            bytes: s.bytes,
+            max_bytes: self.max_bytes,
+            memory_bytes: s.memory_bytes,
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            stale: self.stale.load(Ordering::Relaxed),
+            stores: self.stores.load(Ordering::Relaxed),
+            evictions: s.evictions,
+        }
+    }
+}
