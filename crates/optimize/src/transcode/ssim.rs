@@ -1,0 +1,169 @@
+//! Structural similarity (SSIM, Wang et al. 2004) on luma: an 11×11 Gaussian window
+//! (σ = 1.5), the standard constants C1 = (0.01·255)², C2 = (0.03·255)², averaged over every
+//! window position that fits inside the image.
+
+use image::DynamicImage;
+
+/// Background that transparent pixels are composited onto before measuring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Background {
+    White,
+    Black,
+}
+
+/// Mean SSIM between two images of equal size, on luma (BT.601), with alpha composited on
+/// white first. 1.0 means identical luma; images of different sizes score 0.0.
+pub fn ssim(a: &DynamicImage, b: &DynamicImage) -> f64 {
+    ssim_on(a, b, Background::White)
+}
+
+/// [`ssim`] with a chosen background for alpha.
+fn ssim_on(a: &DynamicImage, b: &DynamicImage, bg: Background) -> f64 {
+    if a.width() != b.width() || a.height() != b.height() {
+        return 0.0;
+    }
+    let la = luma_plane(a, bg);
+    let lb = luma_plane(b, bg);
+    ssim_planes(&la, &lb, a.width() as usize, a.height() as usize)
+}
+
+/// Luma of every pixel as f32, alpha composited over `bg`.
+pub(crate) fn luma_plane(img: &DynamicImage, bg: Background) -> Vec<f32> {
+    let back = match bg {
+        Background::White => 255.0,
+        Background::Black => 0.0,
+    };
+    let rgba = img.to_rgba8();
+    rgba.pixels()
+        .map(|p| {
+            let [r, g, bl, a] = p.0;
+            let y = 0.299 * f32::from(r) + 0.587 * f32::from(g) + 0.114 * f32::from(bl);
+            let a = f32::from(a) / 255.0;
+            y * a + back * (1.0 - a)
+        })
+        .collect()
+}
+
+const C1: f64 = (0.01 * 255.0) * (0.01 * 255.0);
+const C2: f64 = (0.03 * 255.0) * (0.03 * 255.0);
+
+fn gaussian_kernel(size: usize, sigma: f64) -> Vec<f32> {
+    let mid = (size as f64 - 1.0) / 2.0;
+    let raw: Vec<f64> = (0..size)
+        .map(|i| (-((i as f64 - mid).powi(2)) / (2.0 * sigma * sigma)).exp())
+        .collect();
+    let sum: f64 = raw.iter().sum();
+    raw.iter().map(|v| (v / sum) as f32).collect()
+}
+
+/// Separable "valid" convolution: output is (w-k+1)×(h-k+1).
+fn blur_valid(src: &[f32], w: usize, h: usize, k: &[f32]) -> Vec<f32> {
+    let n = k.len();
+    let ow = w + 1 - n;
+    let oh = h + 1 - n;
+    let mut tmp = vec![0f32; ow * h];
+    for y in 0..h {
+        let row = &src[y * w..(y + 1) * w];
+        let out = &mut tmp[y * ow..(y + 1) * ow];
+        for (x, o) in out.iter_mut().enumerate() {
+            *o = row[x..x + n].iter().zip(k).map(|(a, b)| a * b).sum();
+        }
+    }
+    let mut out = vec![0f32; ow * oh];
+    for (j, &kj) in k.iter().enumerate() {
+        for y in 0..oh {
+            let srow = &tmp[(y + j) * ow..(y + j + 1) * ow];
+            let orow = &mut out[y * ow..(y + 1) * ow];
+            for (o, s) in orow.iter_mut().zip(srow) {
+                *o += kj * s;
+            }
+        }
+    }
+    out
+}
+
+/// SSIM of two luma planes of size w×h. Images smaller than the window in either dimension
+/// are measured as a single window covering the whole image (uniform weights).
+pub(crate) fn ssim_planes(a: &[f32], b: &[f32], w: usize, h: usize) -> f64 {
+    if w == 0 || h == 0 || a.len() != w * h || b.len() != w * h {
+        return 0.0;
+    }
+    if a == b {
+        return 1.0;
+    }
+    const WIN: usize = 11;
+    if w < WIN || h < WIN {
+        return global_ssim(a, b);
+    }
+    let k = gaussian_kernel(WIN, 1.5);
+    let aa: Vec<f32> = a.iter().map(|v| v * v).collect();
+    let bb: Vec<f32> = b.iter().map(|v| v * v).collect();
+    let ab: Vec<f32> = a.iter().zip(b).map(|(x, y)| x * y).collect();
+    let mu_a = blur_valid(a, w, h, &k);
+    let mu_b = blur_valid(b, w, h, &k);
+    let s_aa = blur_valid(&aa, w, h, &k);
+    let s_bb = blur_valid(&bb, w, h, &k);
+    let s_ab = blur_valid(&ab, w, h, &k);
+    let mut total = 0f64;
+    for i in 0..mu_a.len() {
+        let (ma, mb) = (f64::from(mu_a[i]), f64::from(mu_b[i]));
+        let va = (f64::from(s_aa[i]) - ma * ma).max(0.0);
+        let vb = (f64::from(s_bb[i]) - mb * mb).max(0.0);
+        let cov = f64::from(s_ab[i]) - ma * mb;
+        total += ((2.0 * ma * mb + C1) * (2.0 * cov + C2))
+            / ((ma * ma + mb * mb + C1) * (va + vb + C2));
+    }
+    total / mu_a.len() as f64
+}
+
+fn global_ssim(a: &[f32], b: &[f32]) -> f64 {
+    let n = a.len() as f64;
+    let ma = a.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
+    let mb = b.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
+    let (mut va, mut vb, mut cov) = (0f64, 0f64, 0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        let (dx, dy) = (f64::from(x) - ma, f64::from(y) - mb);
+        va += dx * dx;
+        vb += dy * dy;
+        cov += dx * dy;
+    }
+    va /= n;
+    vb /= n;
+    cov /= n;
+    ((2.0 * ma * mb + C1) * (2.0 * cov + C2)) / ((ma * ma + mb * mb + C1) * (va + vb + C2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plane(w: usize, h: usize) -> Vec<f32> {
+        (0..w * h).map(|i| ((i % w) * 3 + (i / w) * 2) as f32 % 256.0).collect()
+    }
+
+    #[test]
+    fn identical_is_one_and_noise_lowers_it() {
+        let a = plane(32, 24);
+        assert_eq!(ssim_planes(&a, &a, 32, 24), 1.0);
+        let mut b = a.clone();
+        for (i, v) in b.iter_mut().enumerate() {
+            *v += if i % 2 == 0 { 20.0 } else { -20.0 };
+        }
+        let s = ssim_planes(&a, &b, 32, 24);
+        assert!(s < 0.9 && s > -1.0, "{s}");
+    }
+
+    #[test]
+    fn tiny_images_use_one_window() {
+        let a = vec![10.0, 20.0, 30.0, 40.0];
+        let b = vec![10.0, 20.0, 30.0, 90.0];
+        let s = ssim_planes(&a, &b, 2, 2);
+        assert!(s < 1.0 && s > 0.0, "{s}");
+    }
+
+    #[test]
+    fn kernel_sums_to_one() {
+        let k = gaussian_kernel(11, 1.5);
+        assert!((k.iter().sum::<f32>() - 1.0).abs() < 1e-5);
+    }
+}
