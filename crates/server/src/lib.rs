@@ -1,1 +1,34 @@
-//! (being written)
+//! webpep's edge proxy for browsers without client software (`webpep server`, issue 4):
+//! an HTTP/1.1 proxy serving explicit (absolute-form), CONNECT, transparent (DNS rewriting
+//! or L4 interception) and URL-rewriting requests on the same listener, with a shared
+//! cache, compression, image transcoding, air-side TCP tuning, access control, metrics and
+//! graceful shutdown (DESIGN §2, §3, §5, §9).
+//!
+//! Layout: [`http1`] (pure wire format, fuzzed) → [`conn`] (one client connection:
+//! pipelining, in-order answers) → [`server`] (accept loops, admin, shutdown) → [`proxy`]
+//! (the response pipeline's phases) with [`optimize`] (one unit per optimization),
+//! [`origin`] (resolver, ACL-checked dialer, pooled client), [`tunnel`] (CONNECT),
+//! [`acl`], [`mode`], [`air`], [`metrics`], [`config`].
+
+pub mod acl;
+pub mod air;
+pub mod config;
+pub mod conn;
+pub mod http1;
+pub mod metrics;
+pub mod mode;
+pub mod optimize;
+pub mod origin;
+pub mod proxy;
+pub mod reply;
+pub mod server;
+pub mod tunnel;
+pub mod url_rewrite;
+
+pub use config::{ConfigError, ServerConfig};
+pub use server::{Server, ServerError};
+pub use tokio_util::sync::CancellationToken;
+/// Re-exported for the CLI (CIDR flags).
+pub use ipnet;
+/// Re-exported for the CLI (config overrides).
+pub use toml;

@@ -1,0 +1,488 @@
+//! The proxy's configuration: a TOML file (kebab-case keys, unknown keys refused) whose
+//! defaults are what an operator would expect of a cautious edge proxy.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+
+/// A configuration that cannot be used; the message names the file and the key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The TOML did not parse or a key is unknown or has the wrong type.
+    #[error("{source_name}: {message}")]
+    Parse {
+        /// Where the text came from (usually a file name).
+        source_name: String,
+        /// The parser's message (names the key and the line).
+        message: String,
+    },
+    /// A key parsed but its value cannot be used.
+    #[error("{source_name}: key `{key}`: {message}")]
+    Invalid {
+        /// Where the text came from.
+        source_name: String,
+        /// The dotted key, e.g. `compress.gzip-level`.
+        key: String,
+        /// What is wrong with it.
+        message: String,
+    },
+}
+
+/// A duration written as seconds (`5`, `0.5`) or with a unit (`"500ms"`, `"4s"`, `"2m"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Secs(pub Duration);
+
+impl Secs {
+    /// A whole number of seconds.
+    pub const fn from_secs(s: u64) -> Self {
+        Secs(Duration::from_secs(s))
+    }
+}
+
+impl Serialize for Secs {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let ms = self.0.as_millis();
+        if ms % 1000 == 0 {
+            s.serialize_str(&format!("{}s", ms / 1000))
+        } else {
+            s.serialize_str(&format!("{ms}ms"))
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Secs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Float(f64),
+            Text(String),
+        }
+        let secs = match Raw::deserialize(d)? {
+            Raw::Int(n) => n as f64,
+            Raw::Float(f) => f,
+            Raw::Text(t) => parse_duration_text(&t).map_err(serde::de::Error::custom)?,
+        };
+        if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
+            return Err(serde::de::Error::custom("duration out of range"));
+        }
+        Ok(Secs(Duration::from_secs_f64(secs)))
+    }
+}
+
+/// Parses `"500ms"`, `"4s"`, `"2m"`, `"1h"` or a bare number of seconds.
+pub fn parse_duration_text(t: &str) -> Result<f64, String> {
+    let t = t.trim();
+    let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (t, 1.0)
+    };
+    num.trim()
+        .parse::<f64>()
+        .map(|v| v * mult)
+        .map_err(|_| format!("not a duration: {t:?} (use e.g. 5, \"500ms\", \"4s\", \"2m\")"))
+}
+
+/// The whole configuration of `webpep server`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Addresses the CLI binds for proxy traffic (the library takes pre-bound listeners).
+    pub listen: Vec<SocketAddr>,
+    /// Address the CLI binds for `/metrics` (none by default).
+    pub admin_listen: Option<SocketAddr>,
+    /// Who may use the proxy and where it may connect.
+    pub acl: AclConfig,
+    /// How origins are reached.
+    pub origin: OriginConfig,
+    /// The shared HTTP cache.
+    pub cache: CacheSection,
+    /// Lossless compression towards the browser.
+    pub compress: CompressSection,
+    /// Lossy image transcoding.
+    pub transcode: TranscodeSection,
+    /// The URL-rewriting mode of paper 002.
+    pub url_rewrite: UrlRewriteConfig,
+    /// Air-side TCP tuning of accepted client sockets (003 §6).
+    pub air: AirConfig,
+    /// Protocol limits.
+    pub limits: LimitsConfig,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: vec![SocketAddr::from(([0, 0, 0, 0], 3128))],
+            admin_listen: None,
+            acl: AclConfig::default(),
+            origin: OriginConfig::default(),
+            cache: CacheSection::default(),
+            compress: CompressSection::default(),
+            transcode: TranscodeSection::default(),
+            url_rewrite: UrlRewriteConfig::default(),
+            air: AirConfig::default(),
+            limits: LimitsConfig::default(),
+        }
+    }
+}
+
+/// `[acl]`: client and destination access control (the proxy must not be an open proxy).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct AclConfig {
+    /// Client networks allowed to use the proxy (default: loopback only).
+    pub allow_clients: Vec<IpNet>,
+    /// Ports CONNECT may reach (default: 443).
+    pub connect_ports: Vec<u16>,
+    /// Private/loopback networks that are nevertheless allowed as destinations.
+    pub allow_destinations: Vec<IpNet>,
+}
+
+impl Default for AclConfig {
+    fn default() -> Self {
+        AclConfig {
+            allow_clients: vec![
+                IpNet::from(IpAddr::from([127, 0, 0, 0])).supernet_or_self(8),
+                IpNet::from(IpAddr::from(std::net::Ipv6Addr::LOCALHOST)),
+            ],
+            connect_ports: vec![443],
+            allow_destinations: Vec::new(),
+        }
+    }
+}
+
+trait SupernetOrSelf {
+    fn supernet_or_self(self, len: u8) -> IpNet;
+}
+impl SupernetOrSelf for IpNet {
+    fn supernet_or_self(self, len: u8) -> IpNet {
+        IpNet::new(self.addr(), len).map(|n| n.trunc()).unwrap_or(self)
+    }
+}
+
+/// `[origin]`: the wired side.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct OriginConfig {
+    /// DNS server for origin names (default: the first nameserver of /etc/resolv.conf).
+    pub dns_upstream: Option<SocketAddr>,
+    /// Fixed addresses for names, consulted before DNS (like /etc/hosts).
+    pub hosts: BTreeMap<String, IpAddr>,
+    /// Time allowed for resolving and connecting to an origin.
+    pub connect_timeout: Secs,
+    /// Time allowed for an origin to start answering after the request was sent.
+    pub response_timeout: Secs,
+    /// Speak h2c (HTTP/2 with prior knowledge) to origins instead of HTTP/1.1.
+    pub http2: bool,
+    /// Idle pooled connections kept per origin.
+    pub max_idle_per_host: usize,
+}
+
+impl Default for OriginConfig {
+    fn default() -> Self {
+        OriginConfig {
+            dns_upstream: None,
+            hosts: BTreeMap::new(),
+            connect_timeout: Secs::from_secs(5),
+            response_timeout: Secs::from_secs(30),
+            http2: false,
+            max_idle_per_host: 32,
+        }
+    }
+}
+
+/// `[cache]`: the shared HTTP cache (RFC 9111 subset).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct CacheSection {
+    /// Use the cache at all.
+    pub enabled: bool,
+    /// Directory of the disk store (default: a `webpep-cache` directory in the temp dir).
+    pub dir: Option<PathBuf>,
+    /// Bytes on disk.
+    pub max_bytes: u64,
+    /// Bytes of hot bodies kept in memory.
+    pub memory_bytes: u64,
+}
+
+impl Default for CacheSection {
+    fn default() -> Self {
+        CacheSection {
+            enabled: true,
+            dir: None,
+            max_bytes: 1 << 30,
+            memory_bytes: 64 << 20,
+        }
+    }
+}
+
+/// `[compress]`: `enabled` plus the keys of `webpep_optimize::compress::CompressConfig`
+/// (codings, brotli-quality, gzip-level, zstd-level, min-size), checked when loaded.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", default)]
+pub struct CompressSection {
+    /// Compress responses by the client's Accept-Encoding.
+    pub enabled: bool,
+    /// The optimize crate's keys, as written.
+    #[serde(flatten)]
+    pub options: toml::Table,
+}
+
+impl Default for CompressSection {
+    fn default() -> Self {
+        CompressSection {
+            enabled: true,
+            options: toml::Table::new(),
+        }
+    }
+}
+
+/// `[transcode]`: `enabled` plus the keys of `webpep_optimize::transcode::TranscodeConfig`
+/// (preset, keep-animations, max-pixels, max-input-bytes, min-ssim), checked when loaded.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", default)]
+pub struct TranscodeSection {
+    /// Transcode images.
+    pub enabled: bool,
+    /// The optimize crate's keys, as written.
+    #[serde(flatten)]
+    pub options: toml::Table,
+}
+
+impl Default for TranscodeSection {
+    fn default() -> Self {
+        TranscodeSection {
+            enabled: true,
+            options: toml::Table::new(),
+        }
+    }
+}
+
+/// `[url-rewrite]`: serving origins at `http://<proxy-authority>/<host>/<path>` (002 §3.1).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct UrlRewriteConfig {
+    /// Serve and rewrite in URL mode.
+    pub enabled: bool,
+    /// The `host[:port]` browsers use to reach the proxy; also the Host that means "for me".
+    pub proxy_authority: Option<String>,
+}
+
+/// Congestion control for air-side sockets.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Congestion {
+    /// BBR (rate-based; no collapse on radio losses).
+    Bbr,
+    /// CUBIC (the Linux default).
+    Cubic,
+    /// Reno.
+    Reno,
+}
+
+impl Congestion {
+    /// The name the kernel knows it by.
+    pub fn name(self) -> &'static str {
+        match self {
+            Congestion::Bbr => "bbr",
+            Congestion::Cubic => "cubic",
+            Congestion::Reno => "reno",
+        }
+    }
+}
+
+/// `[air]`: TCP tuning of accepted client sockets (003 §6).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct AirConfig {
+    /// TCP_CONGESTION for client sockets (unset: the system default).
+    pub congestion: Option<Congestion>,
+    /// TCP_NOTSENT_LOWAT in bytes: keep little unsent data in the kernel so a new response is
+    /// not stuck behind a large one.
+    pub notsent_lowat: Option<u32>,
+    /// Send keep-alive probes to active clients so the radio channel is not released.
+    pub keepalive_probes: bool,
+    /// Probe interval (under the 6 s GPRS radio release of 003 Table 3).
+    pub probe_interval: Secs,
+    /// Stop probing after this long without requests (an idle phone is left alone).
+    pub probe_stop: Secs,
+}
+
+impl Default for AirConfig {
+    fn default() -> Self {
+        AirConfig {
+            congestion: None,
+            notsent_lowat: None,
+            keepalive_probes: false,
+            probe_interval: Secs::from_secs(4),
+            probe_stop: Secs::from_secs(20),
+        }
+    }
+}
+
+/// `[limits]`: protocol limits.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Largest request header block (larger → 431).
+    pub max_header_bytes: usize,
+    /// Largest request body accepted (larger → 413).
+    pub max_request_body: usize,
+    /// Largest response body buffered for transformation; larger ones stream through untouched.
+    pub max_body_transform: usize,
+    /// Requests of one connection processed concurrently (pipelining).
+    pub max_pipeline: usize,
+    /// Close client connections idle this long.
+    pub client_idle_timeout: Secs,
+    /// Time in-flight requests get to finish at shutdown.
+    pub shutdown_grace: Secs,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_header_bytes: 64 * 1024,
+            max_request_body: 16 << 20,
+            max_body_transform: 8 << 20,
+            max_pipeline: 8,
+            client_idle_timeout: Secs::from_secs(120),
+            shutdown_grace: Secs::from_secs(5),
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Parses and checks a TOML configuration; `source` (a file name) is named in errors.
+    pub fn from_toml(text: &str, source: &str) -> Result<Self, ConfigError> {
+        let cfg: ServerConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            source_name: source.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        cfg.validate(source)?;
+        Ok(cfg)
+    }
+
+    /// Checks values that parse but cannot work, and the optimize crate's keys.
+    pub fn validate(&self, source: &str) -> Result<(), ConfigError> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid {
+            source_name: source.to_string(),
+            key: key.to_string(),
+            message,
+        };
+        if self.limits.max_pipeline == 0 {
+            return Err(invalid("limits.max-pipeline", "must be at least 1".into()));
+        }
+        if self.limits.max_header_bytes < 256 {
+            return Err(invalid("limits.max-header-bytes", "must be at least 256".into()));
+        }
+        if self.air.probe_interval.0 < Duration::from_secs(1) {
+            return Err(invalid("air.probe-interval", "must be at least 1s".into()));
+        }
+        if self.url_rewrite.enabled && self.url_rewrite.proxy_authority.is_none() {
+            return Err(invalid(
+                "url-rewrite.proxy-authority",
+                "required when url-rewrite is enabled".into(),
+            ));
+        }
+        if let Some(a) = &self.url_rewrite.proxy_authority {
+            if a.parse::<http::uri::Authority>().is_err() || a.contains('@') {
+                return Err(invalid("url-rewrite.proxy-authority", format!("not a host[:port]: {a:?}")));
+            }
+        }
+        crate::optimize::compress_config(&self.compress.options)
+            .map_err(|m| invalid("compress", m))?;
+        crate::optimize::transcode_config(&self.transcode.options)
+            .map_err(|m| invalid("transcode", m))?;
+        Ok(())
+    }
+
+    /// The effective configuration as TOML (for `--print-config`).
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_else(|e| format!("# cannot print the configuration: {e}\n"))
+    }
+}
+
+/// The first `nameserver` of a resolv.conf text, on port 53.
+pub fn first_nameserver(resolv_conf: &str) -> Option<SocketAddr> {
+    resolv_conf.lines().find_map(|l| {
+        let mut it = l.split_whitespace();
+        if it.next()? != "nameserver" {
+            return None;
+        }
+        let ip: IpAddr = it.next()?.split('%').next()?.parse().ok()?;
+        Some(SocketAddr::new(ip, 53))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_round_trip_through_toml() {
+        let cfg = ServerConfig::default();
+        let text = cfg.to_toml();
+        let back = ServerConfig::from_toml(&text, "printed").unwrap();
+        assert_eq!(cfg, back);
+    }
+
+    #[test]
+    fn unknown_key_names_file_and_key() {
+        let e = ServerConfig::from_toml("[limits]\nmax-pipelin = 3\n", "/etc/webpep.toml").unwrap_err();
+        let m = e.to_string();
+        assert!(m.contains("/etc/webpep.toml"), "{m}");
+        assert!(m.contains("max-pipelin"), "{m}");
+    }
+
+    #[test]
+    fn wrong_type_names_key() {
+        let e = ServerConfig::from_toml("[origin]\nconnect-timeout = \"soon\"\n", "a.toml").unwrap_err();
+        let m = e.to_string();
+        assert!(m.contains("a.toml") && m.contains("connect-timeout"), "{m}");
+    }
+
+    #[test]
+    fn durations_in_several_forms() {
+        let c = ServerConfig::from_toml(
+            "[origin]\nconnect-timeout = \"250ms\"\nresponse-timeout = 2.5\n[air]\nprobe-stop = \"1m\"\n",
+            "x",
+        )
+        .unwrap();
+        assert_eq!(c.origin.connect_timeout.0, Duration::from_millis(250));
+        assert_eq!(c.origin.response_timeout.0, Duration::from_millis(2500));
+        assert_eq!(c.air.probe_stop.0, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn url_rewrite_needs_authority() {
+        let e = ServerConfig::from_toml("[url-rewrite]\nenabled = true\n", "x").unwrap_err();
+        assert!(e.to_string().contains("proxy-authority"));
+    }
+
+    #[test]
+    fn nameserver_from_resolv_conf() {
+        let t = "# c\nsearch lan\nnameserver 10.0.0.53\nnameserver 1.1.1.1\n";
+        assert_eq!(first_nameserver(t), Some("10.0.0.53:53".parse().unwrap()));
+        assert_eq!(first_nameserver("nameserver fe80::1%eth0\n"), Some("[fe80::1]:53".parse().unwrap()));
+        assert_eq!(first_nameserver(""), None);
+    }
+
+    #[test]
+    fn default_acl_is_loopback_only() {
+        let a = AclConfig::default();
+        assert!(a.allow_clients.iter().any(|n| n.contains(&"127.0.0.1".parse::<IpAddr>().unwrap())));
+        assert!(!a.allow_clients.iter().any(|n| n.contains(&"10.0.0.1".parse::<IpAddr>().unwrap())));
+    }
+}

@@ -1,0 +1,441 @@
+//! One client connection: a reader that parses requests (pipelined ones too) and starts a
+//! handler task for each, up to `max-pipeline` at once, and a writer that sends the answers
+//! back strictly in request order. CONNECT hands the socket over to a tunnel once every
+//! earlier answer is written.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use http::{Method, StatusCode, Version};
+use socket2::SockRef;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::air::{self, ProbeSchedule};
+use crate::http1::{self, BodyFraming, ChunkedDecoder, HeadError, RequestHead};
+use crate::metrics::Metrics;
+use crate::mode::{classify, Mode, ModeContext};
+use crate::reply::{write_reply, Reply};
+use crate::server::Server;
+
+/// A parsed request with its body and where it came from.
+#[derive(Debug)]
+pub struct ClientRequest {
+    /// Request line and headers.
+    pub head: RequestHead,
+    /// The body (bounded).
+    pub body: Bytes,
+    /// The client.
+    pub peer: SocketAddr,
+    /// The local address the client reached.
+    pub local: SocketAddr,
+    /// The original destination of an intercepted connection (SO_ORIGINAL_DST), when it is
+    /// not the proxy itself.
+    pub original_dst: Option<SocketAddr>,
+    /// The mode.
+    pub mode: Mode,
+}
+
+/// What the access log and the writer need to know about a request.
+#[derive(Debug, Clone)]
+struct Meta {
+    method: Method,
+    url: String,
+    mode: &'static str,
+    version: Version,
+    keep_alive: bool,
+    start: Instant,
+}
+
+enum Pending {
+    Task(JoinHandle<Reply>, Meta),
+    Now(Reply, Meta),
+    Tunnel {
+        rd: OwnedReadHalf,
+        leftover: BytesMut,
+        host: String,
+        port: u16,
+        meta: Meta,
+    },
+}
+
+/// Serves one accepted client connection until it closes, the client idles out, or `cancel`
+/// (stop reading new requests) / `hard` (abort) fires.
+pub async fn serve_connection(
+    server: Arc<Server>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    cancel: CancellationToken,
+    hard: CancellationToken,
+) {
+    let metrics = &server.metrics;
+    let _active = metrics.connection_opened();
+    let local = match stream.local_addr() {
+        Ok(a) => a,
+        Err(_) => return,
+    };
+    if !server.acl.client_allowed(peer.ip()) {
+        Metrics::add(&metrics.connections_refused, 1);
+        tracing::info!(target: "webpep::access", client = %peer, status = 403, "client not allowed");
+        let mut s = stream;
+        let r = Reply::text_close(StatusCode::FORBIDDEN, "client not allowed to use this proxy");
+        let _ = write_reply(&mut s, r, &Method::GET, Version::HTTP_11, false, &metrics.origin_bytes_in).await;
+        let _ = s.shutdown().await;
+        return;
+    }
+    air::tune_accepted(&stream, &server.cfg.air);
+    let original_dst = original_dst(&stream).filter(|d| *d != local);
+    let (rd, wr) = stream.into_split();
+    let (tx, rx) = mpsc::channel::<Pending>(server.cfg.limits.max_pipeline.max(1));
+    let writer_done = CancellationToken::new();
+    let writer = tokio::spawn(writer_loop(server.clone(), wr, rx, peer, writer_done.clone(), hard.clone()));
+    let conn = ConnInfo { peer, local, original_dst };
+    tokio::select! {
+        _ = reader_loop(server.clone(), rd, tx, conn, cancel) => {}
+        _ = writer_done.cancelled() => {}
+        _ = hard.cancelled() => {}
+    }
+    let _ = writer.await;
+}
+
+#[derive(Clone, Copy)]
+struct ConnInfo {
+    peer: SocketAddr,
+    local: SocketAddr,
+    original_dst: Option<SocketAddr>,
+}
+
+/// Why reading stops.
+enum ReadEnd {
+    Closed,
+    Idle,
+    Cancelled,
+    Error(Reply),
+}
+
+async fn reader_loop(
+    server: Arc<Server>,
+    mut rd: OwnedReadHalf,
+    tx: mpsc::Sender<Pending>,
+    conn: ConnInfo,
+    cancel: CancellationToken,
+) {
+    let limits = &server.cfg.limits;
+    let air_cfg = &server.cfg.air;
+    let mut buf = BytesMut::with_capacity(8192);
+    let mut probes = ProbeSchedule::new(air_cfg.probe_stop.0);
+    let idle = limits.client_idle_timeout.0;
+    let proxy_authority = if server.cfg.url_rewrite.enabled {
+        server.cfg.url_rewrite.proxy_authority.clone()
+    } else {
+        None
+    };
+    loop {
+        // Parse the next head, reading more as needed.
+        let head = loop {
+            match http1::parse_request_head(&buf, limits.max_header_bytes) {
+                Ok(Some(h)) => break Ok(h),
+                Ok(None) => {}
+                Err(e) => break Err(e),
+            }
+            match read_more(&mut rd, &mut buf, &mut probes, air_cfg.keepalive_probes, idle, &cancel, &server).await {
+                Ok(()) => {}
+                Err(ReadEnd::Error(r)) => {
+                    let _ = tx.send(Pending::Now(r, error_meta())).await;
+                    return;
+                }
+                Err(_) => return,
+            }
+        };
+        let head = match head {
+            Ok(h) => h,
+            Err(e) => {
+                let status = e.status();
+                let msg = match &e {
+                    HeadError::Malformed(m) => m.clone(),
+                    HeadError::TooLarge => "request header block over the limit".to_string(),
+                };
+                let _ = tx.send(Pending::Now(Reply::text_close(status, &msg), error_meta())).await;
+                return;
+            }
+        };
+        let _ = buf.split_to(head.head_len);
+        if air_cfg.keepalive_probes {
+            if let Some(on) = probes.on_request(Instant::now()) {
+                air::set_probes(SockRef::from(rd.as_ref()), on, air_cfg.probe_interval.0);
+            }
+        }
+        let keep_alive = http1::request_keeps_alive(head.version, &head.headers);
+        let meta = Meta {
+            method: head.method.clone(),
+            url: head.target.clone(),
+            mode: "none",
+            version: head.version,
+            keep_alive,
+            start: Instant::now(),
+        };
+        // The body, bounded.
+        let body = match read_body(&mut rd, &mut buf, &head, limits.max_request_body, idle, &server).await {
+            Ok(b) => b,
+            Err(r) => {
+                let _ = tx.send(Pending::Now(r, meta)).await;
+                return;
+            }
+        };
+        let ctx = ModeContext {
+            local: conn.local,
+            proxy_authority: proxy_authority.as_deref(),
+        };
+        let mode = match classify(&head.method, &head.target, &head.headers, &ctx) {
+            Ok(m) => m,
+            Err(reason) => {
+                let _ = tx.send(Pending::Now(Reply::text_close(StatusCode::BAD_REQUEST, &reason), meta)).await;
+                return;
+            }
+        };
+        let meta = Meta {
+            mode: mode.label(),
+            url: mode.origin_url().unwrap_or_else(|| head.target.clone()),
+            ..meta
+        };
+        if let Mode::Connect { host, port } = mode {
+            let leftover = std::mem::take(&mut buf);
+            let _ = tx
+                .send(Pending::Tunnel {
+                    rd,
+                    leftover,
+                    host,
+                    port,
+                    meta,
+                })
+                .await;
+            return;
+        }
+        let req = ClientRequest {
+            head,
+            body,
+            peer: conn.peer,
+            local: conn.local,
+            original_dst: conn.original_dst,
+            mode,
+        };
+        let srv = server.clone();
+        let task = tokio::spawn(async move { srv.handle(req).await });
+        if tx.send(Pending::Task(task, meta)).await.is_err() {
+            return;
+        }
+        if !keep_alive {
+            return;
+        }
+    }
+}
+
+fn error_meta() -> Meta {
+    Meta {
+        method: Method::GET,
+        url: "-".into(),
+        mode: "none",
+        version: Version::HTTP_11,
+        keep_alive: false,
+        start: Instant::now(),
+    }
+}
+
+async fn read_more(
+    rd: &mut OwnedReadHalf,
+    buf: &mut BytesMut,
+    probes: &mut ProbeSchedule,
+    probing: bool,
+    idle: Duration,
+    cancel: &CancellationToken,
+    server: &Server,
+) -> Result<(), ReadEnd> {
+    let idle_deadline = tokio::time::Instant::now() + idle;
+    loop {
+        // Wake up to switch probes off after probe-stop without requests.
+        let probe_deadline = probes.next_deadline().filter(|_| probing).map(tokio::time::Instant::from_std);
+        let wake = probe_deadline.map_or(idle_deadline, |p| p.min(idle_deadline));
+        tokio::select! {
+            _ = cancel.cancelled(), if buf.is_empty() => return Err(ReadEnd::Cancelled),
+            r = rd.read_buf(buf) => {
+                return match r {
+                    Ok(0) => {
+                        if buf.is_empty() { Err(ReadEnd::Closed) } else {
+                            Err(ReadEnd::Error(Reply::text_close(StatusCode::BAD_REQUEST, "incomplete request")))
+                        }
+                    }
+                    Ok(n) => { Metrics::add(&server.metrics.client_bytes_in, n as u64); Ok(()) }
+                    Err(_) => Err(ReadEnd::Closed),
+                };
+            }
+            _ = tokio::time::sleep_until(wake) => {
+                if let Some(false) = probes.on_tick(Instant::now()) {
+                    air::set_probes(SockRef::from(rd.as_ref()), false, Duration::from_secs(1));
+                }
+                if tokio::time::Instant::now() >= idle_deadline {
+                    return Err(if buf.is_empty() { ReadEnd::Idle } else {
+                        ReadEnd::Error(Reply::text_close(StatusCode::REQUEST_TIMEOUT, "request not completed in time"))
+                    });
+                }
+            }
+        }
+    }
+}
+
+async fn read_body(
+    rd: &mut OwnedReadHalf,
+    buf: &mut BytesMut,
+    head: &RequestHead,
+    max: usize,
+    idle: Duration,
+    server: &Server,
+) -> Result<Bytes, Reply> {
+    let framing = http1::request_body_framing(&head.headers)
+        .map_err(|e| Reply::text_close(StatusCode::BAD_REQUEST, &e.to_string()))?;
+    let too_large = || Reply::text_close(StatusCode::PAYLOAD_TOO_LARGE, "request body over the limit");
+    match framing {
+        BodyFraming::None => Ok(Bytes::new()),
+        BodyFraming::Length(n) => {
+            if n > max as u64 {
+                return Err(too_large());
+            }
+            let n = n as usize;
+            while buf.len() < n {
+                fill(rd, buf, idle, server).await?;
+            }
+            Ok(buf.split_to(n).freeze())
+        }
+        BodyFraming::Chunked => {
+            let mut dec = ChunkedDecoder::new(max);
+            let mut out = Vec::new();
+            loop {
+                let used = dec.decode(buf, &mut out).map_err(|e| match e {
+                    http1::ChunkError::TooLarge => too_large(),
+                    http1::ChunkError::Malformed => Reply::text_close(StatusCode::BAD_REQUEST, "malformed chunked body"),
+                })?;
+                let _ = buf.split_to(used);
+                if dec.is_done() {
+                    return Ok(Bytes::from(out));
+                }
+                fill(rd, buf, idle, server).await?;
+            }
+        }
+    }
+}
+
+/// Reads more body bytes; a client that stops sending gets 408, one that closes 400.
+async fn fill(rd: &mut OwnedReadHalf, buf: &mut BytesMut, idle: Duration, server: &Server) -> Result<(), Reply> {
+    match tokio::time::timeout(idle, rd.read_buf(buf)).await {
+        Ok(Ok(0)) | Ok(Err(_)) => Err(Reply::text_close(StatusCode::BAD_REQUEST, "incomplete request body")),
+        Ok(Ok(n)) => {
+            Metrics::add(&server.metrics.client_bytes_in, n as u64);
+            Ok(())
+        }
+        Err(_) => Err(Reply::text_close(StatusCode::REQUEST_TIMEOUT, "request body not sent in time")),
+    }
+}
+
+async fn writer_loop(
+    server: Arc<Server>,
+    mut wr: OwnedWriteHalf,
+    mut rx: mpsc::Receiver<Pending>,
+    peer: SocketAddr,
+    done: CancellationToken,
+    hard: CancellationToken,
+) {
+    let _done = done.drop_guard();
+    while let Some(p) = rx.recv().await {
+        let (reply, meta) = match p {
+            Pending::Now(r, m) => (r, m),
+            Pending::Task(task, m) => {
+                let r = tokio::select! {
+                    r = task => r,
+                    _ = hard.cancelled() => return,
+                };
+                match r {
+                    Ok(r) => (r, m),
+                    Err(e) => {
+                        tracing::error!(error = %e, "request handler failed");
+                        (Reply::text_close(StatusCode::INTERNAL_SERVER_ERROR, "internal error"), m)
+                    }
+                }
+            }
+            Pending::Tunnel {
+                rd,
+                leftover,
+                host,
+                port,
+                meta,
+            } => {
+                crate::tunnel::run(&server, rd, wr, leftover, &host, port, peer, meta.start, hard).await;
+                return;
+            }
+        };
+        let status = reply.status.as_u16();
+        let cache = reply.cache;
+        let res = tokio::select! {
+            r = write_reply(&mut wr, reply, &meta.method, meta.version, meta.keep_alive, &server.metrics.origin_bytes_in) => r,
+            _ = hard.cancelled() => return,
+        };
+        let (bytes, close) = match res {
+            Ok(x) => x,
+            Err(_) => (0, true),
+        };
+        Metrics::add(&server.metrics.client_bytes_out, bytes);
+        server.metrics.request(meta.mode, status);
+        tracing::info!(
+            target: "webpep::access",
+            client = %peer,
+            mode = meta.mode,
+            method = %meta.method,
+            url = %meta.url,
+            status,
+            bytes,
+            cache,
+            ms = meta.start.elapsed().as_millis() as u64,
+        );
+        if close {
+            break;
+        }
+    }
+    let _ = wr.shutdown().await;
+    let _ = server.metrics.client_bytes_out.load(Relaxed);
+}
+
+/// The original destination of a connection redirected by netfilter (SO_ORIGINAL_DST).
+pub fn original_dst(stream: &TcpStream) -> Option<SocketAddr> {
+    use std::os::fd::AsRawFd;
+    // SO_ORIGINAL_DST from <linux/netfilter_ipv4.h>; same value for IPv6 (IP6T_SO_ORIGINAL_DST).
+    const SO_ORIGINAL_DST: libc::c_int = 80;
+    let fd = stream.as_raw_fd();
+    if stream.local_addr().ok()?.is_ipv4() {
+        // SAFETY: zeroed sockaddr_in is valid; the length describes it.
+        let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        // SAFETY: valid fd, out-pointers to live memory of the given length.
+        let rc = unsafe { libc::getsockopt(fd, libc::SOL_IP, SO_ORIGINAL_DST, (&mut sa as *mut libc::sockaddr_in).cast(), &mut len) };
+        if rc != 0 {
+            return None;
+        }
+        let ip = std::net::Ipv4Addr::from(u32::from_be(sa.sin_addr.s_addr));
+        Some(SocketAddr::from((ip, u16::from_be(sa.sin_port))))
+    } else {
+        // SAFETY: as above, for sockaddr_in6.
+        let mut sa: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t;
+        // SAFETY: valid fd, out-pointers to live memory of the given length.
+        let rc = unsafe { libc::getsockopt(fd, libc::SOL_IPV6, SO_ORIGINAL_DST, (&mut sa as *mut libc::sockaddr_in6).cast(), &mut len) };
+        if rc != 0 {
+            return None;
+        }
+        let ip = std::net::Ipv6Addr::from(sa.sin6_addr.s6_addr);
+        Some(SocketAddr::from((ip, u16::from_be(sa.sin6_port))))
+    }
+}

@@ -1,0 +1,163 @@
+//! Counters for the Prometheus `/metrics` endpoint (text format 0.0.4), lock-free.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+
+const MODES: [&str; 5] = ["explicit", "connect", "transparent", "url", "local"];
+const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+
+/// The proxy's counters.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    requests: [[AtomicU64; 5]; 5],
+    rejected_requests: AtomicU64,
+    /// Bytes read from clients.
+    pub client_bytes_in: AtomicU64,
+    /// Bytes written to clients.
+    pub client_bytes_out: AtomicU64,
+    /// Body bytes received from origins (and tunnels' upstream side).
+    pub origin_bytes_in: AtomicU64,
+    /// Bytes sent to origins.
+    pub origin_bytes_out: AtomicU64,
+    /// Served from cache without contacting the origin.
+    pub cache_hits: AtomicU64,
+    /// Not in cache.
+    pub cache_misses: AtomicU64,
+    /// Found stale.
+    pub cache_stale: AtomicU64,
+    /// Stale entries the origin confirmed with 304.
+    pub cache_validated: AtomicU64,
+    /// Bytes saved by compression (input − output).
+    pub compress_saved_bytes: AtomicU64,
+    /// Bytes saved by transcoding.
+    pub transcode_saved_bytes: AtomicU64,
+    /// Client connections accepted.
+    pub connections_total: AtomicU64,
+    /// Client connections refused by the client ACL.
+    pub connections_refused: AtomicU64,
+    active: AtomicI64,
+}
+
+/// Status class index of a status code.
+fn class_index(status: u16) -> usize {
+    ((status / 100).clamp(1, 5) - 1) as usize
+}
+
+impl Metrics {
+    /// Counts one answered request.
+    pub fn request(&self, mode: &str, status: u16) {
+        match MODES.iter().position(|m| *m == mode) {
+            Some(i) => {
+                self.requests[i][class_index(status)].fetch_add(1, Relaxed);
+            }
+            None => {
+                self.rejected_requests.fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    /// Requests counted for `mode` with status class `class` ("2xx"…).
+    pub fn requests_of(&self, mode: &str, class: &str) -> u64 {
+        match (MODES.iter().position(|m| *m == mode), CLASSES.iter().position(|c| *c == class)) {
+            (Some(m), Some(c)) => self.requests[m][c].load(Relaxed),
+            _ => 0,
+        }
+    }
+
+    /// Adds to a counter.
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Relaxed);
+    }
+
+    /// A client connection opened; the guard closes it.
+    pub fn connection_opened(&self) -> ActiveGuard<'_> {
+        self.connections_total.fetch_add(1, Relaxed);
+        self.active.fetch_add(1, Relaxed);
+        ActiveGuard(self)
+    }
+
+    /// Connections open now.
+    pub fn active_connections(&self) -> i64 {
+        self.active.load(Relaxed)
+    }
+
+    /// Prometheus text.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        s.push_str("# HELP webpep_requests_total Requests answered, by mode and status class.\n");
+        s.push_str("# TYPE webpep_requests_total counter\n");
+        for (i, m) in MODES.iter().enumerate() {
+            for (j, c) in CLASSES.iter().enumerate() {
+                let _ = writeln!(
+                    s,
+                    "webpep_requests_total{{mode=\"{m}\",class=\"{c}\"}} {}",
+                    self.requests[i][j].load(Relaxed)
+                );
+            }
+        }
+        let _ = writeln!(
+            s,
+            "webpep_requests_total{{mode=\"none\",class=\"4xx\"}} {}",
+            self.rejected_requests.load(Relaxed)
+        );
+        let counters: [(&str, &str, &AtomicU64); 12] = [
+            ("webpep_client_bytes_in_total", "Bytes read from clients.", &self.client_bytes_in),
+            ("webpep_client_bytes_out_total", "Bytes written to clients.", &self.client_bytes_out),
+            ("webpep_origin_bytes_in_total", "Bytes received from origins.", &self.origin_bytes_in),
+            ("webpep_origin_bytes_out_total", "Bytes sent to origins.", &self.origin_bytes_out),
+            ("webpep_cache_hits_total", "Responses served from cache.", &self.cache_hits),
+            ("webpep_cache_misses_total", "Cache misses.", &self.cache_misses),
+            ("webpep_cache_stale_total", "Stale cache entries found.", &self.cache_stale),
+            ("webpep_cache_validated_total", "Stale entries confirmed by a 304.", &self.cache_validated),
+            ("webpep_compress_saved_bytes_total", "Bytes saved by compression.", &self.compress_saved_bytes),
+            ("webpep_transcode_saved_bytes_total", "Bytes saved by image transcoding.", &self.transcode_saved_bytes),
+            ("webpep_connections_total", "Client connections accepted.", &self.connections_total),
+            ("webpep_connections_refused_total", "Client connections refused by the ACL.", &self.connections_refused),
+        ];
+        for (name, help, c) in counters {
+            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", c.load(Relaxed));
+        }
+        let _ = writeln!(
+            s,
+            "# HELP webpep_active_connections Client connections open now.\n# TYPE webpep_active_connections gauge\nwebpep_active_connections {}",
+            self.active_connections()
+        );
+        s
+    }
+}
+
+/// Decrements the active-connection gauge when dropped.
+#[derive(Debug)]
+pub struct ActiveGuard<'a>(&'a Metrics);
+
+impl Drop for ActiveGuard<'_> {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counts() {
+        let m = Metrics::default();
+        m.request("explicit", 200);
+        m.request("explicit", 204);
+        m.request("url", 504);
+        m.request("bogus", 400);
+        Metrics::add(&m.cache_hits, 3);
+        {
+            let _g = m.connection_opened();
+            assert_eq!(m.active_connections(), 1);
+        }
+        assert_eq!(m.active_connections(), 0);
+        let t = m.render();
+        assert!(t.contains("webpep_requests_total{mode=\"explicit\",class=\"2xx\"} 2\n"), "{t}");
+        assert!(t.contains("webpep_requests_total{mode=\"url\",class=\"5xx\"} 1\n"));
+        assert!(t.contains("webpep_requests_total{mode=\"none\",class=\"4xx\"} 1\n"));
+        assert!(t.contains("webpep_cache_hits_total 3\n"));
+        assert!(t.contains("webpep_active_connections 0\n"));
+    }
+}

@@ -1,0 +1,509 @@
+//! The response pipeline for proxied HTTP requests, as phases (Pingora-style):
+//! request filter → cache lookup (variant, then the origin's bytes, then revalidation) →
+//! origin fetch → decode → store the original → transforms (transcode, URL rewrite,
+//! compress) → store the variant → respond.
+
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Method, Request, StatusCode, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use webpep_cache::{CachedResponse, Lookup};
+use webpep_optimize::compress;
+
+use crate::conn::ClientRequest;
+use crate::http1::{add_via, strip_hop_by_hop};
+use crate::metrics::Metrics;
+use crate::mode::Mode;
+use crate::optimize::{Applied, TransformCtx};
+use crate::origin::{connect_error, error_reason};
+use crate::reply::{Body, Reply};
+use crate::server::Server;
+
+/// The codings the proxy asks origins for when it recompresses itself (all it can decode).
+const ORIGIN_ACCEPT_ENCODING: &str = "gzip, deflate, br, zstd";
+
+/// Everything the phases share about one request.
+struct Exchange<'a> {
+    server: &'a Server,
+    req: &'a ClientRequest,
+    /// The request as the cache sees it (absolute URI, end-to-end headers).
+    parts: http::request::Parts,
+    /// Where to connect (differs from `parts.uri` for intercepted connections).
+    connect_uri: Uri,
+    /// In URL mode: the origin URL and the proxy authority.
+    url_mode: Option<(url::Url, String)>,
+    variant: String,
+}
+
+impl Exchange<'_> {
+    fn ctx(&self) -> TransformCtx<'_> {
+        let h = &self.req.head.headers;
+        TransformCtx {
+            accept: h.get(header::ACCEPT).and_then(|v| v.to_str().ok()),
+            accept_encoding: h.get(header::ACCEPT_ENCODING).and_then(|v| v.to_str().ok()),
+            url_mode: self.url_mode.as_ref().map(|(u, a)| (u, a.as_str())),
+        }
+    }
+}
+
+/// Serves a request for an origin (explicit, transparent or URL mode).
+pub async fn proxy_http(server: &Server, req: &ClientRequest) -> Reply {
+    let Some(origin_url) = req.mode.origin_url() else {
+        return Reply::text(StatusCode::BAD_REQUEST, "not a proxied request");
+    };
+    let Ok(uri) = origin_url.parse::<Uri>() else {
+        return Reply::text(StatusCode::BAD_REQUEST, "bad origin URL");
+    };
+    let mut headers = req.head.headers.clone();
+    strip_hop_by_hop(&mut headers);
+    if let Some(a) = uri.authority() {
+        if let Ok(v) = HeaderValue::from_str(a.as_str()) {
+            headers.insert(header::HOST, v);
+        }
+    }
+    if server.transforms.iter().any(|t| t.name() == "compress") {
+        // One shared copy of each origin response, whatever the browser accepts.
+        headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static(ORIGIN_ACCEPT_ENCODING));
+    }
+    let connect_uri = match (&req.mode, req.original_dst) {
+        (Mode::Transparent { path, .. }, Some(dst)) => format!("http://{dst}{path}").parse().unwrap_or_else(|_| uri.clone()),
+        _ => uri.clone(),
+    };
+    let mut builder = Request::builder().method(req.head.method.clone()).uri(uri);
+    if let Some(h) = builder.headers_mut() {
+        *h = headers;
+    }
+    let Ok(r) = builder.body(()) else {
+        return Reply::text(StatusCode::BAD_REQUEST, "bad request");
+    };
+    let (parts, ()) = r.into_parts();
+    let url_mode = match &req.mode {
+        Mode::UrlPath { .. } => match (url::Url::parse(&origin_url), server.cfg.url_rewrite.proxy_authority.clone()) {
+            (Ok(u), Some(a)) => Some((u, a)),
+            _ => None,
+        },
+        _ => None,
+    };
+    let mut ex = Exchange {
+        server,
+        req,
+        parts,
+        connect_uri,
+        url_mode,
+        variant: String::new(),
+    };
+    let ctx = ex.ctx();
+    ex.variant = server
+        .transforms
+        .iter()
+        .filter_map(|t| t.variant_part(&ctx))
+        .collect::<Vec<_>>()
+        .join("|");
+    let mut reply = run(&ex).await;
+    if matches!(req.mode, Mode::UrlPath { .. }) {
+        rewrite_location(&mut reply.headers, &ex);
+    }
+    add_via(&mut reply.headers, req.head.version);
+    reply
+}
+
+async fn run(ex: &Exchange<'_>) -> Reply {
+    let method = &ex.parts.method;
+    let cache = ex.server.cache.as_ref().filter(|_| *method == Method::GET || *method == Method::HEAD);
+    if let Some(c) = &ex.server.cache {
+        if !method.is_safe() {
+            c.invalidate(&ex.parts);
+        }
+    }
+    let metrics = &ex.server.metrics;
+    let Some(cache) = cache else {
+        return fetch_and_process(ex, None).await;
+    };
+    let now = SystemTime::now();
+    // Phase: a stored transformed variant for exactly this kind of client.
+    if !ex.variant.is_empty() {
+        if let Lookup::Fresh(c) = cache.lookup(&ex.parts, &ex.variant, now) {
+            Metrics::add(&metrics.cache_hits, 1);
+            return from_cached(ex, c, "HIT");
+        }
+    }
+    // Phase: the origin's bytes.
+    match cache.lookup(&ex.parts, "", now) {
+        Lookup::Fresh(c) => {
+            Metrics::add(&metrics.cache_hits, 1);
+            let out = transform_and_store(ex, c.status, c.headers.clone(), c.body.clone(), now, now);
+            from_cached_reply(ex, out, "HIT")
+        }
+        Lookup::Stale(c) => {
+            Metrics::add(&metrics.cache_stale, 1);
+            if only_if_cached(&ex.parts.headers) {
+                return Reply::text(StatusCode::GATEWAY_TIMEOUT, "only-if-cached: not fresh in cache");
+            }
+            fetch_and_process(ex, Some(c)).await
+        }
+        Lookup::Miss => {
+            Metrics::add(&metrics.cache_misses, 1);
+            if only_if_cached(&ex.parts.headers) {
+                return Reply::text(StatusCode::GATEWAY_TIMEOUT, "only-if-cached: not in cache");
+            }
+            fetch_and_process(ex, None).await
+        }
+    }
+}
+
+fn only_if_cached(h: &HeaderMap) -> bool {
+    h.get_all(header::CACHE_CONTROL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|d| d.trim().eq_ignore_ascii_case("only-if-cached"))
+}
+
+/// A cached (and possibly just transformed) response for the client, answering the
+/// client's own conditional request with 304.
+fn from_cached(ex: &Exchange<'_>, c: CachedResponse, label: &'static str) -> Reply {
+    if webpep_cache::client_not_modified(&ex.parts, &c) {
+        let mut headers = c.headers;
+        headers.remove(header::CONTENT_LENGTH);
+        return Reply {
+            status: StatusCode::NOT_MODIFIED,
+            headers,
+            body: Body::Empty,
+            close: false,
+            cache: label,
+        };
+    }
+    Reply {
+        status: c.status,
+        headers: c.headers,
+        body: Body::Full(c.body),
+        close: false,
+        cache: label,
+    }
+}
+
+/// The output of the transform phase.
+struct Transformed {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+fn from_cached_reply(ex: &Exchange<'_>, t: Transformed, label: &'static str) -> Reply {
+    if t.status == StatusCode::OK && not_modified_for(&ex.parts.headers, &t.headers) {
+        let mut headers = t.headers;
+        headers.remove(header::CONTENT_LENGTH);
+        return Reply {
+            status: StatusCode::NOT_MODIFIED,
+            headers,
+            body: Body::Empty,
+            close: false,
+            cache: label,
+        };
+    }
+    Reply {
+        status: t.status,
+        headers: t.headers,
+        body: Body::Full(t.body),
+        close: false,
+        cache: label,
+    }
+}
+
+/// RFC 9110 §13.1.1–13.1.3 for a response the proxy holds: If-None-Match (weak comparison)
+/// wins over If-Modified-Since.
+pub fn not_modified_for(req: &HeaderMap, resp: &HeaderMap) -> bool {
+    let opaque = |t: &str| t.trim().trim_start_matches("W/").to_string();
+    if let Some(inm) = req.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()) {
+        let Some(etag) = resp.get(header::ETAG).and_then(|v| v.to_str().ok()) else {
+            return false;
+        };
+        let etag = opaque(etag);
+        return inm.split(',').any(|t| t.trim() == "*" || opaque(t) == etag);
+    }
+    let ims = req
+        .get(header::IF_MODIFIED_SINCE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| httpdate::parse_http_date(v).ok());
+    let lm = resp
+        .get(header::LAST_MODIFIED)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| httpdate::parse_http_date(v).ok());
+    matches!((ims, lm), (Some(i), Some(l)) if l <= i)
+}
+
+/// Phase: origin fetch (conditional when `stale` is given) and everything after it.
+async fn fetch_and_process(ex: &Exchange<'_>, stale: Option<CachedResponse>) -> Reply {
+    let server = ex.server;
+    let metrics = &server.metrics;
+    let mut headers = ex.parts.headers.clone();
+    if let Some(s) = &stale {
+        for (k, v) in s.conditional_headers().iter() {
+            headers.insert(k.clone(), v.clone());
+        }
+    }
+    add_via(&mut headers, ex.req.head.version);
+    let mut b = Request::builder().method(ex.parts.method.clone()).uri(ex.connect_uri.clone());
+    if let Some(h) = b.headers_mut() {
+        *h = headers;
+    }
+    let Ok(origin_req) = b.body(Full::new(ex.req.body.clone())) else {
+        return Reply::text(StatusCode::BAD_REQUEST, "cannot build the origin request");
+    };
+    Metrics::add(&metrics.origin_bytes_out, ex.req.body.len() as u64);
+    let request_time = SystemTime::now();
+    let o = &server.cfg.origin;
+    let limit = o.connect_timeout.0 + o.response_timeout.0;
+    let resp = match tokio::time::timeout(limit, server.client.request(origin_req)).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => return origin_error(&e),
+        Err(_) => {
+            return Reply::text(
+                StatusCode::GATEWAY_TIMEOUT,
+                &format!("origin did not answer within {:?}", limit),
+            )
+        }
+    };
+    let response_time = SystemTime::now();
+    let (mut rparts, incoming) = resp.into_parts();
+    strip_hop_by_hop(&mut rparts.headers);
+    // Phase: revalidation result.
+    if let (Some(s), StatusCode::NOT_MODIFIED) = (&stale, rparts.status) {
+        if let Some(cache) = &server.cache {
+            if let Some(fresh) = cache.freshen(s, &rparts, request_time, response_time) {
+                Metrics::add(&metrics.cache_validated, 1);
+                let out = transform_and_store(ex, fresh.status, fresh.headers.clone(), fresh.body.clone(), request_time, response_time);
+                return from_cached_reply(ex, out, "REVALIDATED");
+            }
+        }
+    }
+    let no_body = ex.parts.method == Method::HEAD
+        || rparts.status.is_informational()
+        || rparts.status == StatusCode::NO_CONTENT
+        || rparts.status == StatusCode::NOT_MODIFIED;
+    if no_body {
+        return Reply {
+            status: rparts.status,
+            headers: rparts.headers,
+            body: Body::Empty,
+            close: false,
+            cache: "MISS",
+        };
+    }
+    // Phase: buffer the body when small enough to transform; otherwise stream it.
+    let max = server.cfg.limits.max_body_transform;
+    let declared: Option<u64> = rparts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok());
+    if declared.is_some_and(|n| n > max as u64) {
+        return stream_reply(rparts, Bytes::new(), incoming);
+    }
+    let body = match read_limited(incoming, max, o.response_timeout.0).await {
+        Ok(Ok(b)) => b,
+        Ok(Err((prefix, rest))) => return stream_reply(rparts, prefix, rest),
+        Err(reason) => return Reply::text_close(StatusCode::BAD_GATEWAY, &reason),
+    };
+    Metrics::add(&metrics.origin_bytes_in, body.len() as u64);
+    // Phase: store the origin's bytes.
+    if let Some(cache) = &server.cache {
+        if ex.parts.method == Method::GET {
+            if let Err(e) = cache.store(&ex.parts, &rparts, &body, "", request_time, response_time) {
+                tracing::warn!(error = %e, "cache store failed");
+            }
+        }
+    }
+    let out = transform_and_store(ex, rparts.status, rparts.headers, body, request_time, response_time);
+    Reply {
+        status: out.status,
+        headers: out.headers,
+        body: Body::Full(out.body),
+        close: false,
+        cache: if stale.is_some() { "STALE-REFETCH" } else { "MISS" },
+    }
+}
+
+fn stream_reply(rparts: http::response::Parts, prefix: Bytes, rest: Incoming) -> Reply {
+    Reply {
+        status: rparts.status,
+        headers: rparts.headers,
+        body: Body::Stream { prefix, rest },
+        close: false,
+        cache: "MISS",
+    }
+}
+
+/// Reads at most `max` body bytes. `Ok(Ok(body))`: all of it; `Ok(Err((prefix, rest)))`:
+/// more than `max`, so the caller streams; `Err`: the origin broke off or stalled.
+async fn read_limited(
+    mut incoming: Incoming,
+    max: usize,
+    stall: Duration,
+) -> Result<Result<Bytes, (Bytes, Incoming)>, String> {
+    let mut buf = bytes::BytesMut::new();
+    loop {
+        let frame = match tokio::time::timeout(stall, incoming.frame()).await {
+            Err(_) => return Err(format!("origin body stalled for {stall:?}")),
+            Ok(None) => return Ok(Ok(buf.freeze())),
+            Ok(Some(Err(e))) => return Err(format!("origin body failed: {}", error_reason(&e))),
+            Ok(Some(Ok(f))) => f,
+        };
+        if let Ok(d) = frame.into_data() {
+            buf.extend_from_slice(&d);
+            if buf.len() > max {
+                return Ok(Err((buf.freeze(), incoming)));
+            }
+        }
+    }
+}
+
+fn origin_error(e: &hyper_util::client::legacy::Error) -> Reply {
+    if let Some(c) = connect_error(e) {
+        return Reply::text(c.status(), &c.to_string());
+    }
+    Reply::text(StatusCode::BAD_GATEWAY, &format!("origin error: {}", error_reason(e)))
+}
+
+/// Phases: decode → transforms → store the variant. Never fails: on any problem the
+/// original passes through untouched.
+fn transform_and_store(
+    ex: &Exchange<'_>,
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+    request_time: SystemTime,
+    response_time: SystemTime,
+) -> Transformed {
+    let server = ex.server;
+    let metrics = &server.metrics;
+    let ctx = ex.ctx();
+    let original = Transformed {
+        status,
+        headers: headers.clone(),
+        body: body.clone(),
+    };
+    if status != StatusCode::OK || server.transforms.is_empty() {
+        return client_decodable(ex, original);
+    }
+    let wants = server.transforms.iter().any(|t| t.wants(&headers, &ctx));
+    let mut headers = headers;
+    let mut body = body;
+    let coding = content_coding(&headers);
+    if let Some(ce) = &coding {
+        if !wants {
+            return client_decodable(ex, original);
+        }
+        match compress::decode(&body, ce, server.cfg.limits.max_body_transform) {
+            Ok(d) => {
+                body = Bytes::from(d);
+                headers.remove(header::CONTENT_ENCODING);
+                headers.remove(header::CONTENT_LENGTH);
+            }
+            Err(e) => {
+                // A gzip bomb or corrupt coding: the original goes through as it is.
+                tracing::info!(error = %e, url = %ex.parts.uri, "not decoding origin body; passed through");
+                return client_decodable(ex, original);
+            }
+        }
+    }
+    let mut changed = coding.is_some();
+    for t in &server.transforms {
+        let before = body.len() as u64;
+        match t.apply(&ctx, &mut headers, &body) {
+            Applied::Changed { body: out } => {
+                let saved = before.saturating_sub(out.len() as u64);
+                match t.name() {
+                    "transcode" => Metrics::add(&metrics.transcode_saved_bytes, saved),
+                    "compress" => Metrics::add(&metrics.compress_saved_bytes, saved),
+                    _ => {}
+                }
+                body = Bytes::from(out);
+                changed = true;
+            }
+            Applied::Unchanged(why) => {
+                tracing::trace!(transform = t.name(), why = %why, "unchanged");
+            }
+        }
+    }
+    if changed && !ex.variant.is_empty() && ex.parts.method == Method::GET {
+        if let Some(cache) = &server.cache {
+            let mut rb = http::Response::builder().status(status);
+            if let Some(h) = rb.headers_mut() {
+                *h = headers.clone();
+            }
+            if let Ok(r) = rb.body(()) {
+                let (rp, ()) = r.into_parts();
+                if let Err(e) = cache.store(&ex.parts, &rp, &body, &ex.variant, request_time, response_time) {
+                    tracing::warn!(error = %e, "cache store of variant failed");
+                }
+            }
+        }
+    }
+    Transformed { status, headers, body }
+}
+
+fn content_coding(h: &HeaderMap) -> Option<String> {
+    let ce = h.get(header::CONTENT_ENCODING)?.to_str().ok()?.trim().to_ascii_lowercase();
+    if ce.is_empty() || ce == "identity" {
+        None
+    } else {
+        Some(ce)
+    }
+}
+
+/// When the proxy asked the origin for a coding the client did not accept, decodes it
+/// (within the limit); otherwise returns the response as it is.
+fn client_decodable(ex: &Exchange<'_>, t: Transformed) -> Transformed {
+    let Some(ce) = content_coding(&t.headers) else { return t };
+    let client_ae = ex.req.head.headers.get(header::ACCEPT_ENCODING).and_then(|v| v.to_str().ok());
+    let accepted = ce.split(',').all(|c| {
+        let c = c.trim();
+        let token = if c == "x-gzip" { "gzip" } else { c };
+        client_ae.is_some_and(|ae| {
+            ae.split(',').any(|a| {
+                let mut it = a.split(';');
+                let name = it.next().unwrap_or("").trim();
+                let refused = it.any(|p| {
+                    let p = p.trim().replace(' ', "");
+                    p == "q=0" || p == "q=0.0" || p == "q=0.00" || p == "q=0.000"
+                });
+                (name.eq_ignore_ascii_case(token) || name == "*") && !refused
+            })
+        })
+    });
+    let proxy_asked = ex.parts.headers.get(header::ACCEPT_ENCODING).and_then(|v| v.to_str().ok()) == Some(ORIGIN_ACCEPT_ENCODING);
+    if accepted || !proxy_asked {
+        return t;
+    }
+    match compress::decode(&t.body, &ce, ex.server.cfg.limits.max_body_transform) {
+        Ok(d) => {
+            let mut headers = t.headers;
+            headers.remove(header::CONTENT_ENCODING);
+            headers.remove(header::CONTENT_LENGTH);
+            Transformed {
+                status: t.status,
+                headers,
+                body: Bytes::from(d),
+            }
+        }
+        Err(_) => t,
+    }
+}
+
+/// In URL mode a redirect's Location must point back at the proxy too.
+fn rewrite_location(headers: &mut HeaderMap, ex: &Exchange<'_>) {
+    let Some((page, authority)) = &ex.url_mode else { return };
+    let Some(loc) = headers.get(header::LOCATION).and_then(|v| v.to_str().ok()) else {
+        return;
+    };
+    let Ok(target) = page.join(loc) else { return };
+    if let Some(p) = crate::url_rewrite::to_proxy_url(&target, authority) {
+        if let Ok(v) = HeaderValue::from_str(&p) {
+            headers.insert(header::LOCATION, v);
+        }
+    }
+}

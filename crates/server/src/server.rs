@@ -1,0 +1,240 @@
+//! The server: shared state, accept loops on pre-bound listeners, the admin endpoint and
+//! graceful shutdown.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use http::{Method, StatusCode, Version};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::acl::Acl;
+use crate::config::{first_nameserver, ServerConfig};
+use crate::conn::{serve_connection, ClientRequest};
+use crate::http1;
+use crate::metrics::Metrics;
+use crate::mode::Mode;
+use crate::optimize::{self, CompressUnit, RewriteUnit, Transform, TranscodeUnit};
+use crate::origin::{build_client, Dialer, OriginClient, Resolve, StubResolve, SystemResolve};
+use crate::reply::{write_reply, Reply};
+
+/// Why the server could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The configuration is unusable.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// The cache could not be opened.
+    #[error("cache: {0}")]
+    Cache(String),
+}
+
+/// The edge proxy.
+pub struct Server {
+    pub(crate) cfg: ServerConfig,
+    pub(crate) acl: Arc<Acl>,
+    pub(crate) dialer: Dialer,
+    pub(crate) client: OriginClient,
+    pub(crate) cache: Option<webpep_cache::HttpCache>,
+    /// Enabled transforms in pipeline order: transcode → URL rewrite → compress.
+    pub(crate) transforms: Vec<Box<dyn Transform>>,
+    pub(crate) metrics: Metrics,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").field("cfg", &self.cfg).finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// Builds the proxy (opens the cache; no sockets yet).
+    pub fn new(cfg: ServerConfig) -> Result<Arc<Server>, ServerError> {
+        cfg.validate("configuration")?;
+        let acl = Arc::new(Acl::new(&cfg.acl));
+        let upstream = cfg.origin.dns_upstream.or_else(|| {
+            std::fs::read_to_string("/etc/resolv.conf")
+                .ok()
+                .and_then(|t| first_nameserver(&t))
+        });
+        let resolver: Arc<dyn Resolve> = match upstream {
+            Some(addr) => Arc::new(StubResolve(webpep_dns::StubResolver::new(
+                addr,
+                webpep_dns::StubConfig::default(),
+            ))),
+            None => Arc::new(SystemResolve),
+        };
+        let dialer = Dialer::new(resolver, &cfg.origin, acl.clone());
+        let client = build_client(dialer.clone(), &cfg.origin);
+        let cache = if cfg.cache.enabled {
+            let dir = cfg
+                .cache
+                .dir
+                .clone()
+                .unwrap_or_else(|| std::env::temp_dir().join("webpep-cache"));
+            let mut cc = webpep_cache::CacheConfig::new(dir);
+            cc.max_bytes = cfg.cache.max_bytes;
+            cc.memory_bytes = cfg.cache.memory_bytes;
+            Some(webpep_cache::HttpCache::open(cc).map_err(|e| ServerError::Cache(e.to_string()))?)
+        } else {
+            None
+        };
+        let config_err = |key: &str, message: String| {
+            ServerError::Config(crate::config::ConfigError::Invalid {
+                source_name: "configuration".into(),
+                key: key.into(),
+                message,
+            })
+        };
+        let mut transforms: Vec<Box<dyn Transform>> = Vec::new();
+        if cfg.transcode.enabled {
+            let tc = optimize::transcode_config(&cfg.transcode.options).map_err(|m| config_err("transcode", m))?;
+            transforms.push(Box::new(TranscodeUnit(tc)));
+        }
+        if cfg.url_rewrite.enabled {
+            transforms.push(Box::new(RewriteUnit));
+        }
+        if cfg.compress.enabled {
+            let cc = optimize::compress_config(&cfg.compress.options).map_err(|m| config_err("compress", m))?;
+            transforms.push(Box::new(CompressUnit(cc)));
+        }
+        Ok(Arc::new(Server {
+            cfg,
+            acl,
+            dialer,
+            client,
+            cache,
+            transforms,
+            metrics: Metrics::default(),
+        }))
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &ServerConfig {
+        &self.cfg
+    }
+
+    /// Prometheus text of the counters.
+    pub fn metrics_text(&self) -> String {
+        let mut s = self.metrics.render();
+        if let Some(c) = &self.cache {
+            let st = c.stats();
+            s.push_str(&format!(
+                "# HELP webpep_cache_entries Entries in the cache.\n# TYPE webpep_cache_entries gauge\nwebpep_cache_entries {}\n# HELP webpep_cache_bytes Bytes in the cache.\n# TYPE webpep_cache_bytes gauge\nwebpep_cache_bytes {}\n",
+                st.entries, st.bytes
+            ));
+        }
+        s
+    }
+
+    /// Serves proxy traffic on `listeners` (every mode on each) and metrics on `admin`;
+    /// returns after `cancel` fires and in-flight requests finished (or the grace period
+    /// passed).
+    pub async fn serve(
+        self: Arc<Self>,
+        listeners: Vec<std::net::TcpListener>,
+        admin: Option<std::net::TcpListener>,
+        cancel: CancellationToken,
+    ) -> std::io::Result<()> {
+        let tracker = TaskTracker::new();
+        let hard = CancellationToken::new();
+        for l in listeners {
+            l.set_nonblocking(true)?;
+            let l = TcpListener::from_std(l)?;
+            tracing::info!(addr = ?l.local_addr().ok(), "proxy listening");
+            let (srv, cancel, hard, tr) = (self.clone(), cancel.clone(), hard.clone(), tracker.clone());
+            tracker.spawn(async move { accept_loop(srv, l, cancel, hard, tr).await });
+        }
+        if let Some(a) = admin {
+            a.set_nonblocking(true)?;
+            let a = TcpListener::from_std(a)?;
+            tracing::info!(addr = ?a.local_addr().ok(), "admin listening");
+            let (srv, cancel) = (self.clone(), cancel.clone());
+            tracker.spawn(async move { admin_loop(srv, a, cancel).await });
+        }
+        tracker.close();
+        cancel.cancelled().await;
+        let grace = self.cfg.limits.shutdown_grace.0;
+        if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
+            tracing::warn!(?grace, "shutdown grace period over; closing remaining connections");
+            hard.cancel();
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), tracker.wait()).await;
+        }
+        Ok(())
+    }
+
+    /// Answers one parsed request (everything but CONNECT).
+    pub(crate) async fn handle(self: Arc<Self>, req: ClientRequest) -> Reply {
+        match &req.mode {
+            Mode::Local { path } => Reply::text(StatusCode::NOT_FOUND, &format!("no such path on this proxy: {path}")),
+            Mode::Connect { .. } => Reply::text(StatusCode::BAD_REQUEST, "unexpected CONNECT"),
+            _ => crate::proxy::proxy_http(&self, &req).await,
+        }
+    }
+}
+
+async fn accept_loop(
+    server: Arc<Server>,
+    l: TcpListener,
+    cancel: CancellationToken,
+    hard: CancellationToken,
+    tracker: TaskTracker,
+) {
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            r = l.accept() => match r {
+                Ok((s, peer)) => {
+                    let (srv, c, h) = (server.clone(), cancel.clone(), hard.clone());
+                    tracker.spawn(async move { serve_connection(srv, s, peer, c, h).await });
+                }
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+}
+
+async fn admin_loop(server: Arc<Server>, l: TcpListener, cancel: CancellationToken) {
+    loop {
+        let (mut s, _peer): (tokio::net::TcpStream, SocketAddr) = tokio::select! {
+            _ = cancel.cancelled() => return,
+            r = l.accept() => match r { Ok(x) => x, Err(_) => continue },
+        };
+        let srv = server.clone();
+        tokio::spawn(async move {
+            let mut buf = bytes::BytesMut::with_capacity(1024);
+            let head = loop {
+                match http1::parse_request_head(&buf, 16 * 1024) {
+                    Ok(Some(h)) => break Some(h),
+                    Ok(None) => {}
+                    Err(_) => break None,
+                }
+                match tokio::time::timeout(std::time::Duration::from_secs(10), tokio::io::AsyncReadExt::read_buf(&mut s, &mut buf)).await {
+                    Ok(Ok(n)) if n > 0 => {}
+                    _ => return,
+                }
+            };
+            let reply = match head {
+                Some(h) if h.method == Method::GET && (h.target == "/metrics" || h.target.starts_with("/metrics?")) => {
+                    let mut r = Reply::text(StatusCode::OK, "");
+                    r.headers.insert(
+                        http::header::CONTENT_TYPE,
+                        http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+                    );
+                    r.body = crate::reply::Body::Full(bytes::Bytes::from(srv.metrics_text()));
+                    r
+                }
+                Some(_) => Reply::text(StatusCode::NOT_FOUND, "only /metrics here"),
+                None => Reply::text(StatusCode::BAD_REQUEST, "malformed request"),
+            };
+            let _ = write_reply(&mut s, reply, &Method::GET, Version::HTTP_11, false, &srv.metrics.origin_bytes_in).await;
+            let _ = s.shutdown().await;
+        });
+    }
+}

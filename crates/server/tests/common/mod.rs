@@ -1,0 +1,324 @@
+//! Test helpers: a scriptable origin server on a raw TcpListener, a proxy started
+//! in-process on loopback, and a small HTTP/1.1 client that reads responses off a socket.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use webpep_server::{CancellationToken, Server, ServerConfig};
+
+/// A request as the origin saw it.
+#[derive(Debug, Clone)]
+pub struct OriginRequest {
+    pub method: String,
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+}
+
+impl OriginRequest {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+/// What the origin answers.
+#[derive(Debug, Clone)]
+pub struct OriginReply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    pub delay: Duration,
+    /// Never answer (for timeouts).
+    pub hang: bool,
+}
+
+impl OriginReply {
+    pub fn ok(ct: &str, body: impl Into<Vec<u8>>) -> Self {
+        OriginReply {
+            status: 200,
+            headers: vec![("Content-Type".into(), ct.into())],
+            body: body.into(),
+            delay: Duration::ZERO,
+            hang: false,
+        }
+    }
+    pub fn header(mut self, k: &str, v: &str) -> Self {
+        self.headers.push((k.into(), v.into()));
+        self
+    }
+    pub fn status(mut self, s: u16) -> Self {
+        self.status = s;
+        self
+    }
+    pub fn delay(mut self, d: Duration) -> Self {
+        self.delay = d;
+        self
+    }
+}
+
+pub type Handler = Arc<dyn Fn(&OriginRequest) -> OriginReply + Send + Sync>;
+
+/// A scriptable HTTP/1.1 origin (keep-alive, one request at a time per connection).
+pub struct Origin {
+    pub addr: SocketAddr,
+    pub count: Arc<AtomicUsize>,
+    pub log: Arc<std::sync::Mutex<Vec<OriginRequest>>>,
+}
+
+impl Origin {
+    pub async fn start(handler: impl Fn(&OriginRequest) -> OriginReply + Send + Sync + 'static) -> Origin {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let count = Arc::new(AtomicUsize::new(0));
+        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let handler: Handler = Arc::new(handler);
+        let (c, lg) = (count.clone(), log.clone());
+        tokio::spawn(async move {
+            while let Ok((s, _)) = l.accept().await {
+                let (h, c, lg) = (handler.clone(), c.clone(), lg.clone());
+                tokio::spawn(async move { serve_origin_conn(s, h, c, lg).await });
+            }
+        });
+        Origin { addr, count, log }
+    }
+
+    pub fn requests(&self) -> usize {
+        self.count.load(Ordering::SeqCst)
+    }
+
+    pub fn last(&self) -> Option<OriginRequest> {
+        self.log.lock().unwrap().last().cloned()
+    }
+}
+
+async fn serve_origin_conn(
+    mut s: TcpStream,
+    h: Handler,
+    count: Arc<AtomicUsize>,
+    log: Arc<std::sync::Mutex<Vec<OriginRequest>>>,
+) {
+    let mut buf = Vec::new();
+    loop {
+        let (req, used, body_len) = loop {
+            let mut headers = [httparse::EMPTY_HEADER; 64];
+            let mut r = httparse::Request::new(&mut headers);
+            if let Ok(httparse::Status::Complete(n)) = r.parse(&buf) {
+                let hs: Vec<(String, String)> = r
+                    .headers
+                    .iter()
+                    .map(|h| (h.name.to_ascii_lowercase(), String::from_utf8_lossy(h.value).into_owned()))
+                    .collect();
+                let cl = hs
+                    .iter()
+                    .find(|(k, _)| k == "content-length")
+                    .and_then(|(_, v)| v.parse::<usize>().ok())
+                    .unwrap_or(0);
+                break (
+                    OriginRequest {
+                        method: r.method.unwrap_or("").to_string(),
+                        path: r.path.unwrap_or("").to_string(),
+                        headers: hs,
+                    },
+                    n,
+                    cl,
+                );
+            }
+            let mut tmp = [0u8; 8192];
+            match s.read(&mut tmp).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&tmp[..n]),
+            }
+        };
+        while buf.len() < used + body_len {
+            let mut tmp = [0u8; 8192];
+            match s.read(&mut tmp).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&tmp[..n]),
+            }
+        }
+        buf.drain(..used + body_len);
+        count.fetch_add(1, Ordering::SeqCst);
+        log.lock().unwrap().push(req.clone());
+        let reply = h(&req);
+        if reply.hang {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            return;
+        }
+        tokio::time::sleep(reply.delay).await;
+        let mut out = format!("HTTP/1.1 {} X\r\n", reply.status);
+        for (k, v) in &reply.headers {
+            out.push_str(&format!("{k}: {v}\r\n"));
+        }
+        let no_body = req.method == "HEAD" || reply.status == 304 || reply.status == 204;
+        out.push_str(&format!("Content-Length: {}\r\n\r\n", reply.body.len()));
+        let mut bytes = out.into_bytes();
+        if !no_body {
+            bytes.extend_from_slice(&reply.body);
+        }
+        if s.write_all(&bytes).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// A proxy running in-process.
+pub struct Proxy {
+    pub addr: SocketAddr,
+    pub admin: SocketAddr,
+    pub server: Arc<Server>,
+    pub cancel: CancellationToken,
+    pub done: tokio::task::JoinHandle<std::io::Result<()>>,
+    pub _cache_dir: Option<tempfile::TempDir>,
+}
+
+/// A config for tests: loopback origins allowed, no cache/transforms unless turned on.
+pub fn test_config() -> ServerConfig {
+    let mut cfg = ServerConfig::default();
+    cfg.acl.allow_destinations = vec!["127.0.0.0/8".parse().unwrap()];
+    cfg.cache.enabled = false;
+    cfg.compress.enabled = false;
+    cfg.transcode.enabled = false;
+    cfg.origin.dns_upstream = Some("127.0.0.1:9".parse().unwrap());
+    cfg.origin.connect_timeout = webpep_server::config::Secs(Duration::from_secs(2));
+    cfg
+}
+
+pub async fn start_proxy(mut cfg: ServerConfig) -> Proxy {
+    let cache_dir = if cfg.cache.enabled && cfg.cache.dir.is_none() {
+        let d = tempfile::tempdir().unwrap();
+        cfg.cache.dir = Some(d.path().to_path_buf());
+        Some(d)
+    } else {
+        None
+    };
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (addr, admin) = (l.local_addr().unwrap(), a.local_addr().unwrap());
+    let server = Server::new(cfg).unwrap();
+    let cancel = CancellationToken::new();
+    let done = tokio::spawn(server.clone().serve(vec![l], Some(a), cancel.clone()));
+    Proxy {
+        addr,
+        admin,
+        server,
+        cancel,
+        done,
+        _cache_dir: cache_dir,
+    }
+}
+
+/// A response as the client read it.
+#[derive(Debug, Clone)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// A client connection to the proxy.
+pub struct Client {
+    pub s: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    pub async fn connect(addr: SocketAddr) -> Client {
+        Client {
+            s: TcpStream::connect(addr).await.unwrap(),
+            buf: Vec::new(),
+        }
+    }
+
+    pub async fn send(&mut self, raw: &str) {
+        self.s.write_all(raw.as_bytes()).await.unwrap();
+    }
+
+    pub async fn get(&mut self, url: &str, extra: &str) -> Resp {
+        self.send(&format!("GET {url} HTTP/1.1\r\nHost: x\r\n{extra}\r\n")).await;
+        self.read(false).await.expect("response")
+    }
+
+    async fn fill(&mut self) -> bool {
+        let mut tmp = [0u8; 16384];
+        match tokio::time::timeout(Duration::from_secs(20), self.s.read(&mut tmp)).await {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => false,
+            Ok(Ok(n)) => {
+                self.buf.extend_from_slice(&tmp[..n]);
+                true
+            }
+        }
+    }
+
+    /// Reads one response (`head`: the request was HEAD); None when the connection closed.
+    pub async fn read(&mut self, head: bool) -> Option<Resp> {
+        let (status, headers, used) = loop {
+            let mut hs = [httparse::EMPTY_HEADER; 64];
+            let mut r = httparse::Response::new(&mut hs);
+            if let Ok(httparse::Status::Complete(n)) = r.parse(&self.buf) {
+                let headers: Vec<(String, String)> = r
+                    .headers
+                    .iter()
+                    .map(|h| (h.name.to_ascii_lowercase(), String::from_utf8_lossy(h.value).into_owned()))
+                    .collect();
+                break (r.code.unwrap_or(0), headers, n);
+            }
+            if !self.fill().await {
+                return None;
+            }
+        };
+        self.buf.drain(..used);
+        let get = |k: &str| headers.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        let mut body = Vec::new();
+        if head || status == 304 || status == 204 {
+        } else if get("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+            let mut dec = webpep_server::http1::ChunkedDecoder::new(1 << 30);
+            loop {
+                let n = dec.decode(&self.buf, &mut body).unwrap();
+                self.buf.drain(..n);
+                if dec.is_done() {
+                    break;
+                }
+                if !self.fill().await {
+                    break;
+                }
+            }
+        } else if let Some(n) = get("content-length").and_then(|v| v.parse::<usize>().ok()) {
+            while self.buf.len() < n {
+                if !self.fill().await {
+                    break;
+                }
+            }
+            let n = n.min(self.buf.len());
+            body = self.buf.drain(..n).collect();
+        } else {
+            while self.fill().await {}
+            body = std::mem::take(&mut self.buf);
+        }
+        Some(Resp { status, headers, body })
+    }
+
+    /// True when the proxy closed the connection (EOF within the timeout).
+    pub async fn closed(&mut self) -> bool {
+        let mut tmp = [0u8; 1];
+        matches!(tokio::time::timeout(Duration::from_secs(5), self.s.read(&mut tmp)).await, Ok(Ok(0)) | Ok(Err(_)))
+    }
+}
+
+/// One request on a fresh connection.
+pub async fn get_once(proxy: SocketAddr, url: &str, extra: &str) -> Resp {
+    let mut c = Client::connect(proxy).await;
+    c.get(url, extra).await
+}
