@@ -1,26 +1,9 @@
-//! The URL-rewriting functions of `webpep_optimize::rewrite`, in one place (the only
-//! module that names them).
+//! The URL-rewriting functions of `webpep_optimize::rewrite` (paper 002 §3.1), in one place:
+//! the only module of this crate that names them.
 
-/// `/<host[:port]>/<path>` → (`host[:port]`, `/path`).
-pub fn from_proxy_path(path_and_query: &str) -> Option<(String, String)> {
-    let _ = path_and_query;
-    None
-}
+pub use webpep_optimize::rewrite::{from_proxy_path, rewrite_css, to_proxy_url};
 
-/// An http URL → its proxy form.
-pub fn to_proxy_url(target: &url::Url, proxy_authority: &str) -> Option<String> {
-    let _ = (target, proxy_authority);
-    None
-}
-
-/// Rewrites embedded URLs of an HTML page.
+/// Rewrites embedded URLs of an HTML page; the error is a message for the log.
 pub fn rewrite_html(html: &[u8], page_url: &url::Url, proxy_authority: &str) -> Result<Vec<u8>, String> {
-    let _ = (page_url, proxy_authority);
-    Ok(html.to_vec())
-}
-
-/// Rewrites url() and @import of a style sheet.
-pub fn rewrite_css(css: &[u8], sheet_url: &url::Url, proxy_authority: &str) -> Vec<u8> {
-    let _ = (sheet_url, proxy_authority);
-    css.to_vec()
+    webpep_optimize::rewrite::rewrite_html(html, page_url, proxy_authority).map_err(|e| e.to_string())
 }
