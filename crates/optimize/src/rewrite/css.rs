@@ -151,7 +151,7 @@ fn scan(css: &[u8], map: &mut dyn FnMut(&str) -> Option<String>) -> Vec<u8> {
                 Some(tok) => {
                     let replaced = std::str::from_utf8(&css[tok.value.0..tok.value.1])
                         .ok()
-                        .and_then(|raw| map(raw))
+                        .and_then(&mut *map)
                         .filter(|new| fits(new, tok.quote));
                     match replaced {
                         Some(new) => {
