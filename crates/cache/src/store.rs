@@ -10,9 +10,10 @@
 //! Crash safety: a body is written to `tmp/` and renamed before the index commits, so the index
 //! never names a body that was not fully written; on open, entries whose body is missing or has
 //! the wrong length are dropped and unreferenced body files deleted. Bodies are verified against
-//! their hash on every disk read, so a silently damaged file is dropped, never served. The index
-//! commits with redb's `Eventual` durability (no fsync per store): a crash may forget the last
-//! few stores, which is harmless for a cache, and keeps the state lock short.
+//! their hash on every disk read, so a silently damaged file is dropped, never served. Most index
+//! commits are non-durable (no fsync); one in [`DURABLE_EVERY`] commits, or the first after
+//! [`DURABLE_INTERVAL`], and the one on close, are durable. A crash then forgets at most the
+//! last second of stores — harmless for a cache — and never leaves an entry without its body.
 //!
 //! Concurrency: the in-memory state (entries, LRU order, memory copies) sits behind one mutex
 //! held only for map operations. Every change to the index or to body files additionally holds
@@ -25,6 +26,7 @@ use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use redb::{Database, Durability, ReadableTable, TableDefinition};
@@ -37,6 +39,17 @@ use crate::policy::HeuristicConfig;
 
 const ENTRIES: TableDefinition<&str, &[u8]> = TableDefinition::new("entries");
 const ACCESS: TableDefinition<&str, u64> = TableDefinition::new("access");
+
+/// At most this many non-durable index commits in a row.
+const DURABLE_EVERY: u32 = 256;
+/// At most this long between durable index commits while stores go on.
+const DURABLE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Held by every writer of the index or body files; remembers when the index was last synced.
+struct Writer {
+    last_durable: Instant,
+    since_durable: u32,
+}
 
 /// Byte accounting per entry on top of its body: the index record (headers, key).
 fn meta_cost(key: &str, encoded: &[u8]) -> u64 {
@@ -227,7 +240,7 @@ pub(crate) struct DiskStore {
     max_bytes: u64,
     heuristic: HeuristicConfig,
     state: Mutex<State>,
-    write_lock: Mutex<()>,
+    write_lock: Mutex<Writer>,
     evictions: AtomicU64,
     tmp_counter: AtomicU64,
 }
@@ -289,7 +302,10 @@ impl DiskStore {
             max_bytes,
             heuristic,
             state: Mutex::new(state),
-            write_lock: Mutex::new(()),
+            write_lock: Mutex::new(Writer {
+                last_durable: Instant::now(),
+                since_durable: 0,
+            }),
             evictions: AtomicU64::new(evicted),
             tmp_counter: AtomicU64::new(0),
         };
@@ -299,7 +315,7 @@ impl DiskStore {
                 evicted,
                 "cache index repaired on open"
             );
-            store.commit(&[], &out.keys, HashMap::new())?;
+            store.commit(&mut lock(&store.write_lock), &[], &out.keys, HashMap::new(), true)?;
             store.delete_bodies(&out.freed_bodies);
         }
         Ok(store)
@@ -382,7 +398,7 @@ impl DiskStore {
         let hash = entry.body_hash;
         let entry = Arc::new(entry);
 
-        let _writer = lock(&self.write_lock);
+        let mut writer = lock(&self.write_lock);
         let have_body = lock(&self.state).bodies.contains_key(&hash);
         if !have_body {
             self.write_body(&hash, body)?;
@@ -425,7 +441,7 @@ impl DiskStore {
         } else {
             Vec::new()
         };
-        if let Err(e) = self.commit(&inserted, &removed, dirty) {
+        if let Err(e) = self.commit(&mut writer, &inserted, &removed, dirty, false) {
             // Keep memory and index in agreement: forget the new entry too.
             let mut out = Detached::default();
             lock(&self.state).detach(&key, &mut out);
@@ -440,7 +456,7 @@ impl DiskStore {
     pub(crate) fn replace_meta(&self, key: &str, entry: Entry) -> Result<bool, CacheError> {
         let encoded = entry.encode();
         let cost = meta_cost(key, &encoded);
-        let _writer = lock(&self.write_lock);
+        let mut writer = lock(&self.write_lock);
         let dirty = {
             let mut st = lock(&self.state);
             let Some(slot) = st.entries.get_mut(key) else {
@@ -457,13 +473,13 @@ impl DiskStore {
             st.dirty_access.insert(key.to_string(), tick);
             std::mem::take(&mut st.dirty_access)
         };
-        self.commit(&[(key.to_string(), encoded)], &[], dirty)?;
+        self.commit(&mut writer, &[(key.to_string(), encoded)], &[], dirty, false)?;
         Ok(true)
     }
 
     /// Remove every entry whose key starts with `prefix`; returns how many.
     pub(crate) fn remove_prefix(&self, prefix: &str) -> Result<usize, CacheError> {
-        let _writer = lock(&self.write_lock);
+        let mut writer = lock(&self.write_lock);
         let out = {
             let mut st = lock(&self.state);
             let mut out = Detached::default();
@@ -475,14 +491,14 @@ impl DiskStore {
         if out.keys.is_empty() {
             return Ok(0);
         }
-        self.commit(&[], &out.keys, HashMap::new())?;
+        self.commit(&mut writer, &[], &out.keys, HashMap::new(), false)?;
         self.delete_bodies(&out.freed_bodies);
         Ok(out.keys.len())
     }
 
     /// Remove `key` if it still refers to `hash` (or unconditionally when `hash` is None).
     pub(crate) fn remove_if(&self, key: &str, hash: Option<BodyHash>) -> Result<(), CacheError> {
-        let _writer = lock(&self.write_lock);
+        let mut writer = lock(&self.write_lock);
         let out = {
             let mut st = lock(&self.state);
             let current = st.entries.get(key).map(|s| s.entry.body_hash);
@@ -495,19 +511,19 @@ impl DiskStore {
         if out.keys.is_empty() {
             return Ok(());
         }
-        self.commit(&[], &out.keys, HashMap::new())?;
+        self.commit(&mut writer, &[], &out.keys, HashMap::new(), false)?;
         self.delete_bodies(&out.freed_bodies);
         Ok(())
     }
 
     /// Write pending access ticks to the index (also done with every store, and on drop).
     pub(crate) fn flush(&self) -> Result<(), CacheError> {
-        let _writer = lock(&self.write_lock);
+        let mut writer = lock(&self.write_lock);
         let dirty = std::mem::take(&mut lock(&self.state).dirty_access);
-        if dirty.is_empty() {
+        if dirty.is_empty() && writer.since_durable == 0 {
             return Ok(());
         }
-        self.commit(&[], &[], dirty)
+        self.commit(&mut writer, &[], &[], dirty, true)
     }
 
     /// Current sizes.
@@ -550,15 +566,25 @@ impl DiskStore {
         }
     }
 
-    /// One index transaction: upserts, removals and access ticks.
+    /// One index transaction: upserts, removals and access ticks; durable when `sync` or when
+    /// the last durable commit is too old.
     fn commit(
         &self,
+        writer: &mut Writer,
         inserted: &[(String, Vec<u8>)],
         removed: &[String],
         access: HashMap<String, u64>,
+        sync: bool,
     ) -> Result<(), CacheError> {
+        let durable = sync
+            || writer.since_durable + 1 >= DURABLE_EVERY
+            || writer.last_durable.elapsed() >= DURABLE_INTERVAL;
         let mut tx = self.db.begin_write().map_err(index_err)?;
-        tx.set_durability(Durability::Eventual);
+        tx.set_durability(if durable {
+            Durability::Immediate
+        } else {
+            Durability::None
+        });
         {
             let mut entries = tx.open_table(ENTRIES).map_err(index_err)?;
             let mut ticks = tx.open_table(ACCESS).map_err(index_err)?;
@@ -578,7 +604,14 @@ impl DiskStore {
                 }
             }
         }
-        tx.commit().map_err(index_err)
+        tx.commit().map_err(index_err)?;
+        if durable {
+            writer.last_durable = Instant::now();
+            writer.since_durable = 0;
+        } else {
+            writer.since_durable += 1;
+        }
+        Ok(())
     }
 }
 
