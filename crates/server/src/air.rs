@@ -29,7 +29,8 @@ pub fn tune_accepted(sock: &tokio::net::TcpStream, cfg: &AirConfig) {
             tracing::warn!(congestion = name, error = %std::io::Error::last_os_error(), "TCP_CONGESTION failed");
         }
     }
-    if let Some(lowat) = cfg.notsent_lowat {
+    // 0 means "leave the system default" (the lab writes 0 for untuned runs).
+    if let Some(lowat) = cfg.notsent_lowat.filter(|&l| l > 0) {
         let v: libc::c_int = lowat.min(i32::MAX as u32) as libc::c_int;
         // SAFETY: valid fd, pointer to a live c_int.
         let rc = unsafe {

@@ -46,7 +46,7 @@ impl Secs {
 impl Serialize for Secs {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let ms = self.0.as_millis();
-        if ms % 1000 == 0 {
+        if (ms / 1000) * 1000 == ms {
             s.serialize_str(&format!("{}s", ms / 1000))
         } else {
             s.serialize_str(&format!("{ms}ms"))
@@ -310,7 +310,7 @@ pub struct AirConfig {
     /// TCP_CONGESTION for client sockets (unset: the system default).
     pub congestion: Option<Congestion>,
     /// TCP_NOTSENT_LOWAT in bytes: keep little unsent data in the kernel so a new response is
-    /// not stuck behind a large one.
+    /// not stuck behind a large one. Unset or 0: the system default.
     pub notsent_lowat: Option<u32>,
     /// Send keep-alive probes to active clients so the radio channel is not released.
     pub keepalive_probes: bool,

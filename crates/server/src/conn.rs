@@ -4,7 +4,6 @@
 //! earlier answer is written.
 
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -384,10 +383,7 @@ async fn writer_loop(
             r = write_reply(&mut wr, reply, &meta.method, meta.version, meta.keep_alive, &server.metrics.origin_bytes_in) => r,
             _ = hard.cancelled() => return,
         };
-        let (bytes, close) = match res {
-            Ok(x) => x,
-            Err(_) => (0, true),
-        };
+        let (bytes, close) = res.unwrap_or((0, true));
         Metrics::add(&server.metrics.client_bytes_out, bytes);
         server.metrics.request(meta.mode, status);
         tracing::info!(
@@ -406,7 +402,6 @@ async fn writer_loop(
         }
     }
     let _ = wr.shutdown().await;
-    let _ = server.metrics.client_bytes_out.load(Relaxed);
 }
 
 /// The original destination of a connection redirected by netfilter (SO_ORIGINAL_DST).
