@@ -28,7 +28,11 @@ fn filled_cache(dir: &std::path::Path, memory_bytes: u64) -> HttpCache {
         .into_parts()
         .0;
     for i in 0..OBJECTS {
-        let req = Request::get(uri(i)).body(()).expect("request").into_parts().0;
+        let req = Request::get(uri(i))
+            .body(())
+            .expect("request")
+            .into_parts()
+            .0;
         let mut body = vec![b'x'; 4096];
         body[..8].copy_from_slice(&(i as u64).to_le_bytes());
         cache

@@ -178,10 +178,8 @@ impl RequestDirectives {
                 "only-if-cached" => d.only_if_cached = true,
                 "max-age" => first(&mut d.max_age, arg.as_deref()),
                 "min-fresh" => first(&mut d.min_fresh, arg.as_deref()),
-                "max-stale" => {
-                    if d.max_stale.is_none() {
-                        d.max_stale = Some(arg.as_deref().map(|a| seconds(Some(a))));
-                    }
+                "max-stale" if d.max_stale.is_none() => {
+                    d.max_stale = Some(arg.as_deref().map(|a| seconds(Some(a))));
                 }
                 _ => {}
             }
@@ -216,14 +214,20 @@ mod tests {
     #[test]
     fn rfc9111_5_2_response_directives_case_insensitive_and_quoted() {
         let d = ResponseDirectives::parse(&headers(&[
-            ("cache-control", "Public, MAX-AGE=\"60\", no-cache=\"set-cookie, x\""),
+            (
+                "cache-control",
+                "Public, MAX-AGE=\"60\", no-cache=\"set-cookie, x\"",
+            ),
             ("cache-control", "s-maxage=10"),
         ]));
         assert!(d.public);
         assert!(d.no_cache);
         assert_eq!(d.max_age, Some(Seconds::Value(60)));
         assert_eq!(d.s_maxage, Some(Seconds::Value(10)));
-        assert!(d.forbids_stale(), "s-maxage implies proxy-revalidate (§5.2.2.10)");
+        assert!(
+            d.forbids_stale(),
+            "s-maxage implies proxy-revalidate (§5.2.2.10)"
+        );
     }
 
     #[test]

@@ -63,7 +63,10 @@ impl Entry {
 
     /// The current age at `now` (§4.2.3).
     pub(crate) fn age_at(&self, now: SystemTime) -> Duration {
-        self.initial_age + now.duration_since(self.response_time).unwrap_or(Duration::ZERO)
+        self.initial_age
+            + now
+                .duration_since(self.response_time)
+                .unwrap_or(Duration::ZERO)
     }
 
     /// The JSON form stored in the index.
@@ -154,7 +157,16 @@ mod tests {
         headers.append("x-bin", HeaderValue::from_static("second"));
         let t = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
         let hc = HeuristicConfig::default();
-        let e = Entry::new(StatusCode::OK, headers, t, t, [7; 32], 12, vec!["accept".into()], &hc);
+        let e = Entry::new(
+            StatusCode::OK,
+            headers,
+            t,
+            t,
+            [7; 32],
+            12,
+            vec!["accept".into()],
+            &hc,
+        );
         let back = Entry::decode(&e.encode(), &hc).unwrap();
         assert_eq!(back.headers, e.headers);
         assert_eq!(back.body_hash, e.body_hash);

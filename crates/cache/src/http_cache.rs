@@ -319,16 +319,20 @@ impl HttpCache {
                 tracing::warn!(error = %e, "removing a withdrawn entry failed");
             }
         } else {
-            let result = self.store.replace_meta(&key, entry.clone()).and_then(|replaced| {
-                match (replaced, key.rsplit_once('\0')) {
-                    (true, _) => Ok(()),
-                    // Evicted meanwhile: the body is at hand, store it again.
-                    (false, Some((primary, secondary))) => {
-                        self.store.put(primary, secondary, entry.clone(), &stale.body)
+            let result = self
+                .store
+                .replace_meta(&key, entry.clone())
+                .and_then(|replaced| {
+                    match (replaced, key.rsplit_once('\0')) {
+                        (true, _) => Ok(()),
+                        // Evicted meanwhile: the body is at hand, store it again.
+                        (false, Some((primary, secondary))) => {
+                            self.store
+                                .put(primary, secondary, entry.clone(), &stale.body)
+                        }
+                        (false, None) => Ok(()),
                     }
-                    (false, None) => Ok(()),
-                }
-            });
+                });
             match result {
                 Ok(()) => {
                     self.stores.fetch_add(1, Ordering::Relaxed);
@@ -337,7 +341,12 @@ impl HttpCache {
             }
         }
         let age = entry.initial_age;
-        Some(CachedResponse::new(key, Arc::new(entry), stale.body.clone(), age))
+        Some(CachedResponse::new(
+            key,
+            Arc::new(entry),
+            stale.body.clone(),
+            age,
+        ))
     }
 
     /// Drop every stored response for the request's target URI, all variants and Vary keys

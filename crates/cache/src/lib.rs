@@ -25,6 +25,5 @@ mod store;
 
 pub use error::CacheError;
 pub use http_cache::{
-    client_not_modified, only_if_cached, CacheConfig, CacheStats, CachedResponse, HttpCache,
-    Lookup,
+    client_not_modified, only_if_cached, CacheConfig, CacheStats, CachedResponse, HttpCache, Lookup,
 };

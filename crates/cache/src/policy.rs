@@ -300,7 +300,11 @@ pub fn primary_key(uri: &Uri, headers: &HeaderMap) -> Option<String> {
         None => headers.get(HOST)?.to_str().ok()?.trim().to_string(),
     };
     // Userinfo is not part of the identity of a resource.
-    let authority = authority.rsplit('@').next().unwrap_or("").to_ascii_lowercase();
+    let authority = authority
+        .rsplit('@')
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
     if authority.is_empty() {
         return None;
     }
@@ -409,7 +413,11 @@ fn kept_on_freshen(name: &HeaderName) -> bool {
 /// Freshen stored headers with a 304's (§4.3.4): the 304's fields replace the stored ones,
 /// except the ones above; Age is dropped (the age restarts at this validation) and a missing
 /// Date is set to the time the 304 arrived so the apparent age is right.
-pub fn freshen_headers(stored: &HeaderMap, not_modified: &HeaderMap, response_time: SystemTime) -> HeaderMap {
+pub fn freshen_headers(
+    stored: &HeaderMap,
+    not_modified: &HeaderMap,
+    response_time: SystemTime,
+) -> HeaderMap {
     let update = strip_hop_by_hop(not_modified);
     let mut out = stored.clone();
     out.remove(AGE);

@@ -172,7 +172,14 @@ impl State {
     }
 
     /// Insert an entry (the key must be absent); returns the entry's total cost added.
-    fn attach(&mut self, key: &str, primary: &str, entry: Arc<Entry>, cost: u64, tick: Option<u64>) {
+    fn attach(
+        &mut self,
+        key: &str,
+        primary: &str,
+        entry: Arc<Entry>,
+        cost: u64,
+        tick: Option<u64>,
+    ) {
         let hash = entry.body_hash;
         let body = self.bodies.entry(hash).or_insert(BodyRef {
             refs: 0,
@@ -214,7 +221,10 @@ impl State {
 
     fn keys_with_prefix(&self, prefix: &str) -> Vec<String> {
         self.entries
-            .range::<str, _>((std::ops::Bound::Included(prefix), std::ops::Bound::Unbounded))
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix),
+                std::ops::Bound::Unbounded,
+            ))
             .map(|(k, _)| k)
             .take_while(|k| k.starts_with(prefix))
             .cloned()
@@ -315,7 +325,13 @@ impl DiskStore {
                 evicted,
                 "cache index repaired on open"
             );
-            store.commit(&mut lock(&store.write_lock), &[], &out.keys, HashMap::new(), true)?;
+            store.commit(
+                &mut lock(&store.write_lock),
+                &[],
+                &out.keys,
+                HashMap::new(),
+                true,
+            )?;
             store.delete_bodies(&out.freed_bodies);
         }
         Ok(store)
@@ -371,7 +387,9 @@ impl DiskStore {
         };
         match verified {
             Some(body) => {
-                lock(&self.state).memory.insert(entry.body_hash, body.clone());
+                lock(&self.state)
+                    .memory
+                    .insert(entry.body_hash, body.clone());
                 Some((key, entry, body))
             }
             None => {
@@ -473,7 +491,13 @@ impl DiskStore {
             st.dirty_access.insert(key.to_string(), tick);
             std::mem::take(&mut st.dirty_access)
         };
-        self.commit(&mut writer, &[(key.to_string(), encoded)], &[], dirty, false)?;
+        self.commit(
+            &mut writer,
+            &[(key.to_string(), encoded)],
+            &[],
+            dirty,
+            false,
+        )?;
         Ok(true)
     }
 

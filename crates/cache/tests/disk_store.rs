@@ -28,7 +28,10 @@ fn uri(i: usize) -> String {
 }
 
 fn store_obj(cache: &HttpCache, i: usize, len: usize) -> bool {
-    let rs = resp(200, &[("cache-control", "max-age=3600"), ("date", &date(0))]);
+    let rs = resp(
+        200,
+        &[("cache-control", "max-age=3600"), ("date", &date(0))],
+    );
     cache
         .store(&get(&uri(i), &[]), &rs, &body_for(i, len), "", t(0), t(0))
         .unwrap()
@@ -101,11 +104,18 @@ fn identical_bodies_are_stored_once() {
     let cache = cache_in(dir.path(), 1 << 20);
     let rs = resp(200, &[("cache-control", "max-age=60")]);
     let body = vec![7u8; 5000];
-    cache.store(&get("http://a.example/x", &[]), &rs, &body, "", t(0), t(0)).unwrap();
+    cache
+        .store(&get("http://a.example/x", &[]), &rs, &body, "", t(0), t(0))
+        .unwrap();
     let one = cache.stats().bytes;
-    cache.store(&get("http://b.example/y", &[]), &rs, &body, "", t(0), t(0)).unwrap();
+    cache
+        .store(&get("http://b.example/y", &[]), &rs, &body, "", t(0), t(0))
+        .unwrap();
     let two = cache.stats().bytes;
-    assert!(two - one < 1000, "second alias costs metadata only: {one} → {two}");
+    assert!(
+        two - one < 1000,
+        "second alias costs metadata only: {one} → {two}"
+    );
     assert_eq!(bytes_on_disk(dir.path()), 5000);
     // Removing one alias keeps the shared body for the other.
     cache.invalidate(&req_m(Method::PUT, "http://a.example/x", &[]));
@@ -142,7 +152,10 @@ fn survives_restart_with_entries_order_and_bound() {
     let s = cache.stats();
     assert!(s.bytes <= 5_000, "{}", s.bytes);
     assert!(s.entries >= 3);
-    assert!(lookup_body(&cache, 14).is_some(), "most recently looked up survives");
+    assert!(
+        lookup_body(&cache, 14).is_some(),
+        "most recently looked up survives"
+    );
     assert!(lookup_body(&cache, 1).is_none());
     assert!(bytes_on_disk(dir.path()) <= s.bytes);
 }
@@ -167,7 +180,11 @@ fn missing_or_corrupt_body_on_reopen_drops_the_entry() {
     std::fs::write(dir.path().join("tmp").join("partial.0"), b"half").unwrap();
 
     let cache = cache_in(dir.path(), 1 << 20);
-    assert_eq!(cache.stats().entries, 2, "missing and truncated bodies dropped on open");
+    assert_eq!(
+        cache.stats().entries,
+        2,
+        "missing and truncated bodies dropped on open"
+    );
     assert!(!orphan.exists(), "orphan body deleted");
     assert!(!dir.path().join("tmp").join("partial.0").exists());
     // Same-length corruption is caught by the hash check on read: a miss, never bad bytes.
@@ -182,7 +199,11 @@ fn missing_or_corrupt_body_on_reopen_drops_the_entry() {
 #[test]
 fn garbage_index_file_is_an_error_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("index.redb"), b"this is not a redb database").unwrap();
+    std::fs::write(
+        dir.path().join("index.redb"),
+        b"this is not a redb database",
+    )
+    .unwrap();
     let cfg = CacheConfig::new(dir.path());
     assert!(HttpCache::open(cfg).is_err());
 }

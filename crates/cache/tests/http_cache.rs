@@ -30,7 +30,14 @@ fn rfc9111_4_2_fresh_then_stale_with_age_header() {
     let dir = tempfile::tempdir().unwrap();
     let cache = cache_in(dir.path(), 1 << 20);
     let rq = get("http://example.com/a.css", &[]);
-    let rs = resp(200, &[("date", &date(0)), ("cache-control", "max-age=100"), ("etag", "\"1\"")]);
+    let rs = resp(
+        200,
+        &[
+            ("date", &date(0)),
+            ("cache-control", "max-age=100"),
+            ("etag", "\"1\""),
+        ],
+    );
     assert!(cache.store(&rq, &rs, b"body{}", "", t(0), t(0)).unwrap());
 
     let hit = fresh(cache.lookup(&rq, "", t(40)));
@@ -44,11 +51,18 @@ fn rfc9111_4_2_fresh_then_stale_with_age_header() {
     assert!(matches!(cache.lookup(&head, "", t(40)), Lookup::Fresh(_)));
 
     let old = stale(cache.lookup(&rq, "", t(100)));
-    assert_eq!(old.conditional_headers().get("if-none-match").unwrap(), "\"1\"");
+    assert_eq!(
+        old.conditional_headers().get("if-none-match").unwrap(),
+        "\"1\""
+    );
 
     let s = cache.stats();
     assert_eq!((s.hits, s.stale, s.stores, s.entries), (3, 1, 1, 1));
-    assert!(is_miss(&cache.lookup(&get("http://example.com/other", &[]), "", t(0))));
+    assert!(is_miss(&cache.lookup(
+        &get("http://example.com/other", &[]),
+        "",
+        t(0)
+    )));
     assert_eq!(cache.stats().misses, 1);
 }
 
@@ -57,7 +71,14 @@ fn rfc9111_5_2_1_request_directives_force_validation() {
     let dir = tempfile::tempdir().unwrap();
     let cache = cache_in(dir.path(), 1 << 20);
     let rq = get("http://example.com/x", &[]);
-    let rs = resp(200, &[("date", &date(0)), ("cache-control", "max-age=100"), ("etag", "\"1\"")]);
+    let rs = resp(
+        200,
+        &[
+            ("date", &date(0)),
+            ("cache-control", "max-age=100"),
+            ("etag", "\"1\""),
+        ],
+    );
     cache.store(&rq, &rs, b"x", "", t(0), t(0)).unwrap();
 
     for h in [
@@ -72,7 +93,10 @@ fn rfc9111_5_2_1_request_directives_force_validation() {
     // max-stale lets a stale entry through.
     let r = get("http://example.com/x", &[("cache-control", "max-stale=60")]);
     fresh(cache.lookup(&r, "", t(150)));
-    let r = get("http://example.com/x", &[("cache-control", "only-if-cached")]);
+    let r = get(
+        "http://example.com/x",
+        &[("cache-control", "only-if-cached")],
+    );
     assert!(only_if_cached(&r));
     assert!(!only_if_cached(&rq));
 }
@@ -91,11 +115,22 @@ fn rfc9111_3_not_storable_returns_false() {
         resp(200, &[("date", &date(0))]),
     ];
     for rs in &cases {
-        assert!(!cache.store(&rq, rs, b"p", "", t(0), t(0)).unwrap(), "{:?}", rs.headers);
+        assert!(
+            !cache.store(&rq, rs, b"p", "", t(0), t(0)).unwrap(),
+            "{:?}",
+            rs.headers
+        );
     }
     let post = common::req_m(Method::POST, "http://example.com/p", &[]);
     assert!(!cache
-        .store(&post, &resp(200, &[("cache-control", "max-age=60")]), b"p", "", t(0), t(0))
+        .store(
+            &post,
+            &resp(200, &[("cache-control", "max-age=60")]),
+            b"p",
+            "",
+            t(0),
+            t(0)
+        )
         .unwrap());
     assert_eq!(cache.stats().entries, 0);
 }
@@ -104,27 +139,42 @@ fn rfc9111_3_not_storable_returns_false() {
 fn rfc9111_4_1_vary_two_variants() {
     let dir = tempfile::tempdir().unwrap();
     let cache = cache_in(dir.path(), 1 << 20);
-    let rs = resp(200, &[
-        ("cache-control", "max-age=100"),
-        ("vary", "Accept-Encoding"),
-        ("date", &date(0)),
-    ]);
+    let rs = resp(
+        200,
+        &[
+            ("cache-control", "max-age=100"),
+            ("vary", "Accept-Encoding"),
+            ("date", &date(0)),
+        ],
+    );
     let gz = get("http://example.com/v", &[("accept-encoding", "gzip")]);
     let br = get("http://example.com/v", &[("accept-encoding", "br, gzip")]);
     cache.store(&gz, &rs, b"gzip-body", "", t(0), t(0)).unwrap();
     cache.store(&br, &rs, b"br-body", "", t(0), t(0)).unwrap();
     assert_eq!(cache.stats().entries, 2);
 
-    assert_eq!(fresh(cache.lookup(&gz, "", t(1))).body.as_ref(), b"gzip-body");
+    assert_eq!(
+        fresh(cache.lookup(&gz, "", t(1))).body.as_ref(),
+        b"gzip-body"
+    );
     assert_eq!(fresh(cache.lookup(&br, "", t(1))).body.as_ref(), b"br-body");
     // Normalised: whitespace and field-name case do not matter.
     let br2 = get("http://example.com/v", &[("Accept-Encoding", "br ,  gzip")]);
-    assert_eq!(fresh(cache.lookup(&br2, "", t(1))).body.as_ref(), b"br-body");
+    assert_eq!(
+        fresh(cache.lookup(&br2, "", t(1))).body.as_ref(),
+        b"br-body"
+    );
     let none = get("http://example.com/v", &[]);
     assert!(is_miss(&cache.lookup(&none, "", t(1))));
 
     // The origin changes its Vary: old secondary keys are dropped.
-    let rs2 = resp(200, &[("cache-control", "max-age=100"), ("vary", "Accept-Language")]);
+    let rs2 = resp(
+        200,
+        &[
+            ("cache-control", "max-age=100"),
+            ("vary", "Accept-Language"),
+        ],
+    );
     cache.store(&gz, &rs2, b"by-lang", "", t(2), t(2)).unwrap();
     assert_eq!(cache.stats().entries, 1);
     assert_eq!(fresh(cache.lookup(&br, "", t(3))).body.as_ref(), b"by-lang");
@@ -136,17 +186,33 @@ fn variants_are_part_of_the_key_and_invalidate_together() {
     let cache = cache_in(dir.path(), 1 << 20);
     let rq = get("http://example.com/img.png", &[]);
     let rs = resp(200, &[("cache-control", "max-age=100")]);
-    cache.store(&rq, &rs, b"original png", "", t(0), t(0)).unwrap();
-    cache.store(&rq, &rs, b"webp", "img=balanced;webp", t(0), t(0)).unwrap();
+    cache
+        .store(&rq, &rs, b"original png", "", t(0), t(0))
+        .unwrap();
+    cache
+        .store(&rq, &rs, b"webp", "img=balanced;webp", t(0), t(0))
+        .unwrap();
     let other = get("http://example.com/img.png?x=1", &[]);
     cache.store(&other, &rs, b"other", "", t(0), t(0)).unwrap();
 
-    assert_eq!(fresh(cache.lookup(&rq, "", t(1))).body.as_ref(), b"original png");
-    assert_eq!(fresh(cache.lookup(&rq, "img=balanced;webp", t(1))).body.as_ref(), b"webp");
+    assert_eq!(
+        fresh(cache.lookup(&rq, "", t(1))).body.as_ref(),
+        b"original png"
+    );
+    assert_eq!(
+        fresh(cache.lookup(&rq, "img=balanced;webp", t(1)))
+            .body
+            .as_ref(),
+        b"webp"
+    );
     assert!(is_miss(&cache.lookup(&rq, "ce=br", t(1))));
 
     // §4.4: an unsafe request invalidates every variant of the URI, not its neighbours.
-    cache.invalidate(&common::req_m(Method::POST, "http://example.com/img.png", &[]));
+    cache.invalidate(&common::req_m(
+        Method::POST,
+        "http://example.com/img.png",
+        &[],
+    ));
     assert!(is_miss(&cache.lookup(&rq, "", t(1))));
     assert!(is_miss(&cache.lookup(&rq, "img=balanced;webp", t(1))));
     assert!(matches!(cache.lookup(&other, "", t(1)), Lookup::Fresh(_)));
@@ -158,13 +224,16 @@ fn rfc9111_4_3_4_freshening_on_304() {
     let dir = tempfile::tempdir().unwrap();
     let cache = cache_in(dir.path(), 1 << 20);
     let rq = get("http://example.com/f", &[]);
-    let rs = resp(200, &[
-        ("date", &date(0)),
-        ("cache-control", "max-age=10"),
-        ("etag", "\"v1\""),
-        ("content-type", "text/plain"),
-        ("x-origin", "first"),
-    ]);
+    let rs = resp(
+        200,
+        &[
+            ("date", &date(0)),
+            ("cache-control", "max-age=10"),
+            ("etag", "\"v1\""),
+            ("content-type", "text/plain"),
+            ("x-origin", "first"),
+        ],
+    );
     cache.store(&rq, &rs, b"content", "", t(0), t(0)).unwrap();
     let old = stale(cache.lookup(&rq, "", t(50)));
     let cond = old.conditional_headers();
@@ -174,17 +243,24 @@ fn rfc9111_4_3_4_freshening_on_304() {
     let wrong = resp(304, &[("etag", "\"v2\""), ("date", &date(50))]);
     assert!(cache.freshen(&old, &wrong, t(50), t(51)).is_none());
 
-    let nm = resp(304, &[
-        ("date", &date(51)),
-        ("cache-control", "max-age=100"),
-        ("etag", "\"v1\""),
-        ("x-origin", "second"),
-    ]);
+    let nm = resp(
+        304,
+        &[
+            ("date", &date(51)),
+            ("cache-control", "max-age=100"),
+            ("etag", "\"v1\""),
+            ("x-origin", "second"),
+        ],
+    );
     let renewed = cache.freshen(&old, &nm, t(50), t(51)).unwrap();
     assert_eq!(renewed.body.as_ref(), b"content");
     assert_eq!(renewed.headers.get("x-origin").unwrap(), "second");
     assert_eq!(renewed.headers.get("content-type").unwrap(), "text/plain");
-    assert_eq!(renewed.headers.get("age").unwrap(), "1", "response delay of 1 s");
+    assert_eq!(
+        renewed.headers.get("age").unwrap(),
+        "1",
+        "response delay of 1 s"
+    );
 
     // The stored entry is updated: fresh for 100 s after the 304.
     let hit = fresh(cache.lookup(&rq, "", t(120)));
@@ -196,7 +272,10 @@ fn rfc9111_4_3_4_freshening_on_304() {
     cache.invalidate(&common::req_m(Method::DELETE, "http://example.com/f", &[]));
     let nm = resp(304, &[("date", &date(160)), ("etag", "\"v1\"")]);
     assert!(cache.freshen(&old, &nm, t(160), t(160)).is_some());
-    assert_eq!(fresh(cache.lookup(&rq, "", t(170))).body.as_ref(), b"content");
+    assert_eq!(
+        fresh(cache.lookup(&rq, "", t(170))).body.as_ref(),
+        b"content"
+    );
 }
 
 #[test]
@@ -214,7 +293,16 @@ fn rfc9111_4_2_2_heuristic_freshness_end_to_end() {
     // A status that is not heuristically cacheable gets no heuristic lifetime, and a 302
     // without explicit freshness is not even stored.
     let r302 = resp(302, &[("date", &date(1000)), ("last-modified", &date(0))]);
-    assert!(!cache.store(&get("http://example.com/r", &[]), &r302, b"", "", t(1000), t(1000)).unwrap());
+    assert!(!cache
+        .store(
+            &get("http://example.com/r", &[]),
+            &r302,
+            b"",
+            "",
+            t(1000),
+            t(1000)
+        )
+        .unwrap());
 }
 
 #[test]
@@ -222,7 +310,10 @@ fn rfc9110_13_client_conditional_answered_from_cache() {
     let dir = tempfile::tempdir().unwrap();
     let cache = cache_in(dir.path(), 1 << 20);
     let rq = get("http://example.com/c", &[]);
-    let rs = resp(200, &[("cache-control", "max-age=100"), ("etag", "\"abc\"")]);
+    let rs = resp(
+        200,
+        &[("cache-control", "max-age=100"), ("etag", "\"abc\"")],
+    );
     cache.store(&rq, &rs, b"c", "", t(0), t(0)).unwrap();
     let cond = get("http://example.com/c", &[("if-none-match", "\"abc\"")]);
     let hit = fresh(cache.lookup(&cond, "", t(1)));
@@ -235,7 +326,10 @@ fn rfc9110_13_client_conditional_answered_from_cache() {
 fn authorization_response_stored_only_when_shared_explicitly() {
     let dir = tempfile::tempdir().unwrap();
     let cache = cache_in(dir.path(), 1 << 20);
-    let rq = get("http://example.com/auth", &[("authorization", "Basic eDp5")]);
+    let rq = get(
+        "http://example.com/auth",
+        &[("authorization", "Basic eDp5")],
+    );
     let plain = resp(200, &[("cache-control", "max-age=60")]);
     assert!(!cache.store(&rq, &plain, b"a", "", t(0), t(0)).unwrap());
     let public = resp(200, &[("cache-control", "public, max-age=60")]);
@@ -247,12 +341,15 @@ fn hop_by_hop_fields_are_not_stored_and_content_length_is_truthful() {
     let dir = tempfile::tempdir().unwrap();
     let cache = cache_in(dir.path(), 1 << 20);
     let rq = get("http://example.com/hop", &[]);
-    let rs = resp(200, &[
-        ("cache-control", "max-age=60"),
-        ("connection", "keep-alive"),
-        ("keep-alive", "timeout=5"),
-        ("content-length", "999"),
-    ]);
+    let rs = resp(
+        200,
+        &[
+            ("cache-control", "max-age=60"),
+            ("connection", "keep-alive"),
+            ("keep-alive", "timeout=5"),
+            ("content-length", "999"),
+        ],
+    );
     cache.store(&rq, &rs, b"four", "", t(0), t(0)).unwrap();
     let hit = fresh(cache.lookup(&rq, "", t(1)));
     assert!(hit.headers.get("connection").is_none());
