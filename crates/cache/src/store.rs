@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use redb::{Database, Durability, ReadableTable, TableDefinition};
+use redb::{Database, DatabaseError, Durability, ReadableTable, StorageError, TableDefinition};
 use sha2::{Digest, Sha256};
 
 use crate::entry::{BodyHash, Entry};
@@ -278,7 +278,7 @@ impl DiskStore {
         }
         fs::create_dir_all(&tmp_dir).map_err(|e| CacheError::io(&tmp_dir, e))?;
         let db_path = dir.join("index.redb");
-        let db = Database::create(&db_path).map_err(index_err)?;
+        let db = open_index(&db_path)?;
 
         let memory = MemoryBodies {
             map: HashMap::new(),
@@ -645,6 +645,30 @@ impl Drop for DiskStore {
             tracing::warn!(error = %e, "cache access order not saved");
         }
     }
+}
+
+/// Open the index; a damaged or outdated one is moved aside (`index.redb.damaged`) and a new
+/// one started: losing a cache's contents beats a proxy that will not start. A database open
+/// elsewhere, or an I/O failure such as a permission error, is still an error.
+fn open_index(path: &Path) -> Result<Database, CacheError> {
+    let err = match Database::create(path) {
+        Ok(db) => return Ok(db),
+        Err(e) => e,
+    };
+    let damaged = match &err {
+        DatabaseError::DatabaseAlreadyOpen => false,
+        DatabaseError::Storage(StorageError::Io(io)) => {
+            matches!(io.kind(), ErrorKind::UnexpectedEof | ErrorKind::InvalidData)
+        }
+        _ => true,
+    };
+    if !damaged {
+        return Err(index_err(err));
+    }
+    let aside = path.with_extension("redb.damaged");
+    tracing::warn!(path = %path.display(), error = %err, "cache index damaged; starting empty");
+    fs::rename(path, &aside).map_err(|e| CacheError::io(path, e))?;
+    Database::create(path).map_err(index_err)
 }
 
 fn body_path(bodies_dir: &Path, hash: &BodyHash) -> PathBuf {

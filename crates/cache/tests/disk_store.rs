@@ -197,15 +197,28 @@ fn missing_or_corrupt_body_on_reopen_drops_the_entry() {
 }
 
 #[test]
-fn garbage_index_file_is_an_error_not_a_panic() {
+fn damaged_index_is_set_aside_and_the_cache_starts_empty() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("index.redb"),
-        b"this is not a redb database",
-    )
-    .unwrap();
-    let cfg = CacheConfig::new(dir.path());
-    assert!(HttpCache::open(cfg).is_err());
+    {
+        let cache = cache_in(dir.path(), 1 << 20);
+        store_obj(&cache, 1, 3000);
+    }
+    let mut garbage = vec![0u8; 8192];
+    garbage[..27].copy_from_slice(b"this is not a redb database");
+    std::fs::write(dir.path().join("index.redb"), &garbage).unwrap();
+    let cache = cache_in(dir.path(), 1 << 20);
+    assert_eq!(cache.stats().entries, 0);
+    assert!(dir.path().join("index.redb.damaged").exists());
+    assert_eq!(bytes_on_disk(dir.path()), 0, "bodies of the lost index are orphans, removed");
+    assert!(store_obj(&cache, 2, 3000));
+    assert_eq!(lookup_body(&cache, 2), Some(body_for(2, 3000)));
+}
+
+#[test]
+fn a_cache_directory_open_twice_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let _first = cache_in(dir.path(), 1 << 20);
+    assert!(HttpCache::open(CacheConfig::new(dir.path())).is_err());
 }
 
 #[test]
