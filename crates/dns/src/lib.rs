@@ -21,7 +21,7 @@ mod wire;
 pub use config::{parse_config_file, FileConfig};
 pub use error::DnsError;
 pub use policy::{NameMatch, RewritePolicy, DEFAULT_PROXY_TTL};
-pub use proxy::{DnsProxy, DnsProxyConfig, DnsProxyStats};
+pub use proxy::{DnsProxy, DnsProxyConfig, DnsProxyLimits, DnsProxyStats};
 pub use rewrite::rewrite_response;
 pub use stub::{StubConfig, StubResolver, StubStats};
 /// Re-exported so that callers of [`DnsProxy::serve`] need not depend on `tokio-util`.

@@ -33,27 +33,38 @@ pub struct DnsProxyConfig {
     pub upstream: SocketAddr,
     /// `None`: a plain forwarder.
     pub policy: Option<RewritePolicy>,
-    /// How long to wait for each upstream attempt (default 2 s).
+    /// How long to wait for each upstream attempt (default 2 s; two attempts, then SERVFAIL).
     pub timeout: Duration,
-    /// Upstream UDP attempts per query (default 2); then the client gets SERVFAIL.
-    pub attempts: u32,
-    /// Most UDP queries being resolved at once; beyond it the proxy stops reading its socket
-    /// and the kernel drops the excess, so a flood cannot grow tasks without bound.
-    pub max_in_flight: usize,
-    /// Most TCP client connections at once; beyond it new connections wait in the backlog.
-    pub max_tcp_connections: usize,
-    /// A TCP client connection idle (or stalled mid-message) this long is closed.
-    pub tcp_idle: Duration,
 }
 
 impl DnsProxyConfig {
-    /// Defaults: no rewriting, 2 s timeout, 2 attempts, 256 UDP queries in flight, 64 TCP
-    /// connections, 10 s TCP idle timeout.
+    /// A plain forwarder to `upstream` with a 2 s timeout.
     pub fn new(upstream: SocketAddr) -> Self {
         DnsProxyConfig {
             upstream,
             policy: None,
             timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Resource bounds of the proxy; the defaults suit an edge serving one cell.
+#[derive(Clone, Debug)]
+pub struct DnsProxyLimits {
+    /// Upstream UDP attempts per query (default 2); then the client gets SERVFAIL.
+    pub attempts: u32,
+    /// Most UDP queries being resolved at once (default 256); beyond it the proxy stops reading
+    /// its socket and the kernel drops the excess, so a flood cannot grow tasks without bound.
+    pub max_in_flight: usize,
+    /// Most TCP client connections at once (default 64); beyond it new ones wait in the backlog.
+    pub max_tcp_connections: usize,
+    /// A TCP client connection idle (or stalled mid-message) this long is closed (default 10 s).
+    pub tcp_idle: Duration,
+}
+
+impl Default for DnsProxyLimits {
+    fn default() -> Self {
+        DnsProxyLimits {
             attempts: 2,
             max_in_flight: 256,
             max_tcp_connections: 64,
@@ -99,20 +110,27 @@ enum Transport {
 /// serves.
 pub struct DnsProxy {
     cfg: DnsProxyConfig,
+    limits: DnsProxyLimits,
     upstream: Upstream,
     counters: Counters,
 }
 
 impl DnsProxy {
-    /// A proxy with `cfg`; it serves nothing until [`DnsProxy::serve`].
+    /// A proxy with `cfg` and the default limits; it serves nothing until [`DnsProxy::serve`].
     pub fn new(cfg: DnsProxyConfig) -> Self {
+        Self::with_limits(cfg, DnsProxyLimits::default())
+    }
+
+    /// A proxy with `cfg` and `limits`.
+    pub fn with_limits(cfg: DnsProxyConfig, limits: DnsProxyLimits) -> Self {
         let upstream = Upstream {
             addr: cfg.upstream,
             timeout: cfg.timeout,
-            attempts: cfg.attempts,
+            attempts: limits.attempts,
         };
         DnsProxy {
             cfg,
+            limits,
             upstream,
             counters: Counters::default(),
         }
@@ -164,7 +182,7 @@ impl DnsProxy {
         socket.set_nonblocking(true)?;
         let socket = Arc::new(tokio::net::UdpSocket::from_std(socket)?);
         info!(addr = %socket.local_addr()?, upstream = %self.cfg.upstream, "dns proxy: listening (udp)");
-        let permits = Arc::new(Semaphore::new(self.cfg.max_in_flight.max(1)));
+        let permits = Arc::new(Semaphore::new(self.limits.max_in_flight.max(1)));
         let tracker = TaskTracker::new();
         let mut buf = vec![0u8; 65_535];
         loop {
@@ -218,7 +236,7 @@ impl DnsProxy {
         listener.set_nonblocking(true)?;
         let listener = tokio::net::TcpListener::from_std(listener)?;
         info!(addr = %listener.local_addr()?, upstream = %self.cfg.upstream, "dns proxy: listening (tcp)");
-        let permits = Arc::new(Semaphore::new(self.cfg.max_tcp_connections.max(1)));
+        let permits = Arc::new(Semaphore::new(self.limits.max_tcp_connections.max(1)));
         let tracker = TaskTracker::new();
         loop {
             let permit = tokio::select! {
@@ -270,11 +288,11 @@ impl DnsProxy {
         peer: SocketAddr,
     ) -> io::Result<()> {
         loop {
-            let frame = match tokio::time::timeout(self.cfg.tcp_idle, read_frame(&mut stream)).await
-            {
-                Err(_) => return Ok(()),
-                Ok(r) => r?,
-            };
+            let frame =
+                match tokio::time::timeout(self.limits.tcp_idle, read_frame(&mut stream)).await {
+                    Err(_) => return Ok(()),
+                    Ok(r) => r?,
+                };
             let Some(packet) = frame else {
                 return Ok(());
             };
