@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use http::header::{AGE, CONTENT_LENGTH, ETAG, LAST_MODIFIED};
+use http::header::{AGE, CONTENT_LENGTH, CONTENT_LOCATION, ETAG, LAST_MODIFIED, LOCATION};
 use http::request::Parts as RequestParts;
 use http::response::Parts as ResponseParts;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
@@ -359,6 +359,31 @@ impl HttpCache {
             Ok(n) if n > 0 => tracing::debug!(%uri, entries = n, "invalidated"),
             Ok(_) => {}
             Err(e) => tracing::warn!(%uri, error = %e, "invalidation failed"),
+        }
+    }
+
+    /// §4.4 in full: after an unsafe request (POST, PUT, DELETE, …) got a non-error response
+    /// (2xx or 3xx), drop the stored responses of the target URI and of the URIs in `Location`
+    /// and `Content-Location` when they have the same origin (other origins could otherwise
+    /// be purged by anyone). Safe methods and error responses invalidate nothing.
+    pub fn invalidate_after(&self, req: &RequestParts, resp: &ResponseParts) {
+        let code = resp.status.as_u16();
+        if !policy::invalidates(&req.method) || !(200..400).contains(&code) {
+            return;
+        }
+        self.invalidate(req);
+        let Some(target) = policy::primary_key(&req.uri, &req.headers) else {
+            return;
+        };
+        for name in [LOCATION, CONTENT_LOCATION] {
+            let Some(value) = resp.headers.get(&name).and_then(|v| v.to_str().ok()) else {
+                continue;
+            };
+            if let Some(uri) = policy::resolve_same_origin(&target, value.trim()) {
+                if let Err(e) = self.store.remove_prefix(&format!("{uri}\0")) {
+                    tracing::warn!(%uri, error = %e, "invalidation failed");
+                }
+            }
         }
     }
 

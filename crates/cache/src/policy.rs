@@ -327,6 +327,37 @@ pub fn invalidates(method: &Method) -> bool {
     )
 }
 
+/// Resolve a `Location`/`Content-Location` value against a primary key (`scheme://host/path`)
+/// and return its primary key if it has the same origin (§4.4). Handles absolute URIs,
+/// absolute paths and relative paths; anything else is `None`.
+pub fn resolve_same_origin(target: &str, reference: &str) -> Option<String> {
+    let (scheme, rest) = target.split_once("://")?;
+    let origin_end = rest
+        .find('/')
+        .map_or(target.len(), |i| scheme.len() + 3 + i);
+    let origin = &target[..origin_end];
+    let candidate = if reference.contains("://") {
+        reference.to_string()
+    } else if reference.starts_with("//") {
+        format!("{scheme}:{reference}")
+    } else if reference.starts_with('/') {
+        format!("{origin}{reference}")
+    } else if reference.is_empty() {
+        return None;
+    } else {
+        // Relative path: replace the last segment of the target's path (query dropped).
+        let path = target[origin_end..].split('?').next().unwrap_or("/");
+        let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
+        format!("{origin}{dir}/{reference}")
+    };
+    let uri: Uri = candidate.parse().ok()?;
+    let key = primary_key(&uri, &HeaderMap::new())?;
+    let same = key
+        .strip_prefix(origin)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+    same.then_some(key)
+}
+
 /// Hop-by-hop fields (RFC 9110 §7.6.1) including those named in Connection: never stored (§3.1).
 pub fn strip_hop_by_hop(headers: &HeaderMap) -> HeaderMap {
     let mut named: Vec<String> = Vec::new();

@@ -378,8 +378,9 @@ impl DiskStore {
                 tracing::warn!(path = %path.display(), "cache body does not match its hash; dropped");
                 None
             }
-            // Evicted between the index look-up and the read: a plain miss.
-            Err(e) if e.kind() == ErrorKind::NotFound => return None,
+            // Usually evicted between the index look-up and the read (then dropping is a
+            // no-op); otherwise deleted behind our back, and the entry must go.
+            Err(e) if e.kind() == ErrorKind::NotFound => None,
             Err(e) => {
                 tracing::warn!(path = %path.display(), error = %e, "cache body unreadable; dropped");
                 None

@@ -209,7 +209,11 @@ fn damaged_index_is_set_aside_and_the_cache_starts_empty() {
     let cache = cache_in(dir.path(), 1 << 20);
     assert_eq!(cache.stats().entries, 0);
     assert!(dir.path().join("index.redb.damaged").exists());
-    assert_eq!(bytes_on_disk(dir.path()), 0, "bodies of the lost index are orphans, removed");
+    assert_eq!(
+        bytes_on_disk(dir.path()),
+        0,
+        "bodies of the lost index are orphans, removed"
+    );
     assert!(store_obj(&cache, 2, 3000));
     assert_eq!(lookup_body(&cache, 2), Some(body_for(2, 3000)));
 }
@@ -298,4 +302,20 @@ proptest! {
             prop_assert!(bytes_on_disk(dir.path()) <= s.bytes);
         }
     }
+}
+
+#[test]
+fn body_deleted_while_running_is_a_miss_and_heals() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = CacheConfig::new(dir.path());
+    // No memory copies: every hit reads the file.
+    cfg.memory_bytes = 0;
+    let cache = HttpCache::open(cfg).unwrap();
+    store_obj(&cache, 5, 1500);
+    assert_eq!(lookup_body(&cache, 5), Some(body_for(5, 1500)));
+    std::fs::remove_file(body_file(dir.path(), &body_for(5, 1500))).unwrap();
+    assert_eq!(lookup_body(&cache, 5), None);
+    assert_eq!(cache.stats().entries, 0);
+    assert!(store_obj(&cache, 5, 1500));
+    assert_eq!(lookup_body(&cache, 5), Some(body_for(5, 1500)));
 }

@@ -356,3 +356,49 @@ fn hop_by_hop_fields_are_not_stored_and_content_length_is_truthful() {
     assert!(hit.headers.get("keep-alive").is_none());
     assert_eq!(hit.headers.get("content-length").unwrap(), "4");
 }
+
+#[test]
+fn rfc9111_4_4_invalidate_after_covers_location_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = cache_in(dir.path(), 1 << 20);
+    let rs = resp(200, &[("cache-control", "max-age=100")]);
+    for u in [
+        "http://example.com/list",
+        "http://example.com/item/7",
+        "http://other.com/x",
+    ] {
+        cache
+            .store(&get(u, &[]), &rs, u.as_bytes(), "", t(0), t(0))
+            .unwrap();
+    }
+    let post = common::req_m(Method::POST, "http://example.com/list", &[]);
+    // An error response invalidates nothing.
+    cache.invalidate_after(&post, &resp(500, &[]));
+    assert_eq!(cache.stats().entries, 3);
+    let created = resp(
+        201,
+        &[
+            ("location", "/item/7"),
+            ("content-location", "http://other.com/x"),
+        ],
+    );
+    cache.invalidate_after(&post, &created);
+    assert!(is_miss(&cache.lookup(
+        &get("http://example.com/list", &[]),
+        "",
+        t(1)
+    )));
+    assert!(is_miss(&cache.lookup(
+        &get("http://example.com/item/7", &[]),
+        "",
+        t(1)
+    )));
+    // Another origin named in Content-Location is left alone.
+    assert!(matches!(
+        cache.lookup(&get("http://other.com/x", &[]), "", t(1)),
+        Lookup::Fresh(_)
+    ));
+    // A GET never invalidates.
+    cache.invalidate_after(&get("http://other.com/x", &[]), &created);
+    assert_eq!(cache.stats().entries, 1);
+}

@@ -539,6 +539,28 @@ fn rfc9111_4_4_unsafe_methods_invalidate() {
     }
 }
 
+#[test]
+fn rfc9111_4_4_location_resolution_same_origin_only() {
+    let target = "http://example.com/a/b?x=1";
+    let cases = [
+        ("http://Example.com/c", Some("http://example.com/c")),
+        ("/c?q", Some("http://example.com/c?q")),
+        ("c", Some("http://example.com/a/c")),
+        ("//example.com/d", Some("http://example.com/d")),
+        ("http://example.com.evil/c", None),
+        ("http://other.com/c", None),
+        ("https://example.com/c", None),
+        ("", None),
+    ];
+    for (reference, want) in cases {
+        assert_eq!(
+            resolve_same_origin(target, reference).as_deref(),
+            want,
+            "{reference}"
+        );
+    }
+}
+
 // ---- §3.1 hop-by-hop ----
 
 #[test]
