@@ -34,6 +34,9 @@ enum LabSub {
         #[command(subcommand)]
         sub: ImportSub,
     },
+    /// Cache-hit throughput of webpep's edge proxy and Squid side by side on loopback, and
+    /// their resident memory with many idle keep-alive client connections.
+    ProxyBench(ProxyBenchArgs),
     /// List the configurations (built-in plus --config-file) with what each runs.
     Configs {
         /// A TOML file of extra or replacing configurations.
@@ -87,6 +90,37 @@ pub struct RunArgs {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ProxyBenchArgs {
+    /// Concurrent keep-alive connections of the load generator.
+    #[arg(long, default_value_t = 64)]
+    pub connections: usize,
+    /// Seconds per round and proxy.
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
+    /// Rounds (proxies alternate within each round).
+    #[arg(long, default_value_t = 2)]
+    pub rounds: usize,
+    /// Size of each object, bytes.
+    #[arg(long, default_value_t = 4096)]
+    pub object_bytes: usize,
+    /// Distinct objects requested (all cached before the measurement).
+    #[arg(long, default_value_t = 100)]
+    pub objects: usize,
+    /// Idle keep-alive client connections held for the memory measurement.
+    #[arg(long, default_value_t = 1000)]
+    pub idle: usize,
+    /// Squid's binary; `none` measures webpep alone.
+    #[arg(long, default_value = "/usr/sbin/squid")]
+    pub squid: String,
+    /// Working directory (proxy configurations and caches).
+    #[arg(long, default_value = "webpep-proxy-bench")]
+    pub out: PathBuf,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -193,9 +227,47 @@ fn lab_err(e: LabError) -> anyhow::Error {
 
 pub fn run_cmd(args: LabArgs) -> Result<u8> {
     match args.sub {
+        LabSub::ProxyBench(a) => {
+            let squid = if a.squid == "none" {
+                None
+            } else {
+                let p = PathBuf::from(&a.squid);
+                if !p.exists() {
+                    return Err(BadInput(format!(
+                        "{}: no such file (apt-get install squid, or --squid none)",
+                        p.display()
+                    ))
+                    .into());
+                }
+                Some(p)
+            };
+            let opts = webpep_lab::proxy_bench::BenchOptions {
+                connections: a.connections,
+                seconds: a.seconds,
+                object_bytes: a.object_bytes,
+                objects: a.objects,
+                idle: a.idle,
+                rounds: a.rounds,
+                webpep: std::env::current_exe().context("locating the webpep binary")?,
+                squid,
+                work_dir: a.out.clone(),
+            };
+            let report = webpep_lab::proxy_bench::run(&opts).map_err(lab_err)?;
+            if a.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", report.table());
+            }
+            Ok(0)
+        }
         LabSub::Run(a) => {
             let results = lab_run(&a)?;
             print!("{}", results.table());
+            print!("\n{}", results.air_table());
+            let ab = results.ablation_table();
+            if !ab.is_empty() {
+                print!("\n{ab}");
+            }
             println!("report: {}", a.out.join("report.html").display());
             Ok(0)
         }

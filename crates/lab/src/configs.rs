@@ -23,8 +23,87 @@ pub enum PolicyName {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ProxyMode {
+    /// Direct to the origins.
     #[default]
     None,
+    /// The browser is configured with webpep's edge proxy (absolute-URI requests).
+    Explicit,
+    /// Paper 002's DNS rewriting: `webpep dns` in edge answers every web name with the proxy's
+    /// address (the originals kept after it), so the browser talks to the proxy unawares.
+    TransparentDns,
+    /// Paper 002's URL rewriting: the page is opened as `http://<proxy>/<host>/<path>` and the
+    /// proxy rewrites the embedded URLs of HTML and CSS to the same form.
+    TransparentUrl,
+    /// Interception: an nft redirect in edge sends the browser's port-80 traffic to the proxy,
+    /// which finds the original destination with SO_ORIGINAL_DST.
+    Intercept,
+}
+
+impl ProxyMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            ProxyMode::None => "direct",
+            ProxyMode::Explicit => "explicit proxy",
+            ProxyMode::TransparentDns => "transparent proxy by DNS rewriting",
+            ProxyMode::TransparentUrl => "transparent proxy by URL rewriting",
+            ProxyMode::Intercept => "transparent proxy by interception (nft redirect)",
+        }
+    }
+}
+
+/// The edge proxy's switches (ignored without a proxy); each can be turned off for an
+/// ablation (000 Fig. 8).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProxySwitches {
+    /// Lossless compression towards the browser (br, zstd, gzip by Accept-Encoding).
+    pub compress: bool,
+    /// Image transcoding preset: lossless | balanced | aggressive | off.
+    pub transcode: String,
+    /// The proxy's shared HTTP cache (cold at the start of every load).
+    pub cache: bool,
+    /// Air-side TCP tuning (003 §6.1): per-socket congestion control, a small unsent buffer,
+    /// initial window 10 on the route to ue. Off: a 2003 stack (Reno, initial window 2).
+    pub air_tuning: bool,
+    /// Keep-alive probes that hold the radio channel while the client is active (003 §6.4).
+    pub keepalive_probes: bool,
+}
+
+impl Default for ProxySwitches {
+    fn default() -> Self {
+        ProxySwitches {
+            compress: true,
+            transcode: "balanced".into(),
+            cache: true,
+            air_tuning: true,
+            keepalive_probes: true,
+        }
+    }
+}
+
+impl ProxySwitches {
+    pub fn summary(&self) -> String {
+        let mut on = Vec::new();
+        if self.compress {
+            on.push("compress".to_string());
+        }
+        if self.transcode != "off" {
+            on.push(format!("transcode {}", self.transcode));
+        }
+        if self.cache {
+            on.push("cache".into());
+        }
+        if self.air_tuning {
+            on.push("air TCP tuning".into());
+        }
+        if self.keepalive_probes {
+            on.push("keep-alive probes".into());
+        }
+        if on.is_empty() {
+            "no optimizations".into()
+        } else {
+            on.join(" + ")
+        }
+    }
 }
 
 /// Which browser the page loader imitates besides its fetch policy.
@@ -50,6 +129,17 @@ pub struct LabConfig {
     pub pipeline_depth: Option<usize>,
     #[serde(default)]
     pub proxy: ProxyMode,
+    /// The edge proxy's switches (with a proxy; see [`ProxySwitches`]).
+    #[serde(default = "yes")]
+    pub compress: bool,
+    #[serde(default = "balanced")]
+    pub transcode: String,
+    #[serde(default = "yes")]
+    pub cache: bool,
+    #[serde(default = "yes")]
+    pub air_tuning: bool,
+    #[serde(default = "yes")]
+    pub keepalive_probes: bool,
     #[serde(default)]
     pub warm: bool,
     #[serde(default)]
@@ -59,10 +149,30 @@ pub struct LabConfig {
     pub browser: Option<Browser>,
 }
 
+fn yes() -> bool {
+    true
+}
+fn balanced() -> String {
+    "balanced".into()
+}
+
 impl LabConfig {
+    /// The edge proxy's switches.
+    pub fn switches(&self) -> ProxySwitches {
+        ProxySwitches {
+            compress: self.compress,
+            transcode: self.transcode.clone(),
+            cache: self.cache,
+            air_tuning: self.air_tuning,
+            keepalive_probes: self.keepalive_probes,
+        }
+    }
+
     pub fn per_host(&self) -> usize {
         self.per_host.unwrap_or(match self.policy {
             PolicyName::Http10 => 8,
+            // Modern browsers open 6 connections to a proxy (the papers' optimum, 000 §4.2.1).
+            _ if self.proxy != ProxyMode::None && self.policy != PolicyName::H2 => 6,
             PolicyName::Http11 | PolicyName::Pipelining => 2,
             PolicyName::H2 => 1,
         })
@@ -91,7 +201,11 @@ impl LabConfig {
             ),
             PolicyName::H2 => "h2 over TLS, 1 per origin".to_string(),
         };
-        s += ", direct";
+        s += ", ";
+        s += self.proxy.name();
+        if self.proxy != ProxyMode::None {
+            s += &format!(" ({})", self.switches().summary());
+        }
         s += match self.browser() {
             Browser::Mozilla2003 => {
                 ", Mozilla 2003 (headers, scripts block the parser, one DNS lookup at a time)"

@@ -2,8 +2,10 @@
 //! experiments, their results and their report.
 
 pub mod configs;
+pub mod edge_proxy;
 pub mod hosting;
 pub mod nsrt;
+pub mod proxy_bench;
 pub mod report;
 pub mod results;
 pub mod runner;

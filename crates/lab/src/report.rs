@@ -355,7 +355,36 @@ pub fn html(r: &Results) -> String {
             s.errors
         );
     }
-    h.push_str("</table><h2>Charts</h2>");
+    h.push_str("</table><h2>Air bytes over all pages</h2><table><tr><th>config</th><th>down KiB</th><th>up KiB</th><th>down, baseline ÷ config</th></tr>");
+    for a in &r.air_totals {
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td></tr>",
+            esc(&a.config),
+            a.down_bytes / 1024.0,
+            a.up_bytes / 1024.0,
+            a.down_reduction_factor
+                .map_or("-".into(), |f| format!("×{f:.2}"))
+        );
+    }
+    h.push_str("</table>");
+    if !r.ablations.is_empty() {
+        h.push_str("<h2>Ablation (000 Fig. 8)</h2><p>Mean PLT over the pages; share of the gain = (without − full) ÷ (baseline − full).</p><table><tr><th>full</th><th>switch off</th><th>baseline s</th><th>full s</th><th>without s</th><th>share of the gain</th></tr>");
+        for a in &r.ablations {
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.0} %</td></tr>",
+                esc(&a.full),
+                esc(&a.switch),
+                a.baseline_s,
+                a.full_s,
+                a.without_s,
+                a.share_of_gain * 100.0
+            );
+        }
+        h.push_str("</table>");
+    }
+    h.push_str("<h2>Charts</h2>");
     for svg in [plt, bd, air] {
         h.push_str("<div>");
         h.push_str(&svg);
@@ -414,6 +443,8 @@ mod tests {
         }
         let summary = summarize(&loads, "http11");
         let r = Results {
+            air_totals: Vec::new(),
+            ablations: Vec::new(),
             profile: "gprs".into(),
             time_scale: 10.0,
             seed: 1,

@@ -94,6 +94,12 @@ pub struct Results {
     pub configs: BTreeMap<String, String>,
     pub loads: Vec<LoadRecord>,
     pub summary: Vec<SummaryRecord>,
+    /// Air bytes over all pages per configuration (filled by [`Results::finish`]).
+    #[serde(default)]
+    pub air_totals: Vec<AirTotal>,
+    /// Ablation rows (configurations named `FULL-no-SWITCH`; filled by [`Results::finish`]).
+    #[serde(default)]
+    pub ablations: Vec<AblationRow>,
 }
 
 /// Summarizes loads per (page, config), in first-seen order.
@@ -217,6 +223,183 @@ impl Results {
     }
 }
 
+/// Air bytes over all pages of a run, per configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AirTotal {
+    pub config: String,
+    pub down_bytes: f64,
+    pub up_bytes: f64,
+    /// Baseline's downstream bytes ÷ this configuration's (how many times fewer).
+    pub down_reduction_factor: Option<f64>,
+}
+
+/// One row of the ablation table (000 Fig. 8): `full` with `switch` off.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AblationRow {
+    pub full: String,
+    pub switch: String,
+    /// Mean PLT over the pages, seconds: baseline, full, and full without the switch.
+    pub baseline_s: f64,
+    pub full_s: f64,
+    pub without_s: f64,
+    /// (without − full) ÷ (baseline − full): the share of the full gain the switch carries.
+    pub share_of_gain: f64,
+}
+
+impl Results {
+    /// Fills the derived tables (air totals, ablations) from the summary.
+    pub fn finish(mut self) -> Results {
+        self.air_totals = self.air_totals();
+        self.ablations = self.ablations();
+        self
+    }
+
+    fn configs_in_order(&self) -> Vec<String> {
+        let mut c: Vec<String> = Vec::new();
+        for s in &self.summary {
+            if !c.contains(&s.config) {
+                c.push(s.config.clone());
+            }
+        }
+        c
+    }
+
+    /// Mean of per-page mean PLTs (ms) of `config` over `pages`; None if a page is missing.
+    fn mean_plt(&self, config: &str, pages: &[String]) -> Option<f64> {
+        let v: Option<Vec<f64>> = pages
+            .iter()
+            .map(|p| {
+                self.summary
+                    .iter()
+                    .find(|s| &s.page == p && s.config == config)
+                    .map(|s| s.plt_ms.mean)
+            })
+            .collect();
+        let v = v?;
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    }
+
+    fn pages(&self) -> Vec<String> {
+        let mut p: Vec<String> = Vec::new();
+        for s in &self.summary {
+            if !p.contains(&s.page) {
+                p.push(s.page.clone());
+            }
+        }
+        p
+    }
+
+    /// Downstream and upstream air bytes summed over the pages (means per page), per config.
+    pub fn air_totals(&self) -> Vec<AirTotal> {
+        let total = |c: &str| -> (f64, f64) {
+            self.summary
+                .iter()
+                .filter(|s| s.config == c)
+                .fold((0.0, 0.0), |(d, u), s| {
+                    (d + s.air_down_bytes.mean, u + s.air_up_bytes.mean)
+                })
+        };
+        let (base_down, _) = total(&self.baseline);
+        self.configs_in_order()
+            .into_iter()
+            .map(|c| {
+                let (d, u) = total(&c);
+                AirTotal {
+                    down_reduction_factor: (d > 0.0 && base_down > 0.0).then(|| base_down / d),
+                    config: c,
+                    down_bytes: d,
+                    up_bytes: u,
+                }
+            })
+            .collect()
+    }
+
+    /// Ablations: every configuration named `FULL-no-SWITCH` (or `FULL-plain`, everything
+    /// off) whose `FULL` is in the run, against the baseline, over the pages all three share.
+    pub fn ablations(&self) -> Vec<AblationRow> {
+        let configs = self.configs_in_order();
+        let pages = self.pages();
+        let mut rows = Vec::new();
+        for c in &configs {
+            let (full, switch) = if let Some((f, s)) = c.rsplit_once("-no-") {
+                (f.to_string(), s.to_string())
+            } else if let Some(f) = c.strip_suffix("-plain") {
+                (f.to_string(), "all".to_string())
+            } else {
+                continue;
+            };
+            if !configs.contains(&full) {
+                continue;
+            }
+            let (Some(b), Some(f), Some(w)) = (
+                self.mean_plt(&self.baseline, &pages),
+                self.mean_plt(&full, &pages),
+                self.mean_plt(c, &pages),
+            ) else {
+                continue;
+            };
+            let gain = b - f;
+            rows.push(AblationRow {
+                full,
+                switch,
+                baseline_s: b / 1000.0,
+                full_s: f / 1000.0,
+                without_s: w / 1000.0,
+                share_of_gain: if gain.abs() > f64::EPSILON {
+                    (w - f) / gain
+                } else {
+                    0.0
+                },
+            });
+        }
+        rows
+    }
+
+    /// Air bytes per configuration as text.
+    pub fn air_table(&self) -> String {
+        let mut t = format!(
+            "Air bytes over all pages (sum of per-page means), vs {}\n{:<24}{:>14}{:>14}{:>12}\n",
+            self.baseline, "config", "down KiB", "up KiB", "down ÷"
+        );
+        for a in self.air_totals() {
+            t += &format!(
+                "{:<24}{:>14.1}{:>14.1}{:>12}\n",
+                a.config,
+                a.down_bytes / 1024.0,
+                a.up_bytes / 1024.0,
+                a.down_reduction_factor
+                    .map(|f| format!("×{f:.2}"))
+                    .unwrap_or_else(|| "-".into())
+            );
+        }
+        t
+    }
+
+    /// The ablation table as text; empty when the run has no ablations.
+    pub fn ablation_table(&self) -> String {
+        let rows = self.ablations();
+        if rows.is_empty() {
+            return String::new();
+        }
+        let mut t = format!(
+            "Ablation (mean PLT over the pages, s; share = (without − full) ÷ ({} − full))\n{:<14}{:<16}{:>10}{:>10}{:>10}{:>10}\n",
+            self.baseline, "full", "switch off", "baseline", "full", "without", "share"
+        );
+        for r in rows {
+            t += &format!(
+                "{:<14}{:<16}{:>10.1}{:>10.1}{:>10.1}{:>9.0}%\n",
+                r.full,
+                r.switch,
+                r.baseline_s,
+                r.full_s,
+                r.without_s,
+                r.share_of_gain * 100.0
+            );
+        }
+        t
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,8 +454,43 @@ mod tests {
             configs: BTreeMap::new(),
             loads,
             summary: s,
+            air_totals: Vec::new(),
+            ablations: Vec::new(),
         };
         let t = r.table();
         assert!(t.contains("cnn") && t.contains("-50%"), "{t}");
+    }
+
+    #[test]
+    fn ablation_shares_and_air_factors() {
+        let mut loads = vec![
+            load("a", "http11", 100.0),
+            load("a", "explicit", 40.0),
+            load("a", "explicit-no-compress", 70.0),
+            load("a", "explicit-plain", 90.0),
+        ];
+        loads[1].air_down_bytes = 250;
+        let r = Results {
+            profile: "gprs".into(),
+            time_scale: 1.0,
+            seed: 1,
+            baseline: "http11".into(),
+            configs: BTreeMap::new(),
+            summary: summarize(&loads, "http11"),
+            loads,
+            air_totals: Vec::new(),
+            ablations: Vec::new(),
+        }
+        .finish();
+        let ab = r.ablations();
+        assert_eq!(ab.len(), 2);
+        assert_eq!(ab[0].switch, "compress");
+        assert!((ab[0].share_of_gain - 0.5).abs() < 1e-9);
+        assert_eq!(ab[1].switch, "all");
+        assert!((ab[1].share_of_gain - 50.0 / 60.0).abs() < 1e-9);
+        let air = r.air_totals();
+        assert_eq!(air[1].config, "explicit");
+        assert_eq!(air[1].down_reduction_factor, Some(4.0));
+        assert!(r.ablation_table().contains("compress"));
     }
 }

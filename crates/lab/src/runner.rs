@@ -10,7 +10,8 @@ use webpep_link_model::ResolvedProfile;
 use webpep_loader::{Loader, LoaderConfig, PageLoad, Policy};
 use webpep_replay::{ReplayConfig, ReplayServer};
 
-use crate::configs::{Browser, LabConfig, PolicyName};
+use crate::configs::{Browser, LabConfig, PolicyName, ProxyMode};
+use crate::edge_proxy::EdgeProxy;
 use crate::hosting::Hosting;
 use crate::nsrt::run_in;
 use crate::report;
@@ -234,7 +235,10 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
             .collect::<BTreeMap<_, _>>(),
         loads,
         summary,
-    };
+        air_totals: Vec::new(),
+        ablations: Vec::new(),
+    }
+    .finish();
     let json = serde_json::to_vec_pretty(&results)
         .map_err(|e| LabError::Other(format!("results.json: {e}")))?;
     write(&opts.out.join("results.json"), &json)?;
@@ -266,9 +270,17 @@ fn measure(
     hosting.resolver.flush();
     hosting.replay.set_close_after(cfg.close_after);
     hosting.replay.set_visit(0);
-    let lc = loader_config(cfg, hosting, k);
+    let mut lc = loader_config(cfg, hosting, k);
+    // webpep's edge proxy, cold for every load.
+    let proxy = match cfg.proxy {
+        ProxyMode::None => None,
+        _ => Some(EdgeProxy::start(topo, cfg, opts.tcp, &opts.out, k)?),
+    };
+    let url = match &proxy {
+        Some(p) => p.adjust_loader(&mut lc, &page.url)?,
+        None => page.url.clone(),
+    };
     let gap = Duration::from_secs_f64(opts.gap_s / k);
-    let url = page.url.clone();
     let warm = cfg.warm;
     let replay = hosting.replay.clone();
     let air = &topo.air;
@@ -291,6 +303,7 @@ fn measure(
             after.up.delivered_bytes - before.up.delivered_bytes,
         )
     })?;
+    drop(proxy);
     load.scale_times(k);
     Ok((load, down, up))
 }

@@ -138,7 +138,7 @@ pub fn domain_addr(i: usize) -> Result<Ipv4Addr> {
 }
 
 /// Runs `ip -batch -` in `ns` with the given commands (one per line).
-fn ip_batch(ns: &NetNs, lines: &[String]) -> Result<()> {
+pub(crate) fn ip_batch(ns: &NetNs, lines: &[String]) -> Result<()> {
     let mut child = ns
         .command("ip")
         .args(["-batch", "-"])
@@ -164,7 +164,7 @@ fn ip_batch(ns: &NetNs, lines: &[String]) -> Result<()> {
     Ok(())
 }
 
-fn sysctl(ns: &NetNs, key: &str, value: &str) -> Result<()> {
+pub(crate) fn sysctl(ns: &NetNs, key: &str, value: &str) -> Result<()> {
     let path = format!("/proc/sys/{}", key.replace('.', "/"));
     let value = value.to_string();
     ns.run(move || std::fs::write(&path, value))?

@@ -244,3 +244,73 @@ fn dns_over_the_link_shows_in_the_breakdown() {
     assert_eq!(lookups, 6, "one lookup per domain crossed the link");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// webpep's edge proxy in each of its modes (issue 4): every object arrives through it; the
+/// explicit and URL-rewriting modes keep DNS off the air link, DNS rewriting and interception
+/// do not; URL rewriting sends every request to the proxy's address.
+#[test]
+fn the_edge_proxy_serves_every_mode() {
+    if !netns_available("the_edge_proxy_serves_every_mode") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("webpep-run-proxy-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let corpus = small_corpus(&dir.join("corpus"));
+    let all = configs::load(None).unwrap();
+    let names: Vec<String> = [
+        "http11",
+        "explicit",
+        "explicit-pipelining",
+        "transparent-dns",
+        "transparent-url",
+        "intercept",
+        "explicit-plain",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut opts = RunOptions::new(
+        webpep_link_model::resolve("cdma-1x").unwrap(),
+        corpus,
+        dir.join("out"),
+    );
+    opts.configs = configs::select(&all, &names).unwrap();
+    opts.time_scale = 10.0;
+    opts.gap_s = 1.0;
+    opts.progress = false;
+    let r = run(&opts).expect("run");
+    eprintln!("{}\n{}", r.table(), r.air_table());
+    assert_eq!(r.loads.len(), names.len());
+    for l in &r.loads {
+        assert_eq!(l.objects, 9, "{}: every object", l.config);
+        assert_eq!(l.errors, 0, "{}", l.config);
+        let dns = l.breakdown_ms.dns;
+        match l.config.as_str() {
+            "explicit" | "explicit-pipelining" | "explicit-plain" | "transparent-url" => {
+                assert!(dns < 1.0, "{}: no DNS over the air: {dns}", l.config)
+            }
+            _ => assert!(dns > 300.0, "{}: DNS crosses the air: {dns}", l.config),
+        }
+    }
+    let url_load = r.loads.iter().find(|l| l.config == "transparent-url").unwrap();
+    let har: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("out").join(&url_load.har)).unwrap())
+            .unwrap();
+    let entries = har["log"]["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 9);
+    for e in entries {
+        let u = e["request"]["url"].as_str().unwrap();
+        assert!(
+            u.contains("/www.small.test/") || u.contains("/img.small.test/"),
+            "every URL is rewritten to the proxy: {u}"
+        );
+    }
+    // Nothing is left behind: the proxy's cache directories are gone.
+    let left: Vec<_> = std::fs::read_dir(dir.join("out"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("edge-cache"))
+        .collect();
+    assert!(left.is_empty(), "cache directories left behind");
+    let _ = std::fs::remove_dir_all(&dir);
+}
