@@ -1,8 +1,185 @@
-//! `webpep server` (being written).
+//! `webpep server`: the edge proxy for browsers without client software (explicit,
+//! transparent and URL-rewriting modes; cache, compression, transcoding).
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use webpep_server::config::Congestion;
+use webpep_server::{CancellationToken, Server, ServerConfig};
+
+use crate::BadInput;
+
+/// Flags of `webpep server`; each overrides the matching key of `--config`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// TOML configuration file (keys: listen, admin-listen, [acl], [origin], [cache],
+    /// [compress], [transcode], [url-rewrite], [air], [limits]; see --print-config).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Address to accept proxy traffic on (repeatable; default 0.0.0.0:3128).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Vec<SocketAddr>,
+    /// Address for the Prometheus /metrics endpoint.
+    #[arg(long, value_name = "ADDR")]
+    pub admin_listen: Option<SocketAddr>,
+    /// Directory of the disk cache.
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Turn the shared cache off.
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Turn compression towards browsers off.
+    #[arg(long)]
+    pub no_compress: bool,
+    /// Image transcoding preset: lossless, balanced, aggressive, or off.
+    #[arg(long, value_name = "PRESET|off")]
+    pub transcode: Option<String>,
+    /// Turn URL-rewriting mode on; AUTHORITY is the host[:port] browsers reach the proxy at.
+    #[arg(long, value_name = "AUTHORITY")]
+    pub url_rewrite: Option<String>,
+    /// Client network allowed to use the proxy (CIDR; repeatable; replaces the list).
+    #[arg(long, value_name = "CIDR")]
+    pub allow_client: Vec<String>,
+    /// Private/loopback destination network to allow (CIDR; repeatable; added to the list).
+    #[arg(long, value_name = "CIDR")]
+    pub allow_destination: Vec<String>,
+    /// DNS server for origin names (IP or IP:port; default: first nameserver of /etc/resolv.conf).
+    #[arg(long, value_name = "ADDR")]
+    pub dns_upstream: Option<String>,
+    /// Congestion control for client sockets: bbr, cubic or reno.
+    #[arg(long, value_name = "ALG")]
+    pub congestion: Option<String>,
+    /// Print the effective configuration as TOML and exit.
+    #[arg(long)]
+    pub print_config: bool,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<u8> {
-    anyhow::bail!("webpep server: not built yet")
+fn bad(msg: String) -> anyhow::Error {
+    BadInput(msg).into()
+}
+
+/// Builds the effective configuration from the file and the flags.
+fn effective_config(args: &Args) -> anyhow::Result<ServerConfig> {
+    let mut cfg = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
+            ServerConfig::from_toml(&text, &path.display().to_string()).map_err(|e| bad(e.to_string()))?
+        }
+        None => ServerConfig::default(),
+    };
+    if !args.listen.is_empty() {
+        cfg.listen = args.listen.clone();
+    }
+    if args.admin_listen.is_some() {
+        cfg.admin_listen = args.admin_listen;
+    }
+    if let Some(d) = &args.cache_dir {
+        cfg.cache.dir = Some(d.clone());
+    }
+    if args.no_cache {
+        cfg.cache.enabled = false;
+    }
+    if args.no_compress {
+        cfg.compress.enabled = false;
+    }
+    if let Some(p) = &args.transcode {
+        if p.eq_ignore_ascii_case("off") {
+            cfg.transcode.enabled = false;
+        } else {
+            if !["lossless", "balanced", "aggressive"].contains(&p.as_str()) {
+                return Err(bad(format!(
+                    "--transcode: unknown preset {p:?} (lossless, balanced, aggressive, off)"
+                )));
+            }
+            cfg.transcode.enabled = true;
+            cfg.transcode.options.insert("preset".into(), webpep_server::toml::Value::String(p.clone()));
+        }
+    }
+    if let Some(a) = &args.url_rewrite {
+        cfg.url_rewrite.enabled = true;
+        cfg.url_rewrite.proxy_authority = Some(a.clone());
+    }
+    if !args.allow_client.is_empty() {
+        cfg.acl.allow_clients = args
+            .allow_client
+            .iter()
+            .map(|c| parse_net(c).map_err(|e| bad(format!("--allow-client {c:?}: {e}"))))
+            .collect::<anyhow::Result<_>>()?;
+    }
+    for c in &args.allow_destination {
+        let n = parse_net(c).map_err(|e| bad(format!("--allow-destination {c:?}: {e}")))?;
+        cfg.acl.allow_destinations.push(n);
+    }
+    if let Some(d) = &args.dns_upstream {
+        let addr = d
+            .parse::<SocketAddr>()
+            .or_else(|_| d.parse::<std::net::IpAddr>().map(|ip| SocketAddr::new(ip, 53)))
+            .map_err(|_| bad(format!("--dns-upstream: not an address: {d:?}")))?;
+        cfg.origin.dns_upstream = Some(addr);
+    }
+    if let Some(c) = &args.congestion {
+        cfg.air.congestion = Some(match c.as_str() {
+            "bbr" => Congestion::Bbr,
+            "cubic" => Congestion::Cubic,
+            "reno" => Congestion::Reno,
+            _ => return Err(bad(format!("--congestion: unknown algorithm {c:?} (bbr, cubic, reno)"))),
+        });
+    }
+    cfg.validate("flags").map_err(|e| bad(e.to_string()))?;
+    Ok(cfg)
+}
+
+/// A CIDR, or a bare address as a single-host network.
+fn parse_net(s: &str) -> Result<webpep_server::ipnet::IpNet, String> {
+    s.parse::<webpep_server::ipnet::IpNet>()
+        .or_else(|_| s.parse::<std::net::IpAddr>().map(webpep_server::ipnet::IpNet::from))
+        .map_err(|_| "not a CIDR network".to_string())
+}
+
+/// Runs `webpep server`.
+pub fn run(args: Args) -> anyhow::Result<u8> {
+    let cfg = effective_config(&args)?;
+    if args.print_config {
+        print!("{}", cfg.to_toml());
+        return Ok(0);
+    }
+    let mut listeners = Vec::new();
+    for addr in &cfg.listen {
+        let l = std::net::TcpListener::bind(addr)
+            .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+        listeners.push(l);
+    }
+    let admin = match cfg.admin_listen {
+        Some(a) => Some(std::net::TcpListener::bind(a).map_err(|e| anyhow::anyhow!("cannot listen on {a}: {e}"))?),
+        None => None,
+    };
+    let server = Server::new(cfg).map_err(|e| bad(e.to_string()))?;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async move {
+        let cancel = CancellationToken::new();
+        let c = cancel.clone();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            tracing::info!("shutting down");
+            c.cancel();
+        });
+        server.serve(listeners, admin, cancel).await
+    })?;
+    Ok(0)
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }
