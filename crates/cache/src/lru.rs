@@ -33,10 +33,18 @@ impl<K: Hash + Eq + Clone> LruOrder<K> {
 
     /// Put `key` at a given tick (used when reloading a persisted order).
     pub(crate) fn place(&mut self, key: &K, tick: u64) {
-        if let Some(old) = self.by_key.insert(key.clone(), tick) {
-            self.by_tick.remove(&old);
+        // On the hit path the key is known: move the owned key instead of cloning it twice.
+        match self.by_key.get_mut(key) {
+            Some(old) => {
+                let owned = self.by_tick.remove(old).unwrap_or_else(|| key.clone());
+                *old = tick;
+                self.by_tick.insert(tick, owned);
+            }
+            None => {
+                self.by_key.insert(key.clone(), tick);
+                self.by_tick.insert(tick, key.clone());
+            }
         }
-        self.by_tick.insert(tick, key.clone());
         self.next_tick = self.next_tick.max(tick + 1);
     }
 

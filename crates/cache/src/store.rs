@@ -476,7 +476,7 @@ impl DiskStore {
         let encoded = entry.encode();
         let cost = meta_cost(key, &encoded);
         let mut writer = lock(&self.write_lock);
-        let dirty = {
+        let (out, dirty, evicted, present) = {
             let mut st = lock(&self.state);
             let Some(slot) = st.entries.get_mut(key) else {
                 return Ok(false);
@@ -490,16 +490,21 @@ impl DiskStore {
             st.bytes = st.bytes - old_cost + cost;
             let tick = st.lru.touch(&key.to_string());
             st.dirty_access.insert(key.to_string(), tick);
-            std::mem::take(&mut st.dirty_access)
+            // Longer headers can push the total over the bound.
+            let mut out = Detached::default();
+            let evicted = st.evict_to(self.max_bytes, &mut out);
+            let present = st.entries.contains_key(key);
+            (out, std::mem::take(&mut st.dirty_access), evicted, present)
         };
-        self.commit(
-            &mut writer,
-            &[(key.to_string(), encoded)],
-            &[],
-            dirty,
-            false,
-        )?;
-        Ok(true)
+        self.evictions.fetch_add(evicted, Ordering::Relaxed);
+        let inserted = if present {
+            vec![(key.to_string(), encoded)]
+        } else {
+            Vec::new()
+        };
+        self.commit(&mut writer, &inserted, &out.keys, dirty, false)?;
+        self.delete_bodies(&out.freed_bodies);
+        Ok(present)
     }
 
     /// Remove every entry whose key starts with `prefix`; returns how many.

@@ -56,6 +56,13 @@ fn bytes_on_disk(dir: &Path) -> u64 {
 }
 
 #[test]
+fn http_cache_is_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<HttpCache>();
+    assert_send_sync::<webpep_cache::CachedResponse>();
+}
+
+#[test]
 fn bounded_bytes_with_lru_eviction() {
     let dir = tempfile::tempdir().unwrap();
     let max = 20_000;
@@ -267,6 +274,8 @@ enum Op {
     Store(usize, usize),
     Lookup(usize),
     Invalidate(usize),
+    /// Revalidate key k with a 304 that adds a header of n bytes.
+    Freshen(usize, usize),
     Reopen,
 }
 
@@ -275,6 +284,7 @@ fn op() -> impl Strategy<Value = Op> {
         5 => (0usize..40, 1usize..4000).prop_map(|(k, n)| Op::Store(k, n)),
         3 => (0usize..40).prop_map(Op::Lookup),
         1 => (0usize..40).prop_map(Op::Invalidate),
+        2 => (0usize..40, 0usize..3000).prop_map(|(k, n)| Op::Freshen(k, n)),
         1 => Just(Op::Reopen),
     ]
 }
@@ -295,6 +305,15 @@ proptest! {
                     }
                 }
                 Op::Invalidate(k) => cache.invalidate(&req_m(Method::POST, &uri(k), &[])),
+                Op::Freshen(k, n) => {
+                    // Long after max-age=3600: the entry is stale and gets revalidated.
+                    if let Lookup::Stale(old) = cache.lookup(&get(&uri(k), &[]), "", t(10_000)) {
+                        let pad = "p".repeat(n);
+                        let nm = resp(304, &[("x-pad", pad.as_str()), ("cache-control", "max-age=3600")]);
+                        let renewed = cache.freshen(&old, &nm, t(10_000), t(10_000));
+                        prop_assert_eq!(renewed.map(|r| r.body), Some(old.body));
+                    }
+                }
                 Op::Reopen => { drop(cache); cache = cache_in(dir.path(), max); }
             }
             let s = cache.stats();
