@@ -48,6 +48,9 @@ pub struct ResponseDirectives {
     pub s_maxage: Option<Seconds>,
     /// `no-transform` (§5.2.2.6), reported for the proxy's optimizers.
     pub no_transform: bool,
+    /// `stale-if-error` (RFC 5861 §4): how long past its lifetime the response may be served
+    /// when the origin fails.
+    pub stale_if_error: Option<Seconds>,
 }
 
 /// The `Cache-Control` directives of a request (§5.2.1), with `Pragma: no-cache` folded in.
@@ -153,6 +156,7 @@ impl ResponseDirectives {
                 "no-transform" => d.no_transform = true,
                 "max-age" => first(&mut d.max_age, arg.as_deref()),
                 "s-maxage" => first(&mut d.s_maxage, arg.as_deref()),
+                "stale-if-error" => first(&mut d.stale_if_error, arg.as_deref()),
                 _ => {}
             }
         }

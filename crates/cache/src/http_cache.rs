@@ -130,6 +130,18 @@ impl CachedResponse {
         self.entry.headers.contains_key(ETAG) || self.entry.headers.contains_key(LAST_MODIFIED)
     }
 
+    /// Whether this (stale) response may be served at `now` because the origin failed:
+    /// unreachable or timed out (`origin_unreachable`), or answered 5xx. See
+    /// [`policy::stale_on_error_allowed`]. The caller should log that it served stale.
+    pub fn usable_on_origin_error(&self, now: SystemTime, origin_unreachable: bool) -> bool {
+        policy::stale_on_error_allowed(
+            &self.entry.directives,
+            self.entry.lifetime,
+            self.entry.age_at(now),
+            origin_unreachable,
+        )
+    }
+
     /// The freshness lifetime of the stored response (§4.2.1).
     pub fn freshness_lifetime(&self) -> Duration {
         self.entry.lifetime

@@ -236,6 +236,28 @@ pub fn usability(
     }
 }
 
+/// Whether a stale stored response may be served because the origin failed (RFC 9111 §4.2.4
+/// allows it when the cache is disconnected; RFC 5861 `stale-if-error` also covers 5xx answers).
+/// Never past `must-revalidate`, `proxy-revalidate`, `s-maxage` or `no-cache`; with
+/// `stale-if-error=N` only up to N seconds of staleness; without it only when the origin was
+/// unreachable (`origin_unreachable`), not when it answered with an error.
+pub fn stale_on_error_allowed(
+    resp: &ResponseDirectives,
+    lifetime: Duration,
+    age: Duration,
+    origin_unreachable: bool,
+) -> bool {
+    if resp.forbids_stale() || resp.no_cache {
+        return false;
+    }
+    let staleness = age.saturating_sub(lifetime);
+    match resp.stale_if_error {
+        Some(Seconds::Value(n)) => staleness <= Duration::from_secs(n),
+        Some(Seconds::Invalid) => false,
+        None => origin_unreachable,
+    }
+}
+
 /// The field names listed in Vary, lower-cased, in order, without duplicates; `None` for
 /// `Vary: *` (§4.1), which no request can match.
 pub fn vary_names(headers: &HeaderMap) -> Option<Vec<String>> {

@@ -402,3 +402,39 @@ fn rfc9111_4_4_invalidate_after_covers_location_headers() {
     cache.invalidate_after(&get("http://other.com/x", &[]), &created);
     assert_eq!(cache.stats().entries, 1);
 }
+
+#[test]
+fn stale_served_on_origin_failure_only_when_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = cache_in(dir.path(), 1 << 20);
+    let plain = get("http://example.com/s1", &[]);
+    let strict = get("http://example.com/s2", &[]);
+    cache
+        .store(
+            &plain,
+            &resp(200, &[("cache-control", "max-age=10, stale-if-error=100")]),
+            b"1",
+            "",
+            t(0),
+            t(0),
+        )
+        .unwrap();
+    cache
+        .store(
+            &strict,
+            &resp(200, &[("cache-control", "max-age=10, must-revalidate")]),
+            b"2",
+            "",
+            t(0),
+            t(0),
+        )
+        .unwrap();
+    let old = stale(cache.lookup(&plain, "", t(50)));
+    assert!(old.usable_on_origin_error(t(50), false));
+    assert!(
+        !old.usable_on_origin_error(t(200), true),
+        "past stale-if-error"
+    );
+    let old = stale(cache.lookup(&strict, "", t(50)));
+    assert!(!old.usable_on_origin_error(t(50), true));
+}

@@ -460,6 +460,30 @@ fn rfc9111_5_4_pragma_forces_validation() {
     );
 }
 
+#[test]
+fn rfc9111_4_2_4_and_rfc5861_stale_on_error() {
+    let cases: &[(&str, u64, bool, bool)] = &[
+        // (response CC, age with lifetime 100, origin unreachable, allowed)
+        ("", 500, true, true),
+        ("", 500, false, false),
+        ("stale-if-error=60", 150, false, true),
+        ("stale-if-error=60", 161, true, false),
+        ("must-revalidate", 101, true, false),
+        ("s-maxage=100", 101, true, false),
+        ("no-cache", 50, true, false),
+    ];
+    for (cc, age, unreachable, want) in cases {
+        let resp = ResponseDirectives::parse(&h(&[("cache-control", cc)]));
+        let got = stale_on_error_allowed(
+            &resp,
+            Duration::from_secs(100),
+            Duration::from_secs(*age),
+            *unreachable,
+        );
+        assert_eq!(got, *want, "{cc} age {age} unreachable {unreachable}");
+    }
+}
+
 // ---- §4.1 Vary ----
 
 #[test]
