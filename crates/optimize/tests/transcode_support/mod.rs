@@ -96,7 +96,7 @@ pub fn careless_png(img: &RgbaImage) -> Vec<u8> {
 
 /// A single-frame GIF of an image with at most 256 colours.
 pub fn gif_of(img: &RgbaImage) -> Vec<u8> {
-    gif_frames(&[img.clone()])
+    gif_frames(std::slice::from_ref(img))
 }
 
 /// A GIF with one frame per image (animated when more than one).
