@@ -33,6 +33,12 @@ impl<K: Hash + Eq + Clone> LruOrder<K> {
 
     /// Put `key` at a given tick (used when reloading a persisted order).
     pub(crate) fn place(&mut self, key: &K, tick: u64) {
+        // Two keys on one tick would lose one from the order (and from eviction): move along.
+        let tick = if self.by_tick.get(&tick).is_some_and(|k| k != key) {
+            self.next_tick.max(tick + 1)
+        } else {
+            tick
+        };
         // On the hit path the key is known: move the owned key instead of cloning it twice.
         match self.by_key.get_mut(key) {
             Some(old) => {
@@ -46,6 +52,11 @@ impl<K: Hash + Eq + Clone> LruOrder<K> {
             }
         }
         self.next_tick = self.next_tick.max(tick + 1);
+    }
+
+    /// The tick of `key`'s last use.
+    pub(crate) fn tick_of(&self, key: &K) -> Option<u64> {
+        self.by_key.get(key).copied()
     }
 
     /// Forget `key`.
@@ -83,6 +94,17 @@ mod tests {
         lru.remove(&"b");
         assert_eq!(lru.oldest(), Some(&"c"));
         assert_eq!(lru.len(), 2);
+    }
+
+    #[test]
+    fn colliding_ticks_keep_every_key() {
+        let mut lru = LruOrder::new(0);
+        lru.place(&"a", 5);
+        lru.place(&"b", 5);
+        assert_eq!(lru.len(), 2);
+        assert_eq!(lru.oldest(), Some(&"a"));
+        lru.remove(&"a");
+        assert_eq!(lru.oldest(), Some(&"b"));
     }
 
     #[test]

@@ -20,7 +20,7 @@
 //! `write_lock`, which orders index commits exactly as the state changes and means a body file is
 //! never deleted while another writer is about to reference it.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
@@ -73,6 +73,8 @@ pub(crate) struct StoreStats {
 struct Slot {
     entry: Arc<Entry>,
     cost: u64,
+    /// Its access tick changed since the index last recorded it (listed in `dirty_access`).
+    dirty: bool,
 }
 
 struct BodyRef {
@@ -122,8 +124,9 @@ impl MemoryBodies {
 }
 
 struct State {
-    /// Ordered so all keys of one URI (a common prefix) can be found for invalidation.
-    entries: BTreeMap<String, Slot>,
+    entries: HashMap<String, Slot>,
+    /// URI → the keys stored for it (all variants and Vary keys), for invalidation.
+    by_uri: HashMap<String, Vec<String>>,
     lru: LruOrder<String>,
     /// primary key (URI + variant) → (Vary names of its entries, number of entries).
     vary: HashMap<String, (Vec<String>, usize)>,
@@ -131,7 +134,9 @@ struct State {
     bytes: u64,
     memory: MemoryBodies,
     /// Access ticks not yet written to the index; flushed with the next write.
-    dirty_access: HashMap<String, u64>,
+    /// Keys whose access tick the index has not recorded yet; a Vec plus the slot's flag so a
+    /// hit costs no extra hashing.
+    dirty_access: Vec<String>,
 }
 
 /// What removing an entry from the state left to do on disk.
@@ -148,7 +153,13 @@ impl State {
             return;
         };
         self.lru.remove(&key.to_string());
-        self.dirty_access.remove(key);
+        let uri = uri_of(key);
+        if let Some(keys) = self.by_uri.get_mut(uri) {
+            keys.retain(|k| k != key);
+            if keys.is_empty() {
+                self.by_uri.remove(uri);
+            }
+        }
         self.bytes -= slot.cost;
         if let Some(primary) = primary_of(key) {
             if let Some((_, count)) = self.vary.get_mut(primary) {
@@ -195,15 +206,41 @@ impl State {
             .entry(primary.to_string())
             .or_insert_with(|| (entry.vary.clone(), 0));
         vary.1 += 1;
-        self.entries.insert(key.to_string(), Slot { entry, cost });
+        self.entries.insert(
+            key.to_string(),
+            Slot {
+                entry,
+                cost,
+                dirty: tick.is_none(),
+            },
+        );
+        self.by_uri
+            .entry(uri_of(key).to_string())
+            .or_default()
+            .push(key.to_string());
         let key = key.to_string();
         match tick {
             Some(t) => self.lru.place(&key, t),
             None => {
-                let t = self.lru.touch(&key);
-                self.dirty_access.insert(key, t);
+                self.lru.touch(&key);
+                self.dirty_access.push(key);
             }
         }
+    }
+
+    /// The access ticks to record in the index, clearing the dirty marks.
+    fn take_dirty(&mut self) -> HashMap<String, u64> {
+        let mut ticks = HashMap::with_capacity(self.dirty_access.len());
+        for key in std::mem::take(&mut self.dirty_access) {
+            // Entries removed since their access need no record.
+            if let Some(slot) = self.entries.get_mut(&key) {
+                slot.dirty = false;
+                if let Some(tick) = self.lru.tick_of(&key) {
+                    ticks.insert(key, tick);
+                }
+            }
+        }
+        ticks
     }
 
     /// Evict least recently used entries until the byte bound holds.
@@ -219,17 +256,23 @@ impl State {
         evicted
     }
 
+    /// Keys starting with `prefix`, which must begin with a URI and a NUL.
     fn keys_with_prefix(&self, prefix: &str) -> Vec<String> {
-        self.entries
-            .range::<str, _>((
-                std::ops::Bound::Included(prefix),
-                std::ops::Bound::Unbounded,
-            ))
-            .map(|(k, _)| k)
-            .take_while(|k| k.starts_with(prefix))
-            .cloned()
-            .collect()
+        self.by_uri
+            .get(uri_of(prefix))
+            .map(|keys| {
+                keys.iter()
+                    .filter(|k| k.starts_with(prefix))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
     }
+}
+
+/// The URI part of a key (everything before the first NUL).
+fn uri_of(key: &str) -> &str {
+    key.split('\0').next().unwrap_or(key)
 }
 
 /// The primary part of a full key (everything before the last NUL).
@@ -288,13 +331,14 @@ impl DiskStore {
             max_object: (memory_bytes / 16).min(4 << 20),
         };
         let mut state = State {
-            entries: BTreeMap::new(),
+            entries: HashMap::new(),
+            by_uri: HashMap::new(),
             lru: LruOrder::new(0),
             vary: HashMap::new(),
             bodies: HashMap::new(),
             bytes: 0,
             memory,
-            dirty_access: HashMap::new(),
+            dirty_access: Vec::new(),
         };
         let store_dirs = (bodies_dir.clone(), tmp_dir.clone());
         let dropped = load_index(&db, &store_dirs.0, &heuristic, &mut state)?;
@@ -357,13 +401,12 @@ impl DiskStore {
             let mut st = lock(&self.state);
             let names = &st.vary.get(primary)?.0;
             let key = full_key(primary, &secondary(names));
-            let entry = st.entries.get(&key)?.entry.clone();
-            let tick = st.lru.touch(&key);
-            match st.dirty_access.get_mut(&key) {
-                Some(t) => *t = tick,
-                None => {
-                    st.dirty_access.insert(key.clone(), tick);
-                }
+            let slot = st.entries.get_mut(&key)?;
+            let entry = slot.entry.clone();
+            let was_dirty = std::mem::replace(&mut slot.dirty, true);
+            st.lru.touch(&key);
+            if !was_dirty {
+                st.dirty_access.push(key.clone());
             }
             let body = st.memory.get(&entry.body_hash);
             (key, entry, body)
@@ -445,7 +488,7 @@ impl DiskStore {
             let present = st.entries.contains_key(&key);
             // A body freed by the replaced entry may be the new entry's own.
             out.freed_bodies.retain(|h| !st.bodies.contains_key(h));
-            (out, std::mem::take(&mut st.dirty_access), evicted, present)
+            (out, st.take_dirty(), evicted, present)
         };
         self.evictions.fetch_add(evicted, Ordering::Relaxed);
         // A replaced key that is present again must stay in the index.
@@ -487,14 +530,17 @@ impl DiskStore {
             let old_cost = slot.cost;
             slot.entry = Arc::new(entry);
             slot.cost = cost;
+            let was_dirty = std::mem::replace(&mut slot.dirty, true);
             st.bytes = st.bytes - old_cost + cost;
-            let tick = st.lru.touch(&key.to_string());
-            st.dirty_access.insert(key.to_string(), tick);
+            st.lru.touch(&key.to_string());
+            if !was_dirty {
+                st.dirty_access.push(key.to_string());
+            }
             // Longer headers can push the total over the bound.
             let mut out = Detached::default();
             let evicted = st.evict_to(self.max_bytes, &mut out);
             let present = st.entries.contains_key(key);
-            (out, std::mem::take(&mut st.dirty_access), evicted, present)
+            (out, st.take_dirty(), evicted, present)
         };
         self.evictions.fetch_add(evicted, Ordering::Relaxed);
         let inserted = if present {
@@ -549,7 +595,7 @@ impl DiskStore {
     /// Write pending access ticks to the index (also done with every store, and on drop).
     pub(crate) fn flush(&self) -> Result<(), CacheError> {
         let mut writer = lock(&self.write_lock);
-        let dirty = std::mem::take(&mut lock(&self.state).dirty_access);
+        let dirty = lock(&self.state).take_dirty();
         if dirty.is_empty() && writer.since_durable == 0 {
             return Ok(());
         }
@@ -726,7 +772,13 @@ fn load_index(
         let tick = ticks.get(&key).copied().unwrap_or(0);
         loaded.push((key, Arc::new(entry), cost, tick));
     }
-    for (key, entry, cost, tick) in loaded {
+    // Oldest first; ticks made unique (a missing or repeated tick would corrupt the order)
+    // while never moving below the recorded value, so later records stay comparable.
+    loaded.sort_by(|a, b| a.3.cmp(&b.3).then_with(|| a.0.cmp(&b.0)));
+    let mut next = 0u64;
+    for (key, entry, cost, recorded) in loaded {
+        let tick = recorded.max(next);
+        next = tick + 1;
         if let Some(primary) = primary_of(&key) {
             let primary = primary.to_string();
             // Entries of one primary key must agree on Vary; a disagreeing one is unreachable.

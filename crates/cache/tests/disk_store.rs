@@ -152,6 +152,8 @@ fn survives_restart_with_entries_order_and_bound() {
     for i in 0..15 {
         assert_eq!(lookup_body(&cache, i), Some(body_for(i, 1000)), "entry {i}");
     }
+    // 3 becomes the most recently used before closing.
+    assert!(lookup_body(&cache, 3).is_some());
     drop(cache);
 
     // Reopen with a smaller bound: evicted down to it, least recently used first.
@@ -160,11 +162,43 @@ fn survives_restart_with_entries_order_and_bound() {
     assert!(s.bytes <= 5_000, "{}", s.bytes);
     assert!(s.entries >= 3);
     assert!(
-        lookup_body(&cache, 14).is_some(),
+        lookup_body(&cache, 3).is_some(),
         "most recently looked up survives"
+    );
+    assert!(
+        lookup_body(&cache, 14).is_some(),
+        "next most recent survives"
     );
     assert!(lookup_body(&cache, 1).is_none());
     assert!(bytes_on_disk(dir.path()) <= s.bytes);
+}
+
+#[test]
+fn lost_access_order_still_yields_a_consistent_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let cache = cache_in(dir.path(), 1 << 20);
+        for i in 0..12 {
+            store_obj(&cache, i, 1000);
+        }
+    }
+    // Simulate an index whose access records were lost.
+    {
+        let db = redb::Database::create(dir.path().join("index.redb")).unwrap();
+        let tx = db.begin_write().unwrap();
+        let table: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("access");
+        tx.delete_table(table).unwrap();
+        tx.commit().unwrap();
+    }
+    let cache = cache_in(dir.path(), 4_000);
+    let s = cache.stats();
+    assert!(s.bytes <= 4_000 && s.entries >= 2, "{s:?}");
+    // Further stores keep evicting correctly.
+    for i in 20..30 {
+        store_obj(&cache, i, 1000);
+        assert!(cache.stats().bytes <= 4_000);
+    }
+    assert!(bytes_on_disk(dir.path()) <= cache.stats().bytes);
 }
 
 #[test]
