@@ -20,6 +20,9 @@ mod wire;
 
 pub use config::{parse_config_file, FileConfig};
 pub use error::DnsError;
+/// The DNS wire-format library this crate is built on, re-exported so that callers (the fuzz
+/// target, tests elsewhere) parse and build messages with the very same version.
+pub use hickory_proto;
 pub use policy::{NameMatch, RewritePolicy, DEFAULT_PROXY_TTL};
 pub use proxy::{DnsProxy, DnsProxyConfig, DnsProxyLimits, DnsProxyStats};
 pub use rewrite::rewrite_response;

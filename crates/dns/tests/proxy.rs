@@ -275,3 +275,46 @@ async fn small_udp_client_gets_tc_for_a_big_rewritten_answer() {
     assert!(!full.truncated());
     p.stop().await;
 }
+
+#[tokio::test]
+async fn a_flood_is_bounded_by_the_in_flight_limit() {
+    let up = start_upstream().await;
+    let (udp, tcp) = bind_pair();
+    let addr = udp.local_addr().unwrap();
+    let mut cfg = DnsProxyConfig::new(up.addr);
+    cfg.timeout = Duration::from_millis(400);
+    let limits = webpep_dns::DnsProxyLimits {
+        max_in_flight: 4,
+        attempts: 1,
+        ..Default::default()
+    };
+    let proxy = Arc::new(DnsProxy::with_limits(cfg, limits));
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(proxy.clone().serve(Some(udp), Some(tcp), cancel.clone()));
+    let p = Running {
+        addr,
+        proxy,
+        cancel,
+        task,
+    };
+
+    // 50 queries for a name the upstream never answers: only 4 may be waiting upstream.
+    let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    for id in 0..50u16 {
+        let q = query(id, "slow.foo.com.", RecordType::A, false)
+            .to_vec()
+            .unwrap();
+        client.send_to(&q, p.addr).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert_eq!(up.udp(), 4, "in flight upstream while the first four wait");
+    // Then the backlog drains four at a time, each answered SERVFAIL.
+    let mut buf = vec![0u8; 512];
+    let first = tokio::time::timeout(WAIT, client.recv_from(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    let m = Message::from_vec(&buf[..first.0]).unwrap();
+    assert_eq!(m.response_code(), ResponseCode::ServFail);
+    p.stop().await;
+}
