@@ -11,6 +11,44 @@
 //! The key is scheme + authority + path-and-query (method-independent for GET/HEAD), the Vary
 //! secondary key, and a `variant` naming the proxy's transformed representation.
 //!
+//! # How the proxy uses it
+//!
+//! ```
+//! use std::time::{Duration, SystemTime};
+//! use webpep_cache::{client_not_modified, CacheConfig, HttpCache, Lookup};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let cache = HttpCache::open(CacheConfig::new(dir.path()))?;
+//! let req = http::Request::get("http://example.com/app.js").body(())?.into_parts().0;
+//! let t0 = SystemTime::now();
+//!
+//! // Miss: fetch from the origin, then offer the response to the cache (it decides).
+//! assert!(matches!(cache.lookup(&req, "", t0), Lookup::Miss));
+//! let resp = http::Response::builder()
+//!     .status(200)
+//!     .header("cache-control", "max-age=60")
+//!     .header("etag", "\"v1\"")
+//!     .body(())?
+//!     .into_parts()
+//!     .0;
+//! assert!(cache.store(&req, &resp, b"console.log(1)", "", t0, t0)?);
+//!
+//! // Fresh: serve it (Age is set); answer the client's own conditional with a 304.
+//! if let Lookup::Fresh(hit) = cache.lookup(&req, "", t0 + Duration::from_secs(5)) {
+//!     assert_eq!(hit.headers["age"], "5");
+//!     assert!(!client_not_modified(&req, &hit));
+//! }
+//!
+//! // Stale: revalidate with the stored validators; a 304 freshens the entry.
+//! let later = t0 + Duration::from_secs(120);
+//! let Lookup::Stale(old) = cache.lookup(&req, "", later) else { unreachable!() };
+//! assert_eq!(old.conditional_headers()["if-none-match"], "\"v1\"");
+//! let not_modified = http::Response::builder().status(304).body(())?.into_parts().0;
+//! let renewed = cache.freshen(&old, &not_modified, later, later).expect("304 applies");
+//! assert_eq!(&renewed.body[..], b"console.log(1)");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! Deliberate limits: only GET responses are stored (HEAD lookups are served from them); 206 and
 //! range requests are not cached; a response with `Set-Cookie` is stored only when explicitly
 //! `public` or `s-maxage`; qualified `private`/`no-cache` act as their unqualified forms.
