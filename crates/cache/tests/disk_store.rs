@@ -372,3 +372,63 @@ fn body_deleted_while_running_is_a_miss_and_heals() {
     assert!(store_obj(&cache, 5, 1500));
     assert_eq!(lookup_body(&cache, 5), Some(body_for(5, 1500)));
 }
+
+#[test]
+fn concurrent_aliases_of_shared_bodies_never_lose_a_live_body() {
+    let dir = tempfile::tempdir().unwrap();
+    let max = 12_000;
+    let cache = Arc::new(cache_in(dir.path(), max));
+    // Four distinct bodies shared by many URIs: stores, evictions and invalidations race on
+    // the same body files.
+    let shared: Vec<Vec<u8>> = (0..4).map(|b| vec![b'A' + b as u8; 1200]).collect();
+    let threads: Vec<_> = (0..4)
+        .map(|tid| {
+            let cache = Arc::clone(&cache);
+            let shared = shared.clone();
+            std::thread::spawn(move || {
+                let rs = resp(200, &[("cache-control", "max-age=3600")]);
+                for round in 0..150 {
+                    let k = (tid * 13 + round * 5) % 40;
+                    let u = format!("http://alias.example/{k}");
+                    let body = &shared[k % 4];
+                    match round % 4 {
+                        0 | 1 => {
+                            cache
+                                .store(&get(&u, &[]), &rs, body, "", t(0), t(0))
+                                .unwrap();
+                        }
+                        2 => {
+                            if let Lookup::Fresh(r) = cache.lookup(&get(&u, &[]), "", t(1)) {
+                                assert_eq!(&r.body[..], &body[..]);
+                            }
+                        }
+                        _ => cache.invalidate(&req_m(Method::DELETE, &u, &[])),
+                    }
+                }
+            })
+        })
+        .collect();
+    for th in threads {
+        th.join().unwrap();
+    }
+    let before = cache.stats();
+    assert!(before.bytes <= max);
+    drop(cache);
+    // Every entry still has its body file: nothing is dropped on reopen.
+    let mut cfg = CacheConfig::new(dir.path());
+    cfg.max_bytes = max;
+    cfg.memory_bytes = 0;
+    let reopened = HttpCache::open(cfg).unwrap();
+    assert_eq!(reopened.stats().entries, before.entries);
+    for k in 0..40 {
+        let u = format!("http://alias.example/{k}");
+        if let Lookup::Fresh(r) = reopened.lookup(&get(&u, &[]), "", t(1)) {
+            assert_eq!(&r.body[..], &shared[k % 4][..]);
+        }
+    }
+    assert_eq!(
+        reopened.stats().entries,
+        before.entries,
+        "no body failed its check"
+    );
+}
