@@ -3,6 +3,7 @@
 //! origin fetch → decode → store the original → transforms (transcode, URL rewrite,
 //! compress) → store the variant → respond.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -26,9 +27,10 @@ use crate::server::Server;
 const ORIGIN_ACCEPT_ENCODING: &str = "gzip, deflate, br, zstd";
 
 /// Everything the phases share about one request.
-struct Exchange<'a> {
-    server: &'a Server,
-    req: &'a ClientRequest,
+#[derive(Clone)]
+struct Exchange {
+    server: Arc<Server>,
+    req: Arc<ClientRequest>,
     /// The request as the cache sees it (absolute URI, end-to-end headers).
     parts: http::request::Parts,
     /// Where to connect (differs from `parts.uri` for intercepted connections).
@@ -38,7 +40,7 @@ struct Exchange<'a> {
     variant: String,
 }
 
-impl Exchange<'_> {
+impl Exchange {
     fn ctx(&self) -> TransformCtx<'_> {
         let h = &self.req.head.headers;
         TransformCtx {
@@ -50,7 +52,7 @@ impl Exchange<'_> {
 }
 
 /// Serves a request for an origin (explicit, transparent or URL mode).
-pub async fn proxy_http(server: &Server, req: &ClientRequest) -> Reply {
+pub async fn proxy_http(server: Arc<Server>, req: Arc<ClientRequest>) -> Reply {
     let Some(origin_url) = req.mode.origin_url() else {
         return Reply::text(StatusCode::BAD_REQUEST, "not a proxied request");
     };
@@ -88,8 +90,8 @@ pub async fn proxy_http(server: &Server, req: &ClientRequest) -> Reply {
         _ => None,
     };
     let mut ex = Exchange {
-        server,
-        req,
+        server: server.clone(),
+        req: req.clone(),
         parts,
         connect_uri,
         url_mode,
@@ -110,7 +112,7 @@ pub async fn proxy_http(server: &Server, req: &ClientRequest) -> Reply {
     reply
 }
 
-async fn run(ex: &Exchange<'_>) -> Reply {
+async fn run(ex: &Exchange) -> Reply {
     let method = &ex.parts.method;
     let cache = ex.server.cache.as_ref().filter(|_| *method == Method::GET || *method == Method::HEAD);
     if let Some(c) = &ex.server.cache {
@@ -134,7 +136,7 @@ async fn run(ex: &Exchange<'_>) -> Reply {
     match cache.lookup(&ex.parts, "", now) {
         Lookup::Fresh(c) => {
             Metrics::add(&metrics.cache_hits, 1);
-            let out = transform_and_store(ex, c.status, c.headers.clone(), c.body.clone(), now, now);
+            let out = transform_off_thread(ex, c.status, c.headers.clone(), c.body.clone(), now, now).await;
             from_cached_reply(ex, out, "HIT")
         }
         Lookup::Stale(c) => {
@@ -164,7 +166,7 @@ fn only_if_cached(h: &HeaderMap) -> bool {
 
 /// A cached (and possibly just transformed) response for the client, answering the
 /// client's own conditional request with 304.
-fn from_cached(ex: &Exchange<'_>, c: CachedResponse, label: &'static str) -> Reply {
+fn from_cached(ex: &Exchange, c: CachedResponse, label: &'static str) -> Reply {
     if webpep_cache::client_not_modified(&ex.parts, &c) {
         let mut headers = c.headers;
         headers.remove(header::CONTENT_LENGTH);
@@ -192,7 +194,7 @@ struct Transformed {
     body: Bytes,
 }
 
-fn from_cached_reply(ex: &Exchange<'_>, t: Transformed, label: &'static str) -> Reply {
+fn from_cached_reply(ex: &Exchange, t: Transformed, label: &'static str) -> Reply {
     if t.status == StatusCode::OK && not_modified_for(&ex.parts.headers, &t.headers) {
         let mut headers = t.headers;
         headers.remove(header::CONTENT_LENGTH);
@@ -236,8 +238,8 @@ pub fn not_modified_for(req: &HeaderMap, resp: &HeaderMap) -> bool {
 }
 
 /// Phase: origin fetch (conditional when `stale` is given) and everything after it.
-async fn fetch_and_process(ex: &Exchange<'_>, stale: Option<CachedResponse>) -> Reply {
-    let server = ex.server;
+async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Reply {
+    let server = &ex.server;
     let metrics = &server.metrics;
     let mut headers = ex.parts.headers.clone();
     if let Some(s) = &stale {
@@ -275,7 +277,7 @@ async fn fetch_and_process(ex: &Exchange<'_>, stale: Option<CachedResponse>) -> 
         if let Some(cache) = &server.cache {
             if let Some(fresh) = cache.freshen(s, &rparts, request_time, response_time) {
                 Metrics::add(&metrics.cache_validated, 1);
-                let out = transform_and_store(ex, fresh.status, fresh.headers.clone(), fresh.body.clone(), request_time, response_time);
+                let out = transform_off_thread(ex, fresh.status, fresh.headers.clone(), fresh.body.clone(), request_time, response_time).await;
                 return from_cached_reply(ex, out, "REVALIDATED");
             }
         }
@@ -317,7 +319,7 @@ async fn fetch_and_process(ex: &Exchange<'_>, stale: Option<CachedResponse>) -> 
             }
         }
     }
-    let out = transform_and_store(ex, rparts.status, rparts.headers, body, request_time, response_time);
+    let out = transform_off_thread(ex, rparts.status, rparts.headers, body, request_time, response_time).await;
     Reply {
         status: out.status,
         headers: out.headers,
@@ -368,17 +370,42 @@ fn origin_error(e: &hyper_util::client::legacy::Error) -> Reply {
     Reply::text(StatusCode::BAD_GATEWAY, &format!("origin error: {}", error_reason(e)))
 }
 
-/// Phases: decode → transforms → store the variant. Never fails: on any problem the
-/// original passes through untouched.
-fn transform_and_store(
-    ex: &Exchange<'_>,
+/// Runs the transform phases on the blocking pool: image transcoding and brotli take
+/// milliseconds of CPU that must not stall other connections on this worker. A panic in a
+/// transform costs only the transformation: the original goes out.
+async fn transform_off_thread(
+    ex: &Exchange,
     status: StatusCode,
     headers: HeaderMap,
     body: Bytes,
     request_time: SystemTime,
     response_time: SystemTime,
 ) -> Transformed {
-    let server = ex.server;
+    if status != StatusCode::OK || ex.server.transforms.is_empty() || body.is_empty() {
+        return client_decodable(ex, Transformed { status, headers, body });
+    }
+    let job = ex.clone();
+    let (h2, b2) = (headers.clone(), body.clone());
+    match tokio::task::spawn_blocking(move || transform_and_store(&job, status, h2, b2, request_time, response_time)).await {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::error!(error = %e, url = %ex.parts.uri, "transform failed; original passed through");
+            client_decodable(ex, Transformed { status, headers, body })
+        }
+    }
+}
+
+/// Phases: decode → transforms → store the variant. Never fails: on any problem the
+/// original passes through untouched.
+fn transform_and_store(
+    ex: &Exchange,
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+    request_time: SystemTime,
+    response_time: SystemTime,
+) -> Transformed {
+    let server = &ex.server;
     let metrics = &server.metrics;
     let ctx = ex.ctx();
     let original = Transformed {
@@ -457,7 +484,7 @@ fn content_coding(h: &HeaderMap) -> Option<String> {
 
 /// When the proxy asked the origin for a coding the client did not accept, decodes it
 /// (within the limit); otherwise returns the response as it is.
-fn client_decodable(ex: &Exchange<'_>, t: Transformed) -> Transformed {
+fn client_decodable(ex: &Exchange, t: Transformed) -> Transformed {
     let Some(ce) = content_coding(&t.headers) else { return t };
     let client_ae = ex.req.head.headers.get(header::ACCEPT_ENCODING).and_then(|v| v.to_str().ok());
     let accepted = ce.split(',').all(|c| {
@@ -495,7 +522,7 @@ fn client_decodable(ex: &Exchange<'_>, t: Transformed) -> Transformed {
 }
 
 /// In URL mode a redirect's Location must point back at the proxy too.
-fn rewrite_location(headers: &mut HeaderMap, ex: &Exchange<'_>) {
+fn rewrite_location(headers: &mut HeaderMap, ex: &Exchange) {
     let Some((page, authority)) = &ex.url_mode else { return };
     let Some(loc) = headers.get(header::LOCATION).and_then(|v| v.to_str().ok()) else {
         return;

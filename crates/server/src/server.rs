@@ -170,7 +170,7 @@ impl Server {
         match &req.mode {
             Mode::Local { path } => Reply::text(StatusCode::NOT_FOUND, &format!("no such path on this proxy: {path}")),
             Mode::Connect { .. } => Reply::text(StatusCode::BAD_REQUEST, "unexpected CONNECT"),
-            _ => crate::proxy::proxy_http(&self, &req).await,
+            _ => crate::proxy::proxy_http(self.clone(), Arc::new(req)).await,
         }
     }
 }
