@@ -431,9 +431,11 @@ impl DiskStore {
         };
         match verified {
             Some(body) => {
-                lock(&self.state)
-                    .memory
-                    .insert(entry.body_hash, body.clone());
+                let mut st = lock(&self.state);
+                // Not if it was evicted while we read: the copy would outlive its entry.
+                if st.bodies.contains_key(&entry.body_hash) {
+                    st.memory.insert(entry.body_hash, body.clone());
+                }
                 Some((key, entry, body))
             }
             None => {
