@@ -315,3 +315,17 @@ proptest! {
         let _ = embedded_urls(&bytes);
     }
 }
+
+#[test]
+fn uppercase_tags_and_unusable_base() {
+    assert_eq!(rw("<INPUT TYPE=text SRC=\"x.gif\">"), "<INPUT TYPE=text SRC=\"x.gif\">");
+    assert_eq!(
+        rw("<INPUT TYPE=Image SRC=\"x.gif\">"),
+        format!("<INPUT TYPE=Image SRC=\"{}\">", p("/dir/x.gif"))
+    );
+    // A javascript: base is ignored by browsers, and then the page URL stays the base.
+    assert_eq!(
+        rw("<base href=\"javascript:x\"><base href=\"http://c.com/\"><img src=\"i.gif\">"),
+        format!("<base href=\"javascript:x\"><base href=\"http://10.0.0.12/c.com/\"><img src=\"{}\">", p("/dir/i.gif"))
+    );
+}

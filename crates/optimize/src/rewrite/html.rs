@@ -199,10 +199,14 @@ pub fn rewrite_html(html: &[u8], page_url: &Url, proxy_authority: &str) -> Resul
         let Ok(resolved) = page_url.join(decode_entities(&raw).trim()) else {
             return Ok(());
         };
-        // Only the first base element counts (HTML §4.2.3).
+        // Only the first base element counts (HTML §4.2.3), and a data: or javascript: base
+        // is ignored by browsers (the document URL stays the base).
+        let usable = matches!(resolved.scheme(), "http" | "https");
         if !st.base_seen {
             st.base_seen = true;
-            st.base = resolved.clone();
+            if usable {
+                st.base = resolved.clone();
+            }
         }
         if let Some(new) = to_proxy_url(&resolved, proxy) {
             el.set_attribute("href", &escape_attr(&new))?;
@@ -211,7 +215,7 @@ pub fn rewrite_html(html: &[u8], page_url: &Url, proxy_authority: &str) -> Resul
     })];
     for &(selector, attr) in URL_ATTRIBUTES {
         handlers.push(element!(selector, move |el| {
-            if el.tag_name() == "input" && attr == "src" {
+            if attr == "src" && el.tag_name().eq_ignore_ascii_case("input") {
                 let is_image = el.get_attribute("type").is_some_and(|t| t.trim().eq_ignore_ascii_case("image"));
                 if !is_image {
                     return Ok(());
@@ -322,7 +326,7 @@ pub fn embedded_urls(html: &[u8]) -> Vec<String> {
     })];
     for &(selector, attr) in URL_ATTRIBUTES {
         handlers.push(element!(selector, move |el| {
-            if el.tag_name() == "input" && attr == "src" {
+            if attr == "src" && el.tag_name().eq_ignore_ascii_case("input") {
                 let is_image = el.get_attribute("type").is_some_and(|t| t.trim().eq_ignore_ascii_case("image"));
                 if !is_image {
                     return Ok(());
