@@ -319,10 +319,24 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// Appends this proxy to `Via` (RFC 9110 §7.6.3).
-pub fn add_via(headers: &mut HeaderMap, version: Version) {
-    let v = if version == Version::HTTP_10 { "1.0 webpep" } else { "1.1 webpep" };
-    headers.append(header::VIA, HeaderValue::from_static(v));
+/// Appends this proxy to `Via` (RFC 9110 §7.6.3) as `1.1 webpep-<instance>`, so that a
+/// request that comes back to the same proxy can be recognised ([`via_has`]).
+pub fn add_via(headers: &mut HeaderMap, version: Version, instance: &str) {
+    let v = if version == Version::HTTP_10 { "1.0" } else { "1.1" };
+    if let Ok(value) = HeaderValue::from_str(&format!("{v} webpep-{instance}")) {
+        headers.append(header::VIA, value);
+    }
+}
+
+/// True when a `Via` entry names this proxy instance (a forwarding loop).
+pub fn via_has(headers: &HeaderMap, instance: &str) -> bool {
+    let me = format!("webpep-{instance}");
+    headers
+        .get_all(header::VIA)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|entry| entry.split_whitespace().nth(1) == Some(me.as_str()))
 }
 
 /// How the response body goes on the wire to the client.
@@ -535,6 +549,16 @@ mod tests {
         strip_hop_by_hop(&mut h);
         assert_eq!(h.len(), 1);
         assert!(h.contains_key("accept"));
+    }
+
+    #[test]
+    fn via_names_the_instance() {
+        let mut h = HeaderMap::new();
+        h.insert(header::VIA, HeaderValue::from_static("1.0 other"));
+        assert!(!via_has(&h, "ab12"));
+        add_via(&mut h, Version::HTTP_11, "ab12");
+        assert!(via_has(&h, "ab12"));
+        assert!(!via_has(&h, "ab1"));
     }
 
     #[test]

@@ -15,7 +15,7 @@ use webpep_cache::{CachedResponse, Lookup};
 use webpep_optimize::compress;
 
 use crate::conn::ClientRequest;
-use crate::http1::{add_via, strip_hop_by_hop};
+use crate::http1::{add_via, strip_hop_by_hop, via_has};
 use crate::metrics::Metrics;
 use crate::mode::Mode;
 use crate::optimize::{Applied, TransformCtx};
@@ -59,6 +59,10 @@ pub async fn proxy_http(server: Arc<Server>, req: Arc<ClientRequest>) -> Reply {
     let Ok(uri) = origin_url.parse::<Uri>() else {
         return Reply::text(StatusCode::BAD_REQUEST, "bad origin URL");
     };
+    if via_has(&req.head.headers, &server.instance) {
+        // E.g. a Host naming the proxy on another of its ports: it would call itself forever.
+        return Reply::text(StatusCode::LOOP_DETECTED, "request loops through this proxy");
+    }
     let mut headers = req.head.headers.clone();
     strip_hop_by_hop(&mut headers);
     if let Some(a) = uri.authority() {
@@ -108,7 +112,7 @@ pub async fn proxy_http(server: Arc<Server>, req: Arc<ClientRequest>) -> Reply {
     if matches!(req.mode, Mode::UrlPath { .. }) {
         rewrite_location(&mut reply.headers, &ex);
     }
-    add_via(&mut reply.headers, req.head.version);
+    add_via(&mut reply.headers, req.head.version, &server.instance);
     reply
 }
 
@@ -247,7 +251,7 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
             headers.insert(k.clone(), v.clone());
         }
     }
-    add_via(&mut headers, ex.req.head.version);
+    add_via(&mut headers, ex.req.head.version, &ex.server.instance);
     let mut b = Request::builder().method(ex.parts.method.clone()).uri(ex.connect_uri.clone());
     if let Some(h) = b.headers_mut() {
         *h = headers;

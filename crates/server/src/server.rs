@@ -41,6 +41,8 @@ pub struct Server {
     /// Enabled transforms in pipeline order: transcode → URL rewrite → compress.
     pub(crate) transforms: Vec<Box<dyn Transform>>,
     pub(crate) metrics: Metrics,
+    /// Names this process in `Via` (loop detection).
+    pub(crate) instance: String,
 }
 
 impl std::fmt::Debug for Server {
@@ -108,6 +110,7 @@ impl Server {
             cache,
             transforms,
             metrics: Metrics::default(),
+            instance: instance_id(),
         }))
     }
 
@@ -173,6 +176,17 @@ impl Server {
             _ => crate::proxy::proxy_http(self.clone(), Arc::new(req)).await,
         }
     }
+}
+
+/// A short id that differs between proxy processes and between servers in one process.
+fn instance_id() -> String {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("{:x}", (std::process::id() as u64) << 32 ^ (t as u64) ^ ((n as u64) << 20))
 }
 
 async fn accept_loop(

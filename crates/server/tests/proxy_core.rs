@@ -255,3 +255,23 @@ async fn graceful_shutdown_finishes_in_flight_request() {
     // No new connections afterwards.
     assert!(tokio::net::TcpStream::connect(p.addr).await.is_err());
 }
+
+#[tokio::test]
+async fn request_to_itself_on_another_port_is_a_loop() {
+    // Two listeners, as the lab's edge (3128 and 80): a Host naming the other one would make
+    // the proxy call itself forever without Via loop detection.
+    let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (aa, ba) = (a.local_addr().unwrap(), b.local_addr().unwrap());
+    let mut cfg = test_config();
+    // The proxy's own address under a name: only Via can tell.
+    cfg.origin.hosts.insert("me.test".into(), "127.0.0.1".parse().unwrap());
+    let server = webpep_server::Server::new(cfg).unwrap();
+    let cancel = webpep_server::CancellationToken::new();
+    tokio::spawn(server.clone().serve(vec![a, b], None, cancel.clone()));
+    let mut c = Client::connect(aa).await;
+    c.send(&format!("GET /x HTTP/1.1\r\nHost: me.test:{}\r\n\r\n", ba.port())).await;
+    let r = c.read(false).await.unwrap();
+    assert_eq!(r.status, 508, "{}", r.text());
+    cancel.cancel();
+}
