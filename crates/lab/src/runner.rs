@@ -73,6 +73,7 @@ pub const MOZILLA_2003_HEADERS: &[(&str, &str)] = &[
         "text/xml,application/xml,application/xhtml+xml,text/html;q=0.9,text/plain;q=0.8,video/x-mng,image/png,image/jpeg,image/gif;q=0.2,*/*;q=0.1",
     ),
     ("Accept-Language", "en-us,en;q=0.5"),
+    ("Accept-Encoding", "gzip,deflate"),
     ("Accept-Charset", "ISO-8859-1,utf-8;q=0.7,*;q=0.7"),
     ("Keep-Alive", "300"),
     ("Connection", "keep-alive"),

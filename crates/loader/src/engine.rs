@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use url::Url;
 
 use crate::config::{LoaderConfig, Policy};
+use crate::content_coding::{decode_all, StreamDecoder};
 use crate::discover::{self, Discovered, HtmlScanner, ResourceKind};
 use crate::driver::{self, DriverCfg, Event, H1Mode, Job, Response, Sent};
 use crate::error::FetchError;
@@ -148,6 +149,8 @@ struct Obj {
     error: Option<FetchError>,
     redirect_url: Option<String>,
     scanner: Option<HtmlScanner>,
+    /// Undoes the response's content coding before the scanner sees the bytes.
+    decoder: Option<StreamDecoder>,
 }
 
 struct LoadState {
@@ -461,6 +464,7 @@ impl Loader {
             error: None,
             redirect_url: None,
             scanner: None,
+            decoder: None,
         }
     }
 
@@ -1130,17 +1134,23 @@ impl Loader {
                     && is_html_type(header(&headers, "content-type"))
                 {
                     o.scanner = Some(HtmlScanner::new(o.url.clone()));
+                    o.decoder = StreamDecoder::for_coding(header(&headers, "content-encoding"));
                 } else {
                     o.scanner = None;
+                    o.decoder = None;
                 }
             }
             Event::Chunk { gen, obj, data } => {
                 if gen != st.gen {
                     return;
                 }
-                let found = match st.objs.get_mut(obj).and_then(|o| o.scanner.as_mut()) {
-                    Some(s) => s.feed(&data),
-                    None => return,
+                let Some(o) = st.objs.get_mut(obj) else {
+                    return;
+                };
+                let found = match (o.scanner.as_mut(), o.decoder.as_mut()) {
+                    (Some(s), Some(d)) => s.feed(&d.feed(&data)),
+                    (Some(s), None) => s.feed(&data),
+                    (None, _) => return,
                 };
                 self.discover(st, obj, found);
             }
@@ -1246,8 +1256,11 @@ impl Loader {
         };
         let status = resp.status;
         let key = o.url.as_str().to_string();
-        // The HTTP cache.
-        let mut body_for_discovery = resp.body.clone();
+        // The HTTP cache keeps (and discovery reads) the decoded body.
+        let mut body_for_discovery = match (&resp.body, header(&resp.headers, "content-encoding")) {
+            (Some(b), Some(ce)) => decode_all(Some(ce), b).map(Bytes::from).or(resp.body.clone()),
+            _ => resp.body.clone(),
+        };
         if status == 304 && o.conditional {
             if let Some(entry) = self.cache.get(&key) {
                 body_for_discovery = entry.body.clone();
@@ -1261,7 +1274,7 @@ impl Loader {
                     CacheEntry {
                         etag,
                         last_modified: lm,
-                        body: resp.body.clone(),
+                        body: body_for_discovery.clone(),
                     },
                 );
             } else {
@@ -1284,6 +1297,7 @@ impl Loader {
         let html_ok = is_html_type(header(&resp.headers, "content-type"));
         let base = o.url.clone();
         let mut scanner = o.scanner.take();
+        o.decoder = None;
         o.response = Some(Response { body: None, ..resp });
         if let (true, Some(loc)) = (is_main, location) {
             if redirects < self.cfg.max_redirects {

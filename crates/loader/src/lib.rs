@@ -51,6 +51,7 @@
 //! ```
 
 mod config;
+mod content_coding;
 pub mod discover;
 pub mod dns;
 mod driver;

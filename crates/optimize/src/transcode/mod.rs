@@ -341,18 +341,6 @@ fn transcode_inner(
                 });
                 push_result(r, &mut candidates, &mut failed_ssim);
             }
-            if src.format != Format::Jpeg {
-                // Palette reduction of a truecolour graphic (003 §7.1 reduces GIF colours).
-                let q = palette::quantize(&src.img.to_rgba8(), cfg.preset.palette_colors(), 10);
-                if let (Some(rgba), Ok(png)) = (q.to_rgba(), q.to_png()) {
-                    let s = src.ssim_of(&DynamicImage::ImageRgba8(rgba));
-                    push_result(
-                        Ok(Candidate { body: png, content_type: "image/png", ssim: s }),
-                        &mut candidates,
-                        &mut failed_ssim,
-                    );
-                }
-            }
         } else if webp_ok {
             // Few colours: lossy WebP sometimes beats the exact palette on large flat graphics.
             let r = search_quality(&src, lo, hi, bound, started, Format::Webp, |q| {
@@ -360,6 +348,14 @@ fn transcode_inner(
             });
             push_result(r, &mut candidates, &mut failed_ssim);
         }
+    }
+
+    if cfg.preset != Preset::Lossless && src.format != Format::Jpeg {
+        push_result(
+            reduce_palette(&src, cfg.preset.palette_colors(), bound),
+            &mut candidates,
+            &mut failed_ssim,
+        );
     }
 
     let best = candidates
@@ -374,6 +370,28 @@ fn transcode_inner(
             None => Skip::NotSmaller,
         }),
     }
+}
+
+/// Palette reduction of a graphic (003 §7.1 reduces GIFs to 16 colours): the fewest colours,
+/// of 16, 32, 64, … up to `max_colors`, whose result still meets the SSIM bound. Fewer
+/// colours shrink the palette and make the deflated index rows more repetitive.
+fn reduce_palette(src: &Source, max_colors: usize, bound: f64) -> Result<Candidate, f64> {
+    let rgba = src.img.to_rgba8();
+    let exact = palette::exact(&rgba).map(|ix| ix.palette.len()).unwrap_or(usize::MAX);
+    let mut best_fail = 0.0f64;
+    let mut colors = 16;
+    while colors <= max_colors && colors < exact {
+        let q = palette::quantize(&rgba, colors, 10);
+        if let (Some(out), Ok(png)) = (q.to_rgba(), q.to_png()) {
+            let s = src.ssim_of(&DynamicImage::ImageRgba8(out));
+            if s >= bound {
+                return Ok(Candidate { body: png, content_type: "image/png", ssim: s });
+            }
+            best_fail = best_fail.max(s);
+        }
+        colors *= 2;
+    }
+    Err(best_fail)
 }
 
 /// Adds a passing candidate, or remembers the best failing SSIM.
