@@ -1364,3 +1364,51 @@ async fn blocking_scripts_hold_back_what_follows_them() {
     );
     assert!(p.plt < delay * 2);
 }
+
+/// A proxy compresses HTML and CSS (Content-Encoding gzip, br): the browser model undoes the
+/// coding, streamed, and still finds every embedded object, two levels deep.
+#[tokio::test(flavor = "current_thread")]
+async fn content_coded_html_and_css_are_decoded_and_scanned() {
+    use std::io::Write;
+    let routes = Routes::default();
+    let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
+    let dns = FakeDns::start(
+        &[("www.test", ip(2))],
+        DnsOptions {
+            ttl: 30,
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut html = String::from("<html><head><link rel=stylesheet href=/s.css></head><body>");
+    for i in 0..20 {
+        html.push_str(&format!("<p>paragraph {i} with some text</p><img src=\"/c{i}.gif\">"));
+        routes.add("www.test", &format!("/c{i}.gif"), Route::image(300));
+    }
+    html.push_str("</body></html>");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gz.write_all(html.as_bytes()).unwrap();
+    let mut page_route = Route::html(gz.finish().unwrap()).chunked();
+    page_route
+        .headers
+        .push(("Content-Encoding".into(), "gzip".into()));
+    routes.add("www.test", "/", page_route);
+    let css = ".a { background: url(/bg.png) } ".repeat(20);
+    let mut br = Vec::new();
+    brotli::BrotliCompress(&mut css.as_bytes(), &mut br, &Default::default()).unwrap();
+    let mut css_route = Route::css(br);
+    css_route
+        .headers
+        .push(("Content-Encoding".into(), "br".into()));
+    routes.add("www.test", "/s.css", css_route);
+    routes.add("www.test", "/bg.png", Route::image(10));
+    let page = load_page(
+        &format!("http://www.test:{}/", srv.addr.port()),
+        &cfg(Policy::Http11 { per_host: 2 }, &dns),
+    )
+    .await;
+    check_page(&page);
+    assert_eq!(page.errors(), 0, "{:#?}", page.objects);
+    assert_eq!(page.objects.len(), 23, "page, stylesheet, 20 images, background");
+    assert!(page.objects.iter().any(|o| o.url.ends_with("/bg.png")));
+}
