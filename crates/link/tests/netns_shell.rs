@@ -43,6 +43,21 @@ fn has_wpl(ns: &NetNs) -> bool {
     links(ns).iter().any(|n| n.starts_with("wpl"))
 }
 
+/// Whether a wpl device is still there after `wait`: the kernel unregisters a TUN device
+/// asynchronously after its last descriptor closes, which takes longer on a loaded machine.
+fn wpl_remains(ns: &NetNs, wait: Duration) -> bool {
+    let deadline = Instant::now() + wait;
+    loop {
+        if !has_wpl(ns) {
+            return false;
+        }
+        if Instant::now() >= deadline {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn temp_path(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("webpep-link-test-{}-{name}", std::process::id()))
 }
@@ -219,10 +234,14 @@ fn links_get_distinct_subnets_and_drop_removes_everything() {
     drop(a);
     drop(b);
     assert!(started.elapsed() < Duration::from_secs(2), "drop is prompt");
-    assert!(!has_wpl(&outer), "no wpl device left: {:?}", links(&outer));
+    assert!(
+        !wpl_remains(&outer, Duration::from_secs(3)),
+        "no wpl device left: {:?}",
+        links(&outer)
+    );
     // The inner namespace (kept alive by our handle only) has lost its TUN too.
     assert!(
-        !has_wpl(&inner_a),
+        !wpl_remains(&inner_a, Duration::from_secs(3)),
         "no wpl device in the inner ns: {:?}",
         links(&inner_a)
     );
@@ -349,7 +368,11 @@ fn run_command_returns_exit_codes() {
                  && ip route | grep -q \"default via $WEBPEP_LINK_OUTER_ADDR dev wpl0\" \
                  && test \"$(ip -o link show | grep -vc ': lo:')\" = 1";
     assert_eq!(run_command(&s, outer.clone(), &sh(check)).expect("runs"), 0);
-    assert!(!has_wpl(&outer), "nothing left: {:?}", links(&outer));
+    assert!(
+        !wpl_remains(&outer, Duration::from_secs(3)),
+        "nothing left: {:?}",
+        links(&outer)
+    );
 }
 
 #[test]
@@ -371,7 +394,11 @@ fn run_command_kills_leftovers_and_reports_missing_programs() {
         err.to_string().contains("webpep-no-such-command"),
         "error names the program: {err}"
     );
-    assert!(!has_wpl(&outer), "nothing left: {:?}", links(&outer));
+    assert!(
+        !wpl_remains(&outer, Duration::from_secs(3)),
+        "nothing left: {:?}",
+        links(&outer)
+    );
     assert!(run_command(&s, outer.clone(), &[]).is_err());
 
     // A background process of the command is killed when the command exits.
@@ -394,7 +421,11 @@ fn run_command_kills_leftovers_and_reports_missing_programs() {
         process_gone(pid, Duration::from_secs(5)),
         "background sleep {pid} killed"
     );
-    assert!(!has_wpl(&outer), "nothing left: {:?}", links(&outer));
+    assert!(
+        !wpl_remains(&outer, Duration::from_secs(3)),
+        "nothing left: {:?}",
+        links(&outer)
+    );
 }
 
 #[test]
@@ -442,7 +473,11 @@ fn sigint_is_forwarded_to_the_command() {
         process_gone(pid, Duration::from_secs(5)),
         "sleep {pid} is gone"
     );
-    assert!(!has_wpl(&outer), "nothing left: {:?}", links(&outer));
+    assert!(
+        !wpl_remains(&outer, Duration::from_secs(3)),
+        "nothing left: {:?}",
+        links(&outer)
+    );
 }
 
 /// Whether `pid` is gone (or a zombie) within `within`.
