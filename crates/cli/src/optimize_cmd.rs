@@ -80,7 +80,11 @@ impl Row {
         self.input_bytes += input_len as u64;
         self.millis += millis;
         match outcome {
-            Outcome::Transcoded { body, content_type, ssim } => {
+            Outcome::Transcoded {
+                body,
+                content_type,
+                ssim,
+            } => {
                 self.transcoded += 1;
                 self.output_bytes += body.len() as u64;
                 *self.outputs.entry((*content_type).to_string()).or_default() += 1;
@@ -91,7 +95,10 @@ impl Row {
             Outcome::Unchanged(skip) => {
                 self.kept += 1;
                 self.output_bytes += input_len as u64;
-                *self.kept_reasons.entry(skip.label().to_string()).or_default() += 1;
+                *self
+                    .kept_reasons
+                    .entry(skip.label().to_string())
+                    .or_default() += 1;
             }
         }
     }
@@ -134,14 +141,18 @@ fn parse_presets(s: &str) -> Result<Vec<Preset>, BadInput> {
     if s.eq_ignore_ascii_case("all") {
         return Ok(Preset::ALL.to_vec());
     }
-    s.parse::<Preset>().map(|p| vec![p]).map_err(|e| BadInput(format!("--preset: {e} or all")))
+    s.parse::<Preset>()
+        .map(|p| vec![p])
+        .map_err(|e| BadInput(format!("--preset: {e} or all")))
 }
 
 fn images(a: ImagesArgs) -> anyhow::Result<u8> {
     let presets = parse_presets(&a.preset)?;
     let inputs = collect_inputs(&a.paths)?;
     if inputs.is_empty() {
-        return Err(BadInput("no JPEG, PNG, GIF or WebP images found in the given paths".into()).into());
+        return Err(
+            BadInput("no JPEG, PNG, GIF or WebP images found in the given paths".into()).into(),
+        );
     }
     // preset -> format -> row; "other" holds bodies that claimed to be images but are not.
     let mut table: Vec<(Preset, BTreeMap<String, Row>)> = Vec::new();
@@ -151,12 +162,19 @@ fn images(a: ImagesArgs) -> anyhow::Result<u8> {
         for img in &inputs {
             let format = transcode::sniff(&img.body).map_or("other", |f| f.name());
             let started = Instant::now();
-            let outcome = transcode::transcode(&img.body, img.content_type.as_deref(), a.accept.as_deref(), &cfg);
+            let outcome = transcode::transcode(
+                &img.body,
+                img.content_type.as_deref(),
+                a.accept.as_deref(),
+                &cfg,
+            );
             let ms = started.elapsed().as_secs_f64() * 1000.0;
             if let Outcome::Unchanged(Skip::Corrupt(m)) = &outcome {
                 tracing::info!(image = %img.name, "corrupt: {m}");
             }
-            rows.entry(format.to_string()).or_default().add(img.body.len(), &outcome, ms);
+            rows.entry(format.to_string())
+                .or_default()
+                .add(img.body.len(), &outcome, ms);
         }
         let mut all = Row::default();
         for r in rows.values() {
@@ -188,11 +206,14 @@ fn images(a: ImagesArgs) -> anyhow::Result<u8> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({
-            "accept": a.accept,
-            "images": inputs.len(),
-            "rows": out,
-        }))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "accept": a.accept,
+                "images": inputs.len(),
+                "rows": out,
+            }))?
+        );
     } else {
         println!(
             "{} images; Accept: {}; SSIM over transcoded images (kept ones are identical)",
@@ -234,12 +255,22 @@ fn images(a: ImagesArgs) -> anyhow::Result<u8> {
 }
 
 fn is_image_file(p: &Path) -> bool {
-    let ext = p.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
-    matches!(ext.as_deref(), Some("jpg" | "jpeg" | "png" | "gif" | "webp"))
+    let ext = p
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    matches!(
+        ext.as_deref(),
+        Some("jpg" | "jpeg" | "png" | "gif" | "webp")
+    )
 }
 
 fn is_warc(p: &Path) -> bool {
-    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("").to_ascii_lowercase();
+    let name = p
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("")
+        .to_ascii_lowercase();
     name.ends_with(".warc") || name.ends_with(".warc.gz")
 }
 
@@ -253,8 +284,8 @@ fn collect_inputs(paths: &[PathBuf]) -> anyhow::Result<Vec<InputImage>> {
         }
     };
     for path in paths {
-        let meta = std::fs::metadata(path)
-            .map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
+        let meta =
+            std::fs::metadata(path).map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
         if meta.is_dir() && path.join("manifest.json").is_file() {
             let corpus = webpep_corpus::Corpus::open(path)
                 .map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
@@ -267,15 +298,30 @@ fn collect_inputs(paths: &[PathBuf]) -> anyhow::Result<Vec<InputImage>> {
             files.sort();
             for f in files {
                 let body = std::fs::read(&f).with_context(|| format!("reading {}", f.display()))?;
-                push(InputImage { name: f.display().to_string(), body, content_type: None }, &mut out);
+                push(
+                    InputImage {
+                        name: f.display().to_string(),
+                        body,
+                        content_type: None,
+                    },
+                    &mut out,
+                );
             }
         } else if is_warc(path) {
             for img in warc_images(path)? {
                 push(img, &mut out);
             }
         } else {
-            let body = std::fs::read(path).map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
-            push(InputImage { name: path.display().to_string(), body, content_type: None }, &mut out);
+            let body =
+                std::fs::read(path).map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
+            push(
+                InputImage {
+                    name: path.display().to_string(),
+                    body,
+                    content_type: None,
+                },
+                &mut out,
+            );
         }
     }
     Ok(out)
@@ -306,7 +352,9 @@ fn corpus_images(corpus: &webpep_corpus::Corpus) -> anyhow::Result<Vec<InputImag
                 if !hashes.insert(v.body.as_str()) {
                     continue;
                 }
-                let body = corpus.body(&v.body).with_context(|| format!("body of {}", obj.url))?;
+                let body = corpus
+                    .body(&v.body)
+                    .with_context(|| format!("body of {}", obj.url))?;
                 if typed_image || transcode::sniff(&body).is_some() {
                     out.push(InputImage {
                         name: obj.url.clone(),
@@ -347,12 +395,14 @@ mod tests {
     }
 
     fn is_bad_input(r: anyhow::Result<u8>) -> Option<String> {
-        r.err().and_then(|e| e.downcast_ref::<BadInput>().map(|b| b.0.clone()))
+        r.err()
+            .and_then(|e| e.downcast_ref::<BadInput>().map(|b| b.0.clone()))
     }
 
     #[test]
     fn missing_path_is_bad_input() {
-        let msg = is_bad_input(run(args(&["/nonexistent/webpep/images"], "all"))).expect("bad input");
+        let msg =
+            is_bad_input(run(args(&["/nonexistent/webpep/images"], "all"))).expect("bad input");
         assert!(msg.contains("/nonexistent/webpep/images"), "{msg}");
     }
 
@@ -364,7 +414,8 @@ mod tests {
 
     #[test]
     fn a_directory_without_images_is_bad_input() {
-        let dir = std::env::temp_dir().join(format!("webpep-optimize-empty-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("webpep-optimize-empty-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("notes.txt"), b"no images here").unwrap();
         let r = run(args(&[dir.to_str().unwrap()], "balanced"));
@@ -375,7 +426,15 @@ mod tests {
     #[test]
     fn rows_add_up() {
         let mut r = Row::default();
-        r.add(1000, &Outcome::Transcoded { body: vec![0; 400], content_type: "image/jpeg", ssim: Some(0.96) }, 1.0);
+        r.add(
+            1000,
+            &Outcome::Transcoded {
+                body: vec![0; 400],
+                content_type: "image/jpeg",
+                ssim: Some(0.96),
+            },
+            1.0,
+        );
         r.add(500, &Outcome::Unchanged(Skip::NotSmaller), 1.0);
         assert_eq!((r.images, r.input_bytes, r.output_bytes), (2, 1500, 900));
         assert!((r.saving_pct() - 40.0).abs() < 1e-9);

@@ -64,7 +64,8 @@ fn effective_config(args: &Args) -> anyhow::Result<ServerConfig> {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
-            ServerConfig::from_toml(&text, &path.display().to_string()).map_err(|e| bad(e.to_string()))?
+            ServerConfig::from_toml(&text, &path.display().to_string())
+                .map_err(|e| bad(e.to_string()))?
         }
         None => ServerConfig::default(),
     };
@@ -93,7 +94,10 @@ fn effective_config(args: &Args) -> anyhow::Result<ServerConfig> {
                 )));
             }
             cfg.transcode.enabled = true;
-            cfg.transcode.options.insert("preset".into(), webpep_server::toml::Value::String(p.clone()));
+            cfg.transcode.options.insert(
+                "preset".into(),
+                webpep_server::toml::Value::String(p.clone()),
+            );
         }
     }
     if let Some(a) = &args.url_rewrite {
@@ -114,7 +118,10 @@ fn effective_config(args: &Args) -> anyhow::Result<ServerConfig> {
     if let Some(d) = &args.dns_upstream {
         let addr = d
             .parse::<SocketAddr>()
-            .or_else(|_| d.parse::<std::net::IpAddr>().map(|ip| SocketAddr::new(ip, 53)))
+            .or_else(|_| {
+                d.parse::<std::net::IpAddr>()
+                    .map(|ip| SocketAddr::new(ip, 53))
+            })
             .map_err(|_| bad(format!("--dns-upstream: not an address: {d:?}")))?;
         cfg.origin.dns_upstream = Some(addr);
     }
@@ -123,7 +130,11 @@ fn effective_config(args: &Args) -> anyhow::Result<ServerConfig> {
             "bbr" => Congestion::Bbr,
             "cubic" => Congestion::Cubic,
             "reno" => Congestion::Reno,
-            _ => return Err(bad(format!("--congestion: unknown algorithm {c:?} (bbr, cubic, reno)"))),
+            _ => {
+                return Err(bad(format!(
+                    "--congestion: unknown algorithm {c:?} (bbr, cubic, reno)"
+                )))
+            }
         });
     }
     cfg.validate("flags").map_err(|e| bad(e.to_string()))?;
@@ -133,7 +144,10 @@ fn effective_config(args: &Args) -> anyhow::Result<ServerConfig> {
 /// A CIDR, or a bare address as a single-host network.
 fn parse_net(s: &str) -> Result<webpep_server::ipnet::IpNet, String> {
     s.parse::<webpep_server::ipnet::IpNet>()
-        .or_else(|_| s.parse::<std::net::IpAddr>().map(webpep_server::ipnet::IpNet::from))
+        .or_else(|_| {
+            s.parse::<std::net::IpAddr>()
+                .map(webpep_server::ipnet::IpNet::from)
+        })
         .map_err(|_| "not a CIDR network".to_string())
 }
 
@@ -151,11 +165,16 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         listeners.push(l);
     }
     let admin = match cfg.admin_listen {
-        Some(a) => Some(std::net::TcpListener::bind(a).map_err(|e| anyhow::anyhow!("cannot listen on {a}: {e}"))?),
+        Some(a) => Some(
+            std::net::TcpListener::bind(a)
+                .map_err(|e| anyhow::anyhow!("cannot listen on {a}: {e}"))?,
+        ),
         None => None,
     };
     let server = Server::new(cfg).map_err(|e| bad(e.to_string()))?;
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(async move {
         let cancel = CancellationToken::new();
         let c = cancel.clone();

@@ -28,7 +28,10 @@ fn unknown_config_key_names_file_and_key() {
     let f = temp_file("bad.toml", "[limits]\nmax-pipelin = 4\n");
     let (code, _, err) = run(&["server", "--config", f.to_str().unwrap(), "--print-config"]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("bad.toml") && err.contains("max-pipelin"), "{err}");
+    assert!(
+        err.contains("bad.toml") && err.contains("max-pipelin"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -82,9 +85,20 @@ fn print_config_shows_overrides_and_reparses() {
 #[test]
 fn serves_and_stops_on_sigterm() {
     // Find a free port, then let the server bind it.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let mut child = Command::new(BIN)
-        .args(["server", "--listen", &format!("127.0.0.1:{port}"), "--no-cache", "--dns-upstream", "127.0.0.1:9"])
+        .args([
+            "server",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--no-cache",
+            "--dns-upstream",
+            "127.0.0.1:9",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -98,7 +112,8 @@ fn serves_and_stops_on_sigterm() {
         }
     };
     // A private destination is refused by default: the proxy is not an open proxy.
-    s.write_all(b"GET http://10.1.2.3/ HTTP/1.1\r\nHost: 10.1.2.3\r\nConnection: close\r\n\r\n").unwrap();
+    s.write_all(b"GET http://10.1.2.3/ HTTP/1.1\r\nHost: 10.1.2.3\r\nConnection: close\r\n\r\n")
+        .unwrap();
     let mut resp = String::new();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let _ = s.read_to_string(&mut resp);
@@ -117,4 +132,3 @@ fn serves_and_stops_on_sigterm() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
-

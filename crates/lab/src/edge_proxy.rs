@@ -45,12 +45,7 @@ fn other(what: &str) -> impl Fn(std::io::Error) -> String + '_ {
 
 /// The `webpep server` configuration (TOML, as a user would write it) for a lab
 /// configuration's switches.
-pub fn server_toml(
-    cfg: &LabConfig,
-    topo: &Topology,
-    cache_dir: &Path,
-    time_scale: f64,
-) -> String {
+pub fn server_toml(cfg: &LabConfig, topo: &Topology, cache_dir: &Path, time_scale: f64) -> String {
     let sw = cfg.switches();
     let edge = topo.edge_addr();
     // TCP keep-alive counts whole seconds: the probe interval (4 s, under the 6 s radio
@@ -121,7 +116,11 @@ fn set_air_tcp(topo: &Topology, tuned: bool, era: TcpEra) -> Result<()> {
         (false, TcpEra::Modern) => ("bbr", None),
     };
     sysctl(&topo.edge, "net.ipv4.tcp_congestion_control", cc)?;
-    let early = if era == TcpEra::Y2003 && !tuned { "0" } else { "3" };
+    let early = if era == TcpEra::Y2003 && !tuned {
+        "0"
+    } else {
+        "3"
+    };
     sysctl(&topo.edge, "net.ipv4.tcp_early_retrans", early)?;
     let net = network_of(topo.edge_addr(), topo.air.prefix_len());
     let route = format!(

@@ -130,8 +130,7 @@ async fn origin(listener: TcpListener, object_bytes: usize, served: Arc<AtomicU6
                     path.len(),
                     httpdate::fmt_http_date(std::time::SystemTime::now())
                 );
-                if s.write_all(resp.as_bytes()).await.is_err()
-                    || s.write_all(&body).await.is_err()
+                if s.write_all(resp.as_bytes()).await.is_err() || s.write_all(&body).await.is_err()
                 {
                     return;
                 }
@@ -279,10 +278,11 @@ fn rss_kib(pid: u32) -> u64 {
 /// Squid's resident set: the sum over its processes (a master and a worker).
 fn rss_tree_kib(root: u32) -> u64 {
     let mut total = rss_kib(root);
-    if let Ok(children) =
-        std::fs::read_to_string(format!("/proc/{root}/task/{root}/children"))
-    {
-        for c in children.split_whitespace().filter_map(|c| c.parse::<u32>().ok()) {
+    if let Ok(children) = std::fs::read_to_string(format!("/proc/{root}/task/{root}/children")) {
+        for c in children
+            .split_whitespace()
+            .filter_map(|c| c.parse::<u32>().ok())
+        {
             total += rss_tree_kib(c);
         }
     }
@@ -353,7 +353,11 @@ fn start_squid(squid: &Path, dir: &Path) -> Result<Proxy> {
     let _ = std::fs::remove_dir_all(&sdir);
     std::fs::create_dir_all(&sdir).map_err(err("squid dir"))?;
     // Squid drops privileges to `proxy` when started as root: its files must be writable.
-    let _ = Command::new("chown").arg("-R").arg("proxy").arg(&sdir).status();
+    let _ = Command::new("chown")
+        .arg("-R")
+        .arg("proxy")
+        .arg(&sdir)
+        .status();
     let conf = sdir.join("squid.conf");
     std::fs::write(
         &conf,
@@ -403,7 +407,10 @@ async fn wait_listening(p: &mut Proxy) -> Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    Err(LabError::Other(format!("{} did not start listening", p.name)))
+    Err(LabError::Other(format!(
+        "{} did not start listening",
+        p.name
+    )))
 }
 
 fn raise_fd_limit() {

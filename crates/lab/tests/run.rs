@@ -292,7 +292,11 @@ fn the_edge_proxy_serves_every_mode() {
             _ => assert!(dns > 300.0, "{}: DNS crosses the air: {dns}", l.config),
         }
     }
-    let url_load = r.loads.iter().find(|l| l.config == "transparent-url").unwrap();
+    let url_load = r
+        .loads
+        .iter()
+        .find(|l| l.config == "transparent-url")
+        .unwrap();
     let har: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("out").join(&url_load.har)).unwrap())
             .unwrap();

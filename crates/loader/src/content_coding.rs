@@ -42,9 +42,14 @@ impl StreamDecoder {
     pub(crate) fn for_coding(content_encoding: Option<&str>) -> Option<StreamDecoder> {
         let ce = content_encoding?.trim().to_ascii_lowercase();
         Some(match ce.as_str() {
-            "gzip" | "x-gzip" => StreamDecoder::Gzip(flate2::write::MultiGzDecoder::new(Sink::default())),
+            "gzip" | "x-gzip" => {
+                StreamDecoder::Gzip(flate2::write::MultiGzDecoder::new(Sink::default()))
+            }
             "deflate" => StreamDecoder::Deflate(flate2::write::ZlibDecoder::new(Sink::default())),
-            "br" => StreamDecoder::Br(Box::new(brotli::DecompressorWriter::new(Sink::default(), 4096))),
+            "br" => StreamDecoder::Br(Box::new(brotli::DecompressorWriter::new(
+                Sink::default(),
+                4096,
+            ))),
             "zstd" => match zstd::stream::write::Decoder::new(Sink::default()) {
                 Ok(d) => StreamDecoder::Zstd(d),
                 Err(_) => StreamDecoder::Failed,
@@ -100,7 +105,9 @@ mod tests {
 
     #[test]
     fn gzip_streams_in_pieces() {
-        let text: Vec<u8> = (0..20_000u32).flat_map(|i| format!("<p>{i}</p>").into_bytes()).collect();
+        let text: Vec<u8> = (0..20_000u32)
+            .flat_map(|i| format!("<p>{i}</p>").into_bytes())
+            .collect();
         let z = gzip(&text);
         let mut d = StreamDecoder::for_coding(Some("gzip")).unwrap();
         let mut out = Vec::new();
@@ -121,7 +128,10 @@ mod tests {
         assert_eq!(decode_all(Some("zstd"), &z).unwrap(), text);
         let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
         e.write_all(&text).unwrap();
-        assert_eq!(decode_all(Some("deflate"), &e.finish().unwrap()).unwrap(), text);
+        assert_eq!(
+            decode_all(Some("deflate"), &e.finish().unwrap()).unwrap(),
+            text
+        );
     }
 
     #[test]

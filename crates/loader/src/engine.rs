@@ -1258,7 +1258,9 @@ impl Loader {
         let key = o.url.as_str().to_string();
         // The HTTP cache keeps (and discovery reads) the decoded body.
         let mut body_for_discovery = match (&resp.body, header(&resp.headers, "content-encoding")) {
-            (Some(b), Some(ce)) => decode_all(Some(ce), b).map(Bytes::from).or(resp.body.clone()),
+            (Some(b), Some(ce)) => decode_all(Some(ce), b)
+                .map(Bytes::from)
+                .or(resp.body.clone()),
             _ => resp.body.clone(),
         };
         if status == 304 && o.conditional {

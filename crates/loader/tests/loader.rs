@@ -1382,7 +1382,9 @@ async fn content_coded_html_and_css_are_decoded_and_scanned() {
     .await;
     let mut html = String::from("<html><head><link rel=stylesheet href=/s.css></head><body>");
     for i in 0..20 {
-        html.push_str(&format!("<p>paragraph {i} with some text</p><img src=\"/c{i}.gif\">"));
+        html.push_str(&format!(
+            "<p>paragraph {i} with some text</p><img src=\"/c{i}.gif\">"
+        ));
         routes.add("www.test", &format!("/c{i}.gif"), Route::image(300));
     }
     html.push_str("</body></html>");
@@ -1409,6 +1411,10 @@ async fn content_coded_html_and_css_are_decoded_and_scanned() {
     .await;
     check_page(&page);
     assert_eq!(page.errors(), 0, "{:#?}", page.objects);
-    assert_eq!(page.objects.len(), 23, "page, stylesheet, 20 images, background");
+    assert_eq!(
+        page.objects.len(),
+        23,
+        "page, stylesheet, 20 images, background"
+    );
     assert!(page.objects.iter().any(|o| o.url.ends_with("/bg.png")));
 }

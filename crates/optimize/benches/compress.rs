@@ -10,8 +10,14 @@ use webpep_optimize::compress::{decode, encode, Coding, CompressConfig};
 /// Real web text from the Debian manual, if present.
 const REAL_SAMPLES: &[(&str, &str)] = &[
     ("html", "/usr/share/doc/apache2-doc/manual/en/mod/core.html"),
-    ("css", "/usr/share/doc/apache2-doc/manual/style/css/manual.css"),
-    ("js", "/usr/share/doc/apache2-doc/manual/style/scripts/prettify.js"),
+    (
+        "css",
+        "/usr/share/doc/apache2-doc/manual/style/css/manual.css",
+    ),
+    (
+        "js",
+        "/usr/share/doc/apache2-doc/manual/style/scripts/prettify.js",
+    ),
 ];
 
 /// A page-like body for machines without the manual.
@@ -52,13 +58,34 @@ fn settings() -> Vec<(String, Coding, CompressConfig)> {
     let base = CompressConfig::default();
     let mut out = Vec::new();
     for level in [1u32, 6, 9] {
-        out.push((format!("gzip-{level}"), Coding::Gzip, CompressConfig { gzip_level: level, ..base.clone() }));
+        out.push((
+            format!("gzip-{level}"),
+            Coding::Gzip,
+            CompressConfig {
+                gzip_level: level,
+                ..base.clone()
+            },
+        ));
     }
     for q in [4u32, 9, 11] {
-        out.push((format!("br-{q}"), Coding::Br, CompressConfig { brotli_quality: q, ..base.clone() }));
+        out.push((
+            format!("br-{q}"),
+            Coding::Br,
+            CompressConfig {
+                brotli_quality: q,
+                ..base.clone()
+            },
+        ));
     }
     for level in [3i32, 12, 19] {
-        out.push((format!("zstd-{level}"), Coding::Zstd, CompressConfig { zstd_level: level, ..base.clone() }));
+        out.push((
+            format!("zstd-{level}"),
+            Coding::Zstd,
+            CompressConfig {
+                zstd_level: level,
+                ..base.clone()
+            },
+        ));
     }
     out
 }
@@ -87,9 +114,11 @@ fn bench(c: &mut Criterion) {
         group.sample_size(10);
         for coding in [Coding::Gzip, Coding::Br, Coding::Zstd] {
             let enc = encode(&body, coding, &CompressConfig::default());
-            group.bench_with_input(BenchmarkId::from_parameter(coding.token()), &enc, |b, enc| {
-                b.iter(|| decode(black_box(enc), coding.token(), body.len()))
-            });
+            group.bench_with_input(
+                BenchmarkId::from_parameter(coding.token()),
+                &enc,
+                |b, enc| b.iter(|| decode(black_box(enc), coding.token(), body.len())),
+            );
         }
         group.finish();
     }

@@ -8,7 +8,9 @@
 
 use std::io::{self, Read, Write};
 
-use http::header::{HeaderMap, HeaderValue, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE, ETAG, VARY};
+use http::header::{
+    HeaderMap, HeaderValue, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE, ETAG, VARY,
+};
 use serde::Deserialize;
 
 /// A content coding webpep can produce towards a browser (RFC 9110 §8.4.1).
@@ -264,7 +266,11 @@ pub fn is_compressible(content_type: Option<&str>) -> bool {
 /// Encodes `body` with `coding` at the levels in `cfg` (clamped to each codec's range).
 /// Returns the error only for an encoder failure, which clamped levels make unreachable;
 /// [`encode`] is the infallible form.
-pub fn try_encode(body: &[u8], coding: Coding, cfg: &CompressConfig) -> Result<Vec<u8>, CompressError> {
+pub fn try_encode(
+    body: &[u8],
+    coding: Coding,
+    cfg: &CompressConfig,
+) -> Result<Vec<u8>, CompressError> {
     let fail = |reason: io::Error| CompressError::Encode {
         coding: coding.token(),
         reason: reason.to_string(),
@@ -313,8 +319,14 @@ const ZSTD_WINDOW_LOG_MAX: u32 = 23;
 
 /// Reads `reader` to the end into a new buffer, failing with `TooLarge` as soon as more than
 /// `max_output` bytes come out, so a bomb is stopped after `max_output + 1` bytes of work.
-fn read_bounded(reader: impl Read, max_output: usize, coding: &str) -> Result<Vec<u8>, CompressError> {
-    let limit = u64::try_from(max_output).unwrap_or(u64::MAX).saturating_add(1);
+fn read_bounded(
+    reader: impl Read,
+    max_output: usize,
+    coding: &str,
+) -> Result<Vec<u8>, CompressError> {
+    let limit = u64::try_from(max_output)
+        .unwrap_or(u64::MAX)
+        .saturating_add(1);
     let mut out = Vec::new();
     reader
         .take(limit)
@@ -333,7 +345,9 @@ fn read_bounded(reader: impl Read, max_output: usize, coding: &str) -> Result<Ve
 /// 16-bit header divisible by 31. Servers disagree on whether `deflate` means zlib or raw.
 fn has_zlib_header(body: &[u8]) -> bool {
     match body {
-        [cmf, flg, ..] => cmf & 0x0f == 8 && cmf >> 4 <= 7 && (u16::from(*cmf) << 8 | u16::from(*flg)) % 31 == 0,
+        [cmf, flg, ..] => {
+            cmf & 0x0f == 8 && cmf >> 4 <= 7 && (u16::from(*cmf) << 8 | u16::from(*flg)) % 31 == 0
+        }
         _ => false,
     }
 }
@@ -343,12 +357,18 @@ fn decode_one(body: &[u8], coding: &str, max_output: usize) -> Result<Vec<u8>, C
     let lower = coding.to_ascii_lowercase();
     match lower.as_str() {
         "identity" => read_bounded(body, max_output, "identity"),
-        "gzip" | "x-gzip" => read_bounded(flate2::read::MultiGzDecoder::new(body), max_output, "gzip"),
+        "gzip" | "x-gzip" => {
+            read_bounded(flate2::read::MultiGzDecoder::new(body), max_output, "gzip")
+        }
         "deflate" => {
             if has_zlib_header(body) {
                 read_bounded(flate2::read::ZlibDecoder::new(body), max_output, "deflate")
             } else {
-                read_bounded(flate2::read::DeflateDecoder::new(body), max_output, "deflate")
+                read_bounded(
+                    flate2::read::DeflateDecoder::new(body),
+                    max_output,
+                    "deflate",
+                )
             }
         }
         "br" => read_bounded(brotli::Decompressor::new(body, 16 * 1024), max_output, "br"),
@@ -370,7 +390,11 @@ fn decode_one(body: &[u8], coding: &str, max_output: usize) -> Result<Vec<u8>, C
 /// were applied, so undone from the last). Bomb-safe: stops with [`CompressError::TooLarge`] as
 /// soon as any stage's output would exceed `max_output`; a truncated or corrupt stream gives
 /// [`CompressError::Corrupt`]; an unknown coding [`CompressError::Unsupported`]. Never panics.
-pub fn decode(body: &[u8], content_encoding: &str, max_output: usize) -> Result<Vec<u8>, CompressError> {
+pub fn decode(
+    body: &[u8],
+    content_encoding: &str,
+    max_output: usize,
+) -> Result<Vec<u8>, CompressError> {
     let codings: Vec<&str> = content_encoding
         .split(',')
         .map(str::trim)
@@ -403,7 +427,10 @@ pub fn add_vary(headers: &mut HeaderMap, field: &str) {
             Err(_) => opaque = true,
         }
     }
-    if fields.iter().any(|f| f == "*" || f.eq_ignore_ascii_case(field)) {
+    if fields
+        .iter()
+        .any(|f| f == "*" || f.eq_ignore_ascii_case(field))
+    {
         return;
     }
     let Ok(new_field) = HeaderValue::from_str(field) else {
@@ -517,14 +544,21 @@ pub fn compress_response(
         }
     };
     if encoded.len() >= body.len() {
-        tracing::debug!(coding = coding.token(), size = body.len(), "compressed body not smaller; sent as is");
+        tracing::debug!(
+            coding = coding.token(),
+            size = body.len(),
+            "compressed body not smaller; sent as is"
+        );
         return None;
     }
     headers.insert(CONTENT_ENCODING, HeaderValue::from_static(coding.token()));
     headers.remove(CONTENT_LENGTH);
     headers.remove("content-md5");
     weaken_etag(headers);
-    Some(Compressed { body: encoded, coding })
+    Some(Compressed {
+        body: encoded,
+        coding,
+    })
 }
 
 #[cfg(test)]

@@ -4,11 +4,13 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use http::header::{HeaderMap, HeaderValue, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, ETAG, VARY};
+use http::header::{
+    HeaderMap, HeaderValue, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, ETAG, VARY,
+};
 use proptest::prelude::*;
 use webpep_optimize::compress::{
-    add_vary, compress_response, decode, encode, is_compressible, negotiate, Coding, CompressConfig,
-    CompressError,
+    add_vary, compress_response, decode, encode, is_compressible, negotiate, Coding,
+    CompressConfig, CompressError,
 };
 
 fn cfg() -> CompressConfig {
@@ -162,7 +164,12 @@ fn every_coding_round_trips_and_shrinks_text() {
     let body = sample_html(200);
     for coding in [Coding::Gzip, Coding::Br, Coding::Zstd] {
         let enc = encode(&body, coding, &cfg());
-        assert!(enc.len() * 4 < body.len(), "{coding:?}: {} → {}", body.len(), enc.len());
+        assert!(
+            enc.len() * 4 < body.len(),
+            "{coding:?}: {} → {}",
+            body.len(),
+            enc.len()
+        );
         let dec = decode(&enc, coding.token(), body.len()).expect("decodes");
         assert_eq!(dec, body, "{coding:?}");
     }
@@ -180,7 +187,10 @@ fn out_of_range_levels_are_clamped_not_fatal() {
     let body = sample_html(20);
     for coding in [Coding::Gzip, Coding::Br, Coding::Zstd] {
         let enc = encode(&body, coding, &wild);
-        assert_eq!(decode(&enc, coding.token(), 1 << 20).expect("decodes"), body);
+        assert_eq!(
+            decode(&enc, coding.token(), 1 << 20).expect("decodes"),
+            body
+        );
     }
     let negative = CompressConfig {
         zstd_level: -50,
@@ -256,9 +266,16 @@ fn output_limit_is_exact() {
     let body = vec![b'a'; 1000];
     for coding in [Coding::Identity, Coding::Gzip, Coding::Br, Coding::Zstd] {
         let enc = encode(&body, coding, &cfg());
-        assert_eq!(decode(&enc, coding.token(), 1000).unwrap().len(), 1000, "{coding:?}");
+        assert_eq!(
+            decode(&enc, coding.token(), 1000).unwrap().len(),
+            1000,
+            "{coding:?}"
+        );
         assert!(
-            matches!(decode(&enc, coding.token(), 999), Err(CompressError::TooLarge { limit: 999 })),
+            matches!(
+                decode(&enc, coding.token(), 999),
+                Err(CompressError::TooLarge { limit: 999 })
+            ),
             "{coding:?}"
         );
     }
@@ -276,7 +293,11 @@ fn bombs_stop_at_the_limit_quickly() {
     };
     for coding in [Coding::Gzip, Coding::Br, Coding::Zstd] {
         let bomb = encode(&zeros, coding, &fast);
-        assert!(bomb.len() < 64 * 1024, "{coding:?} bomb is {} bytes", bomb.len());
+        assert!(
+            bomb.len() < 64 * 1024,
+            "{coding:?} bomb is {} bytes",
+            bomb.len()
+        );
         let start = Instant::now();
         let r = decode(&bomb, coding.token(), 1024 * 1024);
         assert!(
@@ -284,7 +305,11 @@ fn bombs_stop_at_the_limit_quickly() {
             "{coding:?}: {r:?}"
         );
         // Generous: a debug build decodes 1 MB in milliseconds; the whole 10 MB is not needed.
-        assert!(start.elapsed() < Duration::from_secs(5), "{coding:?} took {:?}", start.elapsed());
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{coding:?} took {:?}",
+            start.elapsed()
+        );
     }
 }
 
@@ -295,7 +320,10 @@ fn truncated_and_corrupt_inputs_are_errors() {
         let enc = encode(&body, coding, &cfg());
         for cut in [1, enc.len() / 2, enc.len() - 1] {
             let r = decode(&enc[..cut], coding.token(), 1 << 20);
-            assert!(matches!(r, Err(CompressError::Corrupt { .. })), "{coding:?} cut at {cut}: {r:?}");
+            assert!(
+                matches!(r, Err(CompressError::Corrupt { .. })),
+                "{coding:?} cut at {cut}: {r:?}"
+            );
         }
         let mut flipped = enc.clone();
         let mid = flipped.len() / 2;
@@ -307,7 +335,10 @@ fn truncated_and_corrupt_inputs_are_errors() {
         }
     }
     for coding in ["gzip", "br", "zstd", "deflate"] {
-        assert!(decode(b"this is not compressed at all", coding, 1 << 20).is_err(), "{coding}");
+        assert!(
+            decode(b"this is not compressed at all", coding, 1 << 20).is_err(),
+            "{coding}"
+        );
     }
     assert!(decode(&[], "gzip", 100).is_err());
 }
@@ -329,7 +360,10 @@ fn vary_merging() {
 
     let mut h = HeaderMap::new();
     h.append(VARY, HeaderValue::from_static("Cookie"));
-    h.append(VARY, HeaderValue::from_static("User-Agent, ACCEPT-ENCODING"));
+    h.append(
+        VARY,
+        HeaderValue::from_static("User-Agent, ACCEPT-ENCODING"),
+    );
     add_vary(&mut h, "Accept-Encoding");
     assert_eq!(vary_values(&h), ["Cookie", "User-Agent, ACCEPT-ENCODING"]);
 
@@ -352,9 +386,15 @@ fn vary_merging() {
 
 fn html_headers() -> HeaderMap {
     let mut h = HeaderMap::new();
-    h.insert(CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    h.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
     h.insert(CONTENT_LENGTH, HeaderValue::from_static("12345"));
-    h.insert("content-md5", HeaderValue::from_static("Q2hlY2sgSW50ZWdyaXR5IQ=="));
+    h.insert(
+        "content-md5",
+        HeaderValue::from_static("Q2hlY2sgSW50ZWdyaXR5IQ=="),
+    );
     h.insert(ETAG, HeaderValue::from_static("\"abc123\""));
     h
 }
@@ -385,7 +425,11 @@ fn etag_weakening_forms() {
         let mut h = html_headers();
         h.insert(ETAG, HeaderValue::from_str(given).unwrap());
         compress_response(Some("gzip"), &mut h, &body, &cfg()).expect("compressed");
-        assert_eq!(h.get(ETAG).map(|v| v.to_str().unwrap()), want, "ETag {given}");
+        assert_eq!(
+            h.get(ETAG).map(|v| v.to_str().unwrap()),
+            want,
+            "ETag {given}"
+        );
     }
 }
 
@@ -409,7 +453,10 @@ fn identity_choice_still_varies() {
 fn no_transform_is_honoured() {
     let body = sample_html(100);
     let mut h = html_headers();
-    h.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("max-age=60, No-Transform"));
+    h.insert(
+        http::header::CACHE_CONTROL,
+        HeaderValue::from_static("max-age=60, No-Transform"),
+    );
     let before = h.clone();
     assert!(compress_response(Some("br, gzip"), &mut h, &body, &cfg()).is_none());
     assert_eq!(h, before);
@@ -432,7 +479,10 @@ fn skips_encoded_partial_and_incompressible() {
     assert_eq!(h.get(CONTENT_ENCODING).unwrap(), "gzip");
 
     let mut h = html_headers();
-    h.insert(http::header::CONTENT_RANGE, HeaderValue::from_static("bytes 0-99/1000"));
+    h.insert(
+        http::header::CONTENT_RANGE,
+        HeaderValue::from_static("bytes 0-99/1000"),
+    );
     assert!(compress_response(Some("br"), &mut h, &body, &cfg()).is_none());
     assert!(h.get(VARY).is_none());
 

@@ -26,7 +26,11 @@ fn images() -> Vec<(String, Vec<u8>, &'static str)> {
         out.push((name, std::fs::read(e.path()).unwrap(), ct));
     }
     out.sort();
-    assert!(out.len() >= 20, "the manual has dozens of images, found {}", out.len());
+    assert!(
+        out.len() >= 20,
+        "the manual has dozens of images, found {}",
+        out.len()
+    );
     out
 }
 

@@ -22,31 +22,109 @@ fn p(path: &str) -> String {
 #[test]
 fn every_url_attribute() {
     let cases: Vec<(String, String)> = vec![
-        ("<a href=\"x.html\">".into(), format!("<a href=\"{}\">", p("/dir/x.html"))),
-        ("<area href=\"/m.html\">".into(), format!("<area href=\"{}\">", p("/m.html"))),
-        ("<img src=\"i.gif\">".into(), format!("<img src=\"{}\">", p("/dir/i.gif"))),
-        ("<img lowsrc=\"l.gif\">".into(), format!("<img lowsrc=\"{}\">", p("/dir/l.gif"))),
-        ("<script src=\"/s.js\"></script>".into(), format!("<script src=\"{}\"></script>", p("/s.js"))),
-        ("<link rel=stylesheet href=\"c.css\">".into(), format!("<link rel=stylesheet href=\"{}\">", p("/dir/c.css"))),
-        ("<link rel=icon href=\"/favicon.ico\">".into(), format!("<link rel=icon href=\"{}\">", p("/favicon.ico"))),
-        ("<link rel=preload as=image href=\"h.png\">".into(), format!("<link rel=preload as=image href=\"{}\">", p("/dir/h.png"))),
-        ("<iframe src=\"f.html\"></iframe>".into(), format!("<iframe src=\"{}\"></iframe>", p("/dir/f.html"))),
-        ("<frameset><frame src=\"fr.html\"></frameset>".into(), format!("<frameset><frame src=\"{}\"></frameset>", p("/dir/fr.html"))),
-        ("<embed src=\"e.swf\">".into(), format!("<embed src=\"{}\">", p("/dir/e.swf"))),
-        ("<video src=\"v.mp4\" poster=\"v.jpg\"></video>".into(), format!("<video src=\"{}\" poster=\"{}\"></video>", p("/dir/v.mp4"), p("/dir/v.jpg"))),
-        ("<video><source src=\"s.webm\"></video>".into(), format!("<video><source src=\"{}\"></video>", p("/dir/s.webm"))),
-        ("<audio src=\"a.mp3\"></audio>".into(), format!("<audio src=\"{}\"></audio>", p("/dir/a.mp3"))),
-        ("<video><track src=\"t.vtt\"></video>".into(), format!("<video><track src=\"{}\"></video>", p("/dir/t.vtt"))),
-        ("<object data=\"o.swf\"></object>".into(), format!("<object data=\"{}\"></object>", p("/dir/o.swf"))),
-        ("<input type=image src=\"go.gif\">".into(), format!("<input type=image src=\"{}\">", p("/dir/go.gif"))),
-        ("<input type=IMAGE src=\"go.gif\">".into(), format!("<input type=IMAGE src=\"{}\">", p("/dir/go.gif"))),
-        ("<form action=\"/cgi-bin/q\"></form>".into(), format!("<form action=\"{}\"></form>", p("/cgi-bin/q"))),
-        ("<button formaction=\"b\">".into(), format!("<button formaction=\"{}\">", p("/dir/b"))),
-        ("<body background=\"bg.gif\">".into(), format!("<body background=\"{}\">", p("/dir/bg.gif"))),
-        ("<table background=\"t.gif\"><tr><td background=\"td.gif\">x</td></tr></table>".into(),
-         format!("<table background=\"{}\"><tr><td background=\"{}\">x</td></tr></table>", p("/dir/t.gif"), p("/dir/td.gif"))),
-        ("<meta http-equiv=\"Refresh\" content=\"5; url=next.html\">".into(),
-         format!("<meta http-equiv=\"Refresh\" content=\"5; url={}\">", p("/dir/next.html"))),
+        (
+            "<a href=\"x.html\">".into(),
+            format!("<a href=\"{}\">", p("/dir/x.html")),
+        ),
+        (
+            "<area href=\"/m.html\">".into(),
+            format!("<area href=\"{}\">", p("/m.html")),
+        ),
+        (
+            "<img src=\"i.gif\">".into(),
+            format!("<img src=\"{}\">", p("/dir/i.gif")),
+        ),
+        (
+            "<img lowsrc=\"l.gif\">".into(),
+            format!("<img lowsrc=\"{}\">", p("/dir/l.gif")),
+        ),
+        (
+            "<script src=\"/s.js\"></script>".into(),
+            format!("<script src=\"{}\"></script>", p("/s.js")),
+        ),
+        (
+            "<link rel=stylesheet href=\"c.css\">".into(),
+            format!("<link rel=stylesheet href=\"{}\">", p("/dir/c.css")),
+        ),
+        (
+            "<link rel=icon href=\"/favicon.ico\">".into(),
+            format!("<link rel=icon href=\"{}\">", p("/favicon.ico")),
+        ),
+        (
+            "<link rel=preload as=image href=\"h.png\">".into(),
+            format!("<link rel=preload as=image href=\"{}\">", p("/dir/h.png")),
+        ),
+        (
+            "<iframe src=\"f.html\"></iframe>".into(),
+            format!("<iframe src=\"{}\"></iframe>", p("/dir/f.html")),
+        ),
+        (
+            "<frameset><frame src=\"fr.html\"></frameset>".into(),
+            format!("<frameset><frame src=\"{}\"></frameset>", p("/dir/fr.html")),
+        ),
+        (
+            "<embed src=\"e.swf\">".into(),
+            format!("<embed src=\"{}\">", p("/dir/e.swf")),
+        ),
+        (
+            "<video src=\"v.mp4\" poster=\"v.jpg\"></video>".into(),
+            format!(
+                "<video src=\"{}\" poster=\"{}\"></video>",
+                p("/dir/v.mp4"),
+                p("/dir/v.jpg")
+            ),
+        ),
+        (
+            "<video><source src=\"s.webm\"></video>".into(),
+            format!("<video><source src=\"{}\"></video>", p("/dir/s.webm")),
+        ),
+        (
+            "<audio src=\"a.mp3\"></audio>".into(),
+            format!("<audio src=\"{}\"></audio>", p("/dir/a.mp3")),
+        ),
+        (
+            "<video><track src=\"t.vtt\"></video>".into(),
+            format!("<video><track src=\"{}\"></video>", p("/dir/t.vtt")),
+        ),
+        (
+            "<object data=\"o.swf\"></object>".into(),
+            format!("<object data=\"{}\"></object>", p("/dir/o.swf")),
+        ),
+        (
+            "<input type=image src=\"go.gif\">".into(),
+            format!("<input type=image src=\"{}\">", p("/dir/go.gif")),
+        ),
+        (
+            "<input type=IMAGE src=\"go.gif\">".into(),
+            format!("<input type=IMAGE src=\"{}\">", p("/dir/go.gif")),
+        ),
+        (
+            "<form action=\"/cgi-bin/q\"></form>".into(),
+            format!("<form action=\"{}\"></form>", p("/cgi-bin/q")),
+        ),
+        (
+            "<button formaction=\"b\">".into(),
+            format!("<button formaction=\"{}\">", p("/dir/b")),
+        ),
+        (
+            "<body background=\"bg.gif\">".into(),
+            format!("<body background=\"{}\">", p("/dir/bg.gif")),
+        ),
+        (
+            "<table background=\"t.gif\"><tr><td background=\"td.gif\">x</td></tr></table>".into(),
+            format!(
+                "<table background=\"{}\"><tr><td background=\"{}\">x</td></tr></table>",
+                p("/dir/t.gif"),
+                p("/dir/td.gif")
+            ),
+        ),
+        (
+            "<meta http-equiv=\"Refresh\" content=\"5; url=next.html\">".into(),
+            format!(
+                "<meta http-equiv=\"Refresh\" content=\"5; url={}\">",
+                p("/dir/next.html")
+            ),
+        ),
     ];
     for (input, want) in cases {
         assert_eq!(rw(&input), want, "{input}");
@@ -62,13 +140,34 @@ fn input_without_image_type_is_left_alone() {
 #[test]
 fn absolute_relative_root_relative_and_protocol_relative() {
     let cases = [
-        ("<img src=\"http://i.cnn.net/images/plane.jpg\">", "<img src=\"http://10.0.0.12/i.cnn.net/images/plane.jpg\">"),
-        ("<img src=\"//cdn.a.com/x.gif\">", "<img src=\"http://10.0.0.12/cdn.a.com/x.gif\">"),
-        ("<img src=\"../up.gif\">", "<img src=\"http://10.0.0.12/www.a.com/up.gif\">"),
-        ("<img src=\"?v=2\">", "<img src=\"http://10.0.0.12/www.a.com/dir/page.html?v=2\">"),
-        ("<img src=\"http://www.b.com:8080/p.gif?a=1#top\">", "<img src=\"http://10.0.0.12/www.b.com:8080/p.gif?a=1#top\">"),
-        ("<img src='  spaced.gif  '>", "<img src=\"http://10.0.0.12/www.a.com/dir/spaced.gif\">"),
-        ("<a href=other.html>", "<a href=\"http://10.0.0.12/www.a.com/dir/other.html\">"),
+        (
+            "<img src=\"http://i.cnn.net/images/plane.jpg\">",
+            "<img src=\"http://10.0.0.12/i.cnn.net/images/plane.jpg\">",
+        ),
+        (
+            "<img src=\"//cdn.a.com/x.gif\">",
+            "<img src=\"http://10.0.0.12/cdn.a.com/x.gif\">",
+        ),
+        (
+            "<img src=\"../up.gif\">",
+            "<img src=\"http://10.0.0.12/www.a.com/up.gif\">",
+        ),
+        (
+            "<img src=\"?v=2\">",
+            "<img src=\"http://10.0.0.12/www.a.com/dir/page.html?v=2\">",
+        ),
+        (
+            "<img src=\"http://www.b.com:8080/p.gif?a=1#top\">",
+            "<img src=\"http://10.0.0.12/www.b.com:8080/p.gif?a=1#top\">",
+        ),
+        (
+            "<img src='  spaced.gif  '>",
+            "<img src=\"http://10.0.0.12/www.a.com/dir/spaced.gif\">",
+        ),
+        (
+            "<a href=other.html>",
+            "<a href=\"http://10.0.0.12/www.a.com/dir/other.html\">",
+        ),
     ];
     for (input, want) in cases {
         assert_eq!(rw(input), want, "{input}");
@@ -131,7 +230,10 @@ fn srcset_candidates() {
     );
     assert_eq!(
         rw("<link rel=preload as=image imagesrcset=\"x.png 2x\">"),
-        format!("<link rel=preload as=image imagesrcset=\"{} 2x\">", p("/dir/x.png"))
+        format!(
+            "<link rel=preload as=image imagesrcset=\"{} 2x\">",
+            p("/dir/x.png")
+        )
     );
     let untouched = "<img srcset=\"https://c.com/c.jpg 1x, data:image/png;base64,AAAA 2x\">";
     assert_eq!(rw(untouched), untouched);
@@ -168,11 +270,18 @@ fn css_in_style_attributes_and_elements() {
     );
     assert_eq!(
         rw("<div style=\"background:url(&quot;bg.gif&quot;)\">"),
-        format!("<div style=\"background:url(&quot;{}&quot;)\">", p("/dir/bg.gif"))
+        format!(
+            "<div style=\"background:url(&quot;{}&quot;)\">",
+            p("/dir/bg.gif")
+        )
     );
     assert_eq!(
         rw("<style>@import \"s.css\"; body{background:url('/b.png')}</style>"),
-        format!("<style>@import \"{}\"; body{{background:url('{}')}}</style>", p("/dir/s.css"), p("/b.png"))
+        format!(
+            "<style>@import \"{}\"; body{{background:url('{}')}}</style>",
+            p("/dir/s.css"),
+            p("/b.png")
+        )
     );
     let plain = "<style>body{color:red}</style><p style=\"color:blue\">x</p>";
     assert_eq!(rw(plain), plain);
@@ -247,12 +356,16 @@ fn windows_1252_page_declared_by_meta() {
         b"\">",
     ]
     .concat();
-    assert_eq!(String::from_utf8_lossy(&out), String::from_utf8_lossy(&want));
+    assert_eq!(
+        String::from_utf8_lossy(&out),
+        String::from_utf8_lossy(&want)
+    );
 }
 
 #[test]
 fn embedded_urls_lists_references() {
-    let html = "<base href=\"/b/\"><img src=\"a.gif\" srcset=\"b.gif 1x, c.gif 2x\"><a href=\"#x\">\
+    let html =
+        "<base href=\"/b/\"><img src=\"a.gif\" srcset=\"b.gif 1x, c.gif 2x\"><a href=\"#x\">\
                 <div style=\"background:url(d.gif)\"><style>@import 'e.css';</style>\
                 <meta http-equiv=refresh content=\"0;url=f.html\"><input type=text src=\"no.gif\">";
     assert_eq!(
@@ -318,7 +431,10 @@ proptest! {
 
 #[test]
 fn uppercase_tags_and_unusable_base() {
-    assert_eq!(rw("<INPUT TYPE=text SRC=\"x.gif\">"), "<INPUT TYPE=text SRC=\"x.gif\">");
+    assert_eq!(
+        rw("<INPUT TYPE=text SRC=\"x.gif\">"),
+        "<INPUT TYPE=text SRC=\"x.gif\">"
+    );
     assert_eq!(
         rw("<INPUT TYPE=Image SRC=\"x.gif\">"),
         format!("<INPUT TYPE=Image SRC=\"{}\">", p("/dir/x.gif"))
@@ -326,6 +442,9 @@ fn uppercase_tags_and_unusable_base() {
     // A javascript: base is ignored by browsers, and then the page URL stays the base.
     assert_eq!(
         rw("<base href=\"javascript:x\"><base href=\"http://c.com/\"><img src=\"i.gif\">"),
-        format!("<base href=\"javascript:x\"><base href=\"http://10.0.0.12/c.com/\"><img src=\"{}\">", p("/dir/i.gif"))
+        format!(
+            "<base href=\"javascript:x\"><base href=\"http://10.0.0.12/c.com/\"><img src=\"{}\">",
+            p("/dir/i.gif")
+        )
     );
 }

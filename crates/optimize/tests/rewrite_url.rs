@@ -13,18 +13,48 @@ fn to_proxy(u: &str) -> Option<String> {
 #[test]
 fn to_proxy_url_table() {
     let cases: &[(&str, Option<&str>)] = &[
-        ("http://www.a.com/x/y.gif?q=1", Some("http://10.0.0.12/www.a.com/x/y.gif?q=1")),
+        (
+            "http://www.a.com/x/y.gif?q=1",
+            Some("http://10.0.0.12/www.a.com/x/y.gif?q=1"),
+        ),
         ("http://www.a.com", Some("http://10.0.0.12/www.a.com/")),
-        ("http://WWW.A.COM/Path", Some("http://10.0.0.12/www.a.com/Path")),
-        ("http://www.a.com:8080/x", Some("http://10.0.0.12/www.a.com:8080/x")),
-        ("http://www.a.com:80/x", Some("http://10.0.0.12/www.a.com/x")),
-        ("http://www.a.com/x#frag", Some("http://10.0.0.12/www.a.com/x#frag")),
-        ("http://www.a.com/x?a=1&b=2#f", Some("http://10.0.0.12/www.a.com/x?a=1&b=2#f")),
-        ("http://i.cnn.net/images/plane.jpg", Some("http://10.0.0.12/i.cnn.net/images/plane.jpg")),
+        (
+            "http://WWW.A.COM/Path",
+            Some("http://10.0.0.12/www.a.com/Path"),
+        ),
+        (
+            "http://www.a.com:8080/x",
+            Some("http://10.0.0.12/www.a.com:8080/x"),
+        ),
+        (
+            "http://www.a.com:80/x",
+            Some("http://10.0.0.12/www.a.com/x"),
+        ),
+        (
+            "http://www.a.com/x#frag",
+            Some("http://10.0.0.12/www.a.com/x#frag"),
+        ),
+        (
+            "http://www.a.com/x?a=1&b=2#f",
+            Some("http://10.0.0.12/www.a.com/x?a=1&b=2#f"),
+        ),
+        (
+            "http://i.cnn.net/images/plane.jpg",
+            Some("http://10.0.0.12/i.cnn.net/images/plane.jpg"),
+        ),
         ("http://192.0.2.7/a", Some("http://10.0.0.12/192.0.2.7/a")),
-        ("http://[2001:db8::1]:8080/a", Some("http://10.0.0.12/[2001:db8::1]:8080/a")),
-        ("http://bücher.example/a", Some("http://10.0.0.12/xn--bcher-kva.example/a")),
-        ("http://www.a.com/a b", Some("http://10.0.0.12/www.a.com/a%20b")),
+        (
+            "http://[2001:db8::1]:8080/a",
+            Some("http://10.0.0.12/[2001:db8::1]:8080/a"),
+        ),
+        (
+            "http://bücher.example/a",
+            Some("http://10.0.0.12/xn--bcher-kva.example/a"),
+        ),
+        (
+            "http://www.a.com/a b",
+            Some("http://10.0.0.12/www.a.com/a%20b"),
+        ),
         ("https://www.a.com/x", None),
         ("data:image/gif;base64,R0lGOD", None),
         ("javascript:alert(1)", None),
@@ -39,7 +69,10 @@ fn to_proxy_url_table() {
     }
     // The proxy authority is used verbatim, port and all.
     let u = Url::parse("http://www.a.com/x").unwrap();
-    assert_eq!(to_proxy_url(&u, "proxy.example:3128").as_deref(), Some("http://proxy.example:3128/www.a.com/x"));
+    assert_eq!(
+        to_proxy_url(&u, "proxy.example:3128").as_deref(),
+        Some("http://proxy.example:3128/www.a.com/x")
+    );
     let at_proxy = Url::parse("http://proxy.example:3128/www.a.com/x").unwrap();
     assert_eq!(to_proxy_url(&at_proxy, "proxy.example:3128"), None);
 }
@@ -47,7 +80,10 @@ fn to_proxy_url_table() {
 #[test]
 fn from_proxy_path_table() {
     let cases: &[(&str, Option<(&str, &str)>)] = &[
-        ("/www.a.com/x/y.gif?q=1", Some(("www.a.com", "/x/y.gif?q=1"))),
+        (
+            "/www.a.com/x/y.gif?q=1",
+            Some(("www.a.com", "/x/y.gif?q=1")),
+        ),
         ("/www.a.com", Some(("www.a.com", "/"))),
         ("/www.a.com/", Some(("www.a.com", "/"))),
         ("/www.a.com?x=1", Some(("www.a.com", "/?x=1"))),
@@ -83,7 +119,8 @@ fn from_proxy_path_table() {
 fn arb_host() -> impl Strategy<Value = String> {
     prop_oneof![
         "[a-z][a-z0-9-]{0,10}[a-z0-9](\\.[a-z0-9]{1,8}){0,2}\\.(com|net|org|de|co|io)",
-        (1u8..=223, any::<u8>(), any::<u8>(), 1u8..=254).prop_map(|(a, b, c, d)| format!("{a}.{b}.{c}.{d}")),
+        (1u8..=223, any::<u8>(), any::<u8>(), 1u8..=254)
+            .prop_map(|(a, b, c, d)| format!("{a}.{b}.{c}.{d}")),
     ]
 }
 

@@ -23,7 +23,10 @@ fn is_too_large(o: &Outcome) -> bool {
 
 fn webp_photo() -> Vec<u8> {
     let img = photo_pixels(64, 48, 4);
-    webp::Encoder::from_rgb(img.as_raw(), 64, 48).encode_simple(false, 80.0).unwrap().to_vec()
+    webp::Encoder::from_rgb(img.as_raw(), 64, 48)
+        .encode_simple(false, 80.0)
+        .unwrap()
+        .to_vec()
 }
 
 fn samples() -> Vec<(&'static str, Vec<u8>)> {
@@ -50,25 +53,58 @@ fn damaged_png_data_is_corrupt() {
     let mut png = careless_png(&logo_pixels(96, 48));
     let mid = png.len() / 2;
     png[mid] ^= 0xFF; // breaks the IDAT CRC and the deflate stream
-    assert!(is_corrupt(&transcode(&png, Some("image/png"), None, &balanced())));
+    assert!(is_corrupt(&transcode(
+        &png,
+        Some("image/png"),
+        None,
+        &balanced()
+    )));
 }
 
 #[test]
 fn garbage_under_an_image_type_is_corrupt_otherwise_not_an_image() {
     let html = b"<!doctype html><title>404</title>".to_vec();
-    assert!(is_corrupt(&transcode(&html, Some("image/png"), None, &balanced())));
-    assert_eq!(transcode(&html, Some("text/html"), None, &balanced()), Outcome::Unchanged(Skip::NotAnImage));
+    assert!(is_corrupt(&transcode(
+        &html,
+        Some("image/png"),
+        None,
+        &balanced()
+    )));
+    assert_eq!(
+        transcode(&html, Some("text/html"), None, &balanced()),
+        Outcome::Unchanged(Skip::NotAnImage)
+    );
     let svg = b"<svg xmlns='http://www.w3.org/2000/svg'/>".to_vec();
-    assert_eq!(transcode(&svg, Some("image/svg+xml"), None, &balanced()), Outcome::Unchanged(Skip::NotAnImage));
-    assert_eq!(transcode(b"", None, None, &balanced()), Outcome::Unchanged(Skip::NotAnImage));
+    assert_eq!(
+        transcode(&svg, Some("image/svg+xml"), None, &balanced()),
+        Outcome::Unchanged(Skip::NotAnImage)
+    );
+    assert_eq!(
+        transcode(b"", None, None, &balanced()),
+        Outcome::Unchanged(Skip::NotAnImage)
+    );
 }
 
 #[test]
 fn bytes_are_trusted_over_the_header() {
     // A PNG labelled image/jpeg is still recompressed as the PNG it is.
     let png = careless_png(&logo_pixels(96, 48));
-    let out = transcode(&png, Some("image/jpeg"), None, &TranscodeConfig::with_preset(Preset::Lossless));
-    assert!(matches!(out, Outcome::Transcoded { content_type: "image/png", .. }), "{out:?}");
+    let out = transcode(
+        &png,
+        Some("image/jpeg"),
+        None,
+        &TranscodeConfig::with_preset(Preset::Lossless),
+    );
+    assert!(
+        matches!(
+            out,
+            Outcome::Transcoded {
+                content_type: "image/png",
+                ..
+            }
+        ),
+        "{out:?}"
+    );
 }
 
 /// A PNG of a few dozen bytes whose IHDR claims `w`×`h`.
@@ -87,32 +123,72 @@ fn png_bomb(w: u32, h: u32) -> Vec<u8> {
 #[test]
 fn decompression_bombs_are_refused_quickly() {
     let started = Instant::now();
-    assert!(is_too_large(&transcode(&png_bomb(100_000, 100_000), Some("image/png"), None, &balanced())));
+    assert!(is_too_large(&transcode(
+        &png_bomb(100_000, 100_000),
+        Some("image/png"),
+        None,
+        &balanced()
+    )));
 
     // GIF: logical screen 65535×65535 and one tiny frame.
     let mut gif = gif_of(&logo_pixels(8, 8));
     gif[6..10].copy_from_slice(&[0xFF, 0xFF, 0xFF, 0xFF]);
-    assert!(is_too_large(&transcode(&gif, Some("image/gif"), None, &balanced())));
+    assert!(is_too_large(&transcode(
+        &gif,
+        Some("image/gif"),
+        None,
+        &balanced()
+    )));
 
     // JPEG: patch the frame header's dimensions to 65535×65535.
     let mut jpeg = photo_jpeg(16, 16);
     let sof = jpeg.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
     jpeg[sof + 5..sof + 9].copy_from_slice(&[0xFF, 0xFF, 0xFF, 0xFF]);
-    assert!(is_too_large(&transcode(&jpeg, Some("image/jpeg"), None, &balanced())));
-    assert!(started.elapsed() < Duration::from_secs(1), "took {:?}", started.elapsed());
+    assert!(is_too_large(&transcode(
+        &jpeg,
+        Some("image/jpeg"),
+        None,
+        &balanced()
+    )));
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "took {:?}",
+        started.elapsed()
+    );
 
     // Byte limit.
-    let small = TranscodeConfig { max_input_bytes: 100, ..balanced() };
-    assert!(is_too_large(&transcode(&photo_jpeg(32, 32), None, None, &small)));
+    let small = TranscodeConfig {
+        max_input_bytes: 100,
+        ..balanced()
+    };
+    assert!(is_too_large(&transcode(
+        &photo_jpeg(32, 32),
+        None,
+        None,
+        &small
+    )));
     // Pixel limit set low: a real image over it is refused too.
-    let few = TranscodeConfig { max_pixels: 1000, ..balanced() };
-    assert!(is_too_large(&transcode(&photo_jpeg(64, 64), None, None, &few)));
+    let few = TranscodeConfig {
+        max_pixels: 1000,
+        ..balanced()
+    };
+    assert!(is_too_large(&transcode(
+        &photo_jpeg(64, 64),
+        None,
+        None,
+        &few
+    )));
 }
 
 #[test]
 fn a_bomb_under_the_limit_but_lying_about_its_data_is_corrupt() {
     // 2000×2000 declared, no pixel data: decodes to an error, not to 16 MB of zeros.
-    assert!(is_corrupt(&transcode(&png_bomb(2000, 2000), Some("image/png"), None, &balanced())));
+    assert!(is_corrupt(&transcode(
+        &png_bomb(2000, 2000),
+        Some("image/png"),
+        None,
+        &balanced()
+    )));
 }
 
 proptest! {

@@ -16,13 +16,20 @@ fn cfg(p: Preset) -> TranscodeConfig {
 /// Unwraps a transcoded outcome, checking its claimed SSIM against an independent decode.
 fn transcoded(out: Outcome, original: &DynamicImage) -> (Vec<u8>, &'static str, f64) {
     match out {
-        Outcome::Transcoded { body, content_type, ssim: claimed } => {
+        Outcome::Transcoded {
+            body,
+            content_type,
+            ssim: claimed,
+        } => {
             let back = decode(&body);
             let real = ssim(original, &back);
             let claimed = claimed.expect("ssim reported");
             // The reported value is the worse of white/black backgrounds, so it never exceeds
             // the white-background measure.
-            assert!(claimed <= real + 1e-9, "claimed {claimed} > measured {real}");
+            assert!(
+                claimed <= real + 1e-9,
+                "claimed {claimed} > measured {real}"
+            );
             (body, content_type, real)
         }
         Outcome::Unchanged(skip) => panic!("kept the original: {skip}"),
@@ -47,28 +54,63 @@ fn ssim_is_one_for_identical_and_falls_with_noise() {
 fn balanced_photo_jpeg_is_smaller_and_near_lossless() {
     let orig_bytes = photo_jpeg(192, 128);
     let orig = decode(&orig_bytes);
-    let (body, ct, s) = transcoded(transcode(&orig_bytes, Some("image/jpeg"), None, &cfg(Preset::Balanced)), &orig);
+    let (body, ct, s) = transcoded(
+        transcode(
+            &orig_bytes,
+            Some("image/jpeg"),
+            None,
+            &cfg(Preset::Balanced),
+        ),
+        &orig,
+    );
     assert_eq!(ct, "image/jpeg");
     assert!(s >= 0.95, "ssim {s}");
-    assert!(body.len() < orig_bytes.len() * 3 / 4, "{} vs {}", body.len(), orig_bytes.len());
+    assert!(
+        body.len() < orig_bytes.len() * 3 / 4,
+        "{} vs {}",
+        body.len(),
+        orig_bytes.len()
+    );
 }
 
 #[test]
 fn aggressive_is_smaller_than_balanced_within_its_bound() {
     let orig_bytes = photo_jpeg(192, 128);
     let orig = decode(&orig_bytes);
-    let (bal, _, _) = transcoded(transcode(&orig_bytes, None, None, &cfg(Preset::Balanced)), &orig);
-    let (agg, _, s) = transcoded(transcode(&orig_bytes, None, None, &cfg(Preset::Aggressive)), &orig);
+    let (bal, _, _) = transcoded(
+        transcode(&orig_bytes, None, None, &cfg(Preset::Balanced)),
+        &orig,
+    );
+    let (agg, _, s) = transcoded(
+        transcode(&orig_bytes, None, None, &cfg(Preset::Aggressive)),
+        &orig,
+    );
     assert!(s >= 0.85, "ssim {s}");
-    assert!(agg.len() < bal.len(), "aggressive {} >= balanced {}", agg.len(), bal.len());
+    assert!(
+        agg.len() < bal.len(),
+        "aggressive {} >= balanced {}",
+        agg.len(),
+        bal.len()
+    );
 }
 
 #[test]
 fn webp_when_accepted_and_smaller_than_jpeg() {
     let orig_bytes = photo_jpeg(192, 128);
     let orig = decode(&orig_bytes);
-    let (jpeg, _, _) = transcoded(transcode(&orig_bytes, None, Some("image/png,*/*"), &cfg(Preset::Balanced)), &orig);
-    let (webp, ct, s) = transcoded(transcode(&orig_bytes, None, Some(WEBP_ACCEPT), &cfg(Preset::Balanced)), &orig);
+    let (jpeg, _, _) = transcoded(
+        transcode(
+            &orig_bytes,
+            None,
+            Some("image/png,*/*"),
+            &cfg(Preset::Balanced),
+        ),
+        &orig,
+    );
+    let (webp, ct, s) = transcoded(
+        transcode(&orig_bytes, None, Some(WEBP_ACCEPT), &cfg(Preset::Balanced)),
+        &orig,
+    );
     assert_eq!(ct, "image/webp");
     assert!(webp.starts_with(b"RIFF") && &webp[8..12] == b"WEBP");
     assert!(s >= 0.95);
@@ -83,11 +125,21 @@ fn no_webp_without_an_explicit_accept() {
         gif_of(&logo_pixels(120, 60)),
         careless_png(&alpha_pixels(96, 96)),
     ];
-    for accept in [None, Some("*/*"), Some("image/*,*/*;q=0.8"), Some("image/webp;q=0, */*")] {
+    for accept in [
+        None,
+        Some("*/*"),
+        Some("image/*,*/*;q=0.8"),
+        Some("image/webp;q=0, */*"),
+    ] {
         for preset in Preset::ALL {
             for input in &inputs {
-                if let Outcome::Transcoded { content_type, .. } = transcode(input, None, accept, &cfg(preset)) {
-                    assert_ne!(content_type, "image/webp", "accept {accept:?}, preset {preset}");
+                if let Outcome::Transcoded { content_type, .. } =
+                    transcode(input, None, accept, &cfg(preset))
+                {
+                    assert_ne!(
+                        content_type, "image/webp",
+                        "accept {accept:?}, preset {preset}"
+                    );
                 }
             }
         }
@@ -99,10 +151,20 @@ fn lossless_png_logo_is_pixel_identical_and_smaller() {
     let pixels = logo_pixels(160, 80);
     let orig_bytes = careless_png(&pixels);
     for accept in [None, Some(WEBP_ACCEPT)] {
-        let out = transcode(&orig_bytes, Some("image/png"), accept, &cfg(Preset::Lossless));
+        let out = transcode(
+            &orig_bytes,
+            Some("image/png"),
+            accept,
+            &cfg(Preset::Lossless),
+        );
         let (body, ct, s) = transcoded(out, &decode(&orig_bytes));
         assert_eq!(s, 1.0);
-        assert!(body.len() < orig_bytes.len() / 4, "{} vs {}", body.len(), orig_bytes.len());
+        assert!(
+            body.len() < orig_bytes.len() / 4,
+            "{} vs {}",
+            body.len(),
+            orig_bytes.len()
+        );
         assert_eq!(decode(&body).to_rgba8(), pixels, "{ct}");
     }
 }
@@ -124,7 +186,10 @@ fn lossless_gif_becomes_identical_png() {
 fn lossless_jpeg_strips_metadata_only() {
     let plain = photo_jpeg(128, 96);
     let fat = with_metadata(&plain);
-    let (body, ct, _) = transcoded(transcode(&fat, Some("image/jpeg"), None, &cfg(Preset::Lossless)), &decode(&fat));
+    let (body, ct, _) = transcoded(
+        transcode(&fat, Some("image/jpeg"), None, &cfg(Preset::Lossless)),
+        &decode(&fat),
+    );
     assert_eq!(ct, "image/jpeg");
     assert_eq!(body, plain, "stripping should give back the plain file");
     // Nothing to strip: the original is kept.
@@ -153,7 +218,10 @@ fn balanced_alpha_png_keeps_transparency() {
     let orig_bytes = careless_png(&pixels);
     let orig = decode(&orig_bytes);
     for accept in [None, Some(WEBP_ACCEPT)] {
-        let (body, ct, s) = transcoded(transcode(&orig_bytes, None, accept, &cfg(Preset::Balanced)), &orig);
+        let (body, ct, s) = transcoded(
+            transcode(&orig_bytes, None, accept, &cfg(Preset::Balanced)),
+            &orig,
+        );
         assert_ne!(ct, "image/jpeg", "JPEG has no alpha");
         assert!(s >= 0.95);
         assert!(body.len() < orig_bytes.len());
@@ -169,7 +237,10 @@ fn balanced_png_photo_goes_to_jpeg_without_alpha() {
     let pixels = photo_pixels(160, 120, 4);
     let rgba = DynamicImage::ImageRgb8(pixels).to_rgba8();
     let orig_bytes = careless_png(&rgba);
-    let (body, ct, s) = transcoded(transcode(&orig_bytes, Some("image/png"), None, &cfg(Preset::Balanced)), &decode(&orig_bytes));
+    let (body, ct, s) = transcoded(
+        transcode(&orig_bytes, Some("image/png"), None, &cfg(Preset::Balanced)),
+        &decode(&orig_bytes),
+    );
     assert_eq!(ct, "image/jpeg");
     assert!(s >= 0.95);
     assert!(body.len() * 3 < orig_bytes.len());
@@ -184,11 +255,19 @@ fn animations_are_kept_unless_configured() {
     }
     let anim = gif_frames(&[a.clone(), b]);
     for preset in Preset::ALL {
-        assert_eq!(transcode(&anim, Some("image/gif"), None, &cfg(preset)), Outcome::Unchanged(Skip::Animated));
+        assert_eq!(
+            transcode(&anim, Some("image/gif"), None, &cfg(preset)),
+            Outcome::Unchanged(Skip::Animated)
+        );
     }
-    let still = TranscodeConfig { keep_animations: false, ..cfg(Preset::Balanced) };
+    let still = TranscodeConfig {
+        keep_animations: false,
+        ..cfg(Preset::Balanced)
+    };
     match transcode(&anim, Some("image/gif"), None, &still) {
-        Outcome::Transcoded { body, content_type, .. } => {
+        Outcome::Transcoded {
+            body, content_type, ..
+        } => {
             assert_eq!(content_type, "image/png");
             assert_eq!(decode(&body).to_rgba8(), a, "first frame");
         }
@@ -199,10 +278,16 @@ fn animations_are_kept_unless_configured() {
 #[test]
 fn strict_bound_never_accepts_a_worse_result() {
     let orig_bytes = photo_jpeg(128, 96);
-    let strict = TranscodeConfig { min_ssim: Some(0.9999), ..cfg(Preset::Aggressive) };
+    let strict = TranscodeConfig {
+        min_ssim: Some(0.9999),
+        ..cfg(Preset::Aggressive)
+    };
     match transcode(&orig_bytes, None, Some(WEBP_ACCEPT), &strict) {
         Outcome::Transcoded { ssim, .. } => assert!(ssim.unwrap_or(0.0) >= 0.9999),
-        Outcome::Unchanged(skip) => assert!(matches!(skip, Skip::NotSmaller | Skip::BelowSsim(_)), "{skip}"),
+        Outcome::Unchanged(skip) => assert!(
+            matches!(skip, Skip::NotSmaller | Skip::BelowSsim(_)),
+            "{skip}"
+        ),
     }
 }
 

@@ -12,9 +12,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .iter()
         .map(std::net::TcpListener::bind)
         .collect::<Result<Vec<_>, _>>()?;
-    let admin = cfg.admin_listen.map(std::net::TcpListener::bind).transpose()?;
+    let admin = cfg
+        .admin_listen
+        .map(std::net::TcpListener::bind)
+        .transpose()?;
     let server = Server::new(cfg)?;
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(async move {
         let cancel = CancellationToken::new();
         let c = cancel.clone();

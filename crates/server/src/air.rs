@@ -52,7 +52,9 @@ pub fn tune_accepted(sock: &tokio::net::TcpStream, cfg: &AirConfig) {
 /// Switches keep-alive probes on (with `interval` as idle time and probe interval) or off.
 pub fn set_probes(sock: SockRef<'_>, on: bool, interval: Duration) {
     let r = if on {
-        let ka = TcpKeepalive::new().with_time(interval).with_interval(interval);
+        let ka = TcpKeepalive::new()
+            .with_time(interval)
+            .with_interval(interval);
         sock.set_tcp_keepalive(&ka)
     } else {
         sock.set_keepalive(false)
@@ -79,7 +81,10 @@ pub fn congestion_of(sock: &impl AsRawFd) -> Option<String> {
     if rc != 0 {
         return None;
     }
-    let n = buf[..len as usize].iter().position(|&b| b == 0).unwrap_or(len as usize);
+    let n = buf[..len as usize]
+        .iter()
+        .position(|&b| b == 0)
+        .unwrap_or(len as usize);
     Some(String::from_utf8_lossy(&buf[..n]).into_owned())
 }
 
@@ -166,7 +171,10 @@ mod tests {
         assert_eq!(congestion_of(&s).as_deref(), Some("cubic"));
         set_probes(SockRef::from(&s), true, Duration::from_secs(4));
         assert!(SockRef::from(&s).keepalive().unwrap());
-        assert_eq!(SockRef::from(&s).keepalive_time().unwrap(), Duration::from_secs(4));
+        assert_eq!(
+            SockRef::from(&s).keepalive_time().unwrap(),
+            Duration::from_secs(4)
+        );
         set_probes(SockRef::from(&s), false, Duration::from_secs(4));
         assert!(!SockRef::from(&s).keepalive().unwrap());
         drop(c);

@@ -168,7 +168,9 @@ trait SupernetOrSelf {
 }
 impl SupernetOrSelf for IpNet {
     fn supernet_or_self(self, len: u8) -> IpNet {
-        IpNet::new(self.addr(), len).map(|n| n.trunc()).unwrap_or(self)
+        IpNet::new(self.addr(), len)
+            .map(|n| n.trunc())
+            .unwrap_or(self)
     }
 }
 
@@ -385,7 +387,10 @@ impl ServerConfig {
             return Err(invalid("limits.max-pipeline", "must be at least 1".into()));
         }
         if self.limits.max_header_bytes < 256 {
-            return Err(invalid("limits.max-header-bytes", "must be at least 256".into()));
+            return Err(invalid(
+                "limits.max-header-bytes",
+                "must be at least 256".into(),
+            ));
         }
         if self.air.probe_interval.0 < Duration::from_secs(1) {
             return Err(invalid("air.probe-interval", "must be at least 1s".into()));
@@ -398,7 +403,10 @@ impl ServerConfig {
         }
         if let Some(a) = &self.url_rewrite.proxy_authority {
             if a.parse::<http::uri::Authority>().is_err() || a.contains('@') {
-                return Err(invalid("url-rewrite.proxy-authority", format!("not a host[:port]: {a:?}")));
+                return Err(invalid(
+                    "url-rewrite.proxy-authority",
+                    format!("not a host[:port]: {a:?}"),
+                ));
             }
         }
         crate::optimize::compress_config(&self.compress.options)
@@ -440,7 +448,8 @@ mod tests {
 
     #[test]
     fn unknown_key_names_file_and_key() {
-        let e = ServerConfig::from_toml("[limits]\nmax-pipelin = 3\n", "/etc/webpep.toml").unwrap_err();
+        let e =
+            ServerConfig::from_toml("[limits]\nmax-pipelin = 3\n", "/etc/webpep.toml").unwrap_err();
         let m = e.to_string();
         assert!(m.contains("/etc/webpep.toml"), "{m}");
         assert!(m.contains("max-pipelin"), "{m}");
@@ -448,7 +457,8 @@ mod tests {
 
     #[test]
     fn wrong_type_names_key() {
-        let e = ServerConfig::from_toml("[origin]\nconnect-timeout = \"soon\"\n", "a.toml").unwrap_err();
+        let e = ServerConfig::from_toml("[origin]\nconnect-timeout = \"soon\"\n", "a.toml")
+            .unwrap_err();
         let m = e.to_string();
         assert!(m.contains("a.toml") && m.contains("connect-timeout"), "{m}");
     }
@@ -475,14 +485,23 @@ mod tests {
     fn nameserver_from_resolv_conf() {
         let t = "# c\nsearch lan\nnameserver 10.0.0.53\nnameserver 1.1.1.1\n";
         assert_eq!(first_nameserver(t), Some("10.0.0.53:53".parse().unwrap()));
-        assert_eq!(first_nameserver("nameserver fe80::1%eth0\n"), Some("[fe80::1]:53".parse().unwrap()));
+        assert_eq!(
+            first_nameserver("nameserver fe80::1%eth0\n"),
+            Some("[fe80::1]:53".parse().unwrap())
+        );
         assert_eq!(first_nameserver(""), None);
     }
 
     #[test]
     fn default_acl_is_loopback_only() {
         let a = AclConfig::default();
-        assert!(a.allow_clients.iter().any(|n| n.contains(&"127.0.0.1".parse::<IpAddr>().unwrap())));
-        assert!(!a.allow_clients.iter().any(|n| n.contains(&"10.0.0.1".parse::<IpAddr>().unwrap())));
+        assert!(a
+            .allow_clients
+            .iter()
+            .any(|n| n.contains(&"127.0.0.1".parse::<IpAddr>().unwrap())));
+        assert!(!a
+            .allow_clients
+            .iter()
+            .any(|n| n.contains(&"10.0.0.1".parse::<IpAddr>().unwrap())));
     }
 }

@@ -84,8 +84,19 @@ pub async fn serve_connection(
         Metrics::add(&metrics.connections_refused, 1);
         tracing::info!(target: "webpep::access", client = %peer, status = 403, "client not allowed");
         let mut s = stream;
-        let r = Reply::text_close(StatusCode::FORBIDDEN, "client not allowed to use this proxy");
-        let _ = write_reply(&mut s, r, &Method::GET, Version::HTTP_11, false, &metrics.origin_bytes_in).await;
+        let r = Reply::text_close(
+            StatusCode::FORBIDDEN,
+            "client not allowed to use this proxy",
+        );
+        let _ = write_reply(
+            &mut s,
+            r,
+            &Method::GET,
+            Version::HTTP_11,
+            false,
+            &metrics.origin_bytes_in,
+        )
+        .await;
         let _ = s.shutdown().await;
         return;
     }
@@ -94,8 +105,19 @@ pub async fn serve_connection(
     let (rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::channel::<Pending>(server.cfg.limits.max_pipeline.max(1));
     let writer_done = CancellationToken::new();
-    let writer = tokio::spawn(writer_loop(server.clone(), wr, rx, peer, writer_done.clone(), hard.clone()));
-    let conn = ConnInfo { peer, local, original_dst };
+    let writer = tokio::spawn(writer_loop(
+        server.clone(),
+        wr,
+        rx,
+        peer,
+        writer_done.clone(),
+        hard.clone(),
+    ));
+    let conn = ConnInfo {
+        peer,
+        local,
+        original_dst,
+    };
     tokio::select! {
         _ = reader_loop(server.clone(), rd, tx, conn, cancel) => {}
         _ = writer_done.cancelled() => {}
@@ -144,7 +166,17 @@ async fn reader_loop(
                 Ok(None) => {}
                 Err(e) => break Err(e),
             }
-            match read_more(&mut rd, &mut buf, &mut probes, air_cfg.keepalive_probes, idle, &cancel, &server).await {
+            match read_more(
+                &mut rd,
+                &mut buf,
+                &mut probes,
+                air_cfg.keepalive_probes,
+                idle,
+                &cancel,
+                &server,
+            )
+            .await
+            {
                 Ok(()) => {}
                 Err(ReadEnd::Error(r)) => {
                     let _ = tx.send(Pending::Now(r, error_meta())).await;
@@ -161,7 +193,9 @@ async fn reader_loop(
                     HeadError::Malformed(m) => m.clone(),
                     HeadError::TooLarge => "request header block over the limit".to_string(),
                 };
-                let _ = tx.send(Pending::Now(Reply::text_close(status, &msg), error_meta())).await;
+                let _ = tx
+                    .send(Pending::Now(Reply::text_close(status, &msg), error_meta()))
+                    .await;
                 return;
             }
         };
@@ -181,7 +215,16 @@ async fn reader_loop(
             start: Instant::now(),
         };
         // The body, bounded.
-        let body = match read_body(&mut rd, &mut buf, &head, limits.max_request_body, idle, &server).await {
+        let body = match read_body(
+            &mut rd,
+            &mut buf,
+            &head,
+            limits.max_request_body,
+            idle,
+            &server,
+        )
+        .await
+        {
             Ok(b) => b,
             Err(r) => {
                 let _ = tx.send(Pending::Now(r, meta)).await;
@@ -195,7 +238,12 @@ async fn reader_loop(
         let mode = match classify(&head.method, &head.target, &head.headers, &ctx) {
             Ok(m) => m,
             Err(reason) => {
-                let _ = tx.send(Pending::Now(Reply::text_close(StatusCode::BAD_REQUEST, &reason), meta)).await;
+                let _ = tx
+                    .send(Pending::Now(
+                        Reply::text_close(StatusCode::BAD_REQUEST, &reason),
+                        meta,
+                    ))
+                    .await;
                 return;
             }
         };
@@ -259,7 +307,10 @@ async fn read_more(
     let idle_deadline = tokio::time::Instant::now() + idle;
     loop {
         // Wake up to switch probes off after probe-stop without requests.
-        let probe_deadline = probes.next_deadline().filter(|_| probing).map(tokio::time::Instant::from_std);
+        let probe_deadline = probes
+            .next_deadline()
+            .filter(|_| probing)
+            .map(tokio::time::Instant::from_std);
         let wake = probe_deadline.map_or(idle_deadline, |p| p.min(idle_deadline));
         tokio::select! {
             _ = cancel.cancelled(), if buf.is_empty() => return Err(ReadEnd::Cancelled),
@@ -298,7 +349,8 @@ async fn read_body(
 ) -> Result<Bytes, Reply> {
     let framing = http1::request_body_framing(&head.headers)
         .map_err(|e| Reply::text_close(StatusCode::BAD_REQUEST, &e.to_string()))?;
-    let too_large = || Reply::text_close(StatusCode::PAYLOAD_TOO_LARGE, "request body over the limit");
+    let too_large =
+        || Reply::text_close(StatusCode::PAYLOAD_TOO_LARGE, "request body over the limit");
     match framing {
         BodyFraming::None => Ok(Bytes::new()),
         BodyFraming::Length(n) => {
@@ -317,7 +369,9 @@ async fn read_body(
             loop {
                 let used = dec.decode(buf, &mut out).map_err(|e| match e {
                     http1::ChunkError::TooLarge => too_large(),
-                    http1::ChunkError::Malformed => Reply::text_close(StatusCode::BAD_REQUEST, "malformed chunked body"),
+                    http1::ChunkError::Malformed => {
+                        Reply::text_close(StatusCode::BAD_REQUEST, "malformed chunked body")
+                    }
                 })?;
                 let _ = buf.split_to(used);
                 if dec.is_done() {
@@ -330,14 +384,25 @@ async fn read_body(
 }
 
 /// Reads more body bytes; a client that stops sending gets 408, one that closes 400.
-async fn fill(rd: &mut OwnedReadHalf, buf: &mut BytesMut, idle: Duration, server: &Server) -> Result<(), Reply> {
+async fn fill(
+    rd: &mut OwnedReadHalf,
+    buf: &mut BytesMut,
+    idle: Duration,
+    server: &Server,
+) -> Result<(), Reply> {
     match tokio::time::timeout(idle, rd.read_buf(buf)).await {
-        Ok(Ok(0)) | Ok(Err(_)) => Err(Reply::text_close(StatusCode::BAD_REQUEST, "incomplete request body")),
+        Ok(Ok(0)) | Ok(Err(_)) => Err(Reply::text_close(
+            StatusCode::BAD_REQUEST,
+            "incomplete request body",
+        )),
         Ok(Ok(n)) => {
             Metrics::add(&server.metrics.client_bytes_in, n as u64);
             Ok(())
         }
-        Err(_) => Err(Reply::text_close(StatusCode::REQUEST_TIMEOUT, "request body not sent in time")),
+        Err(_) => Err(Reply::text_close(
+            StatusCode::REQUEST_TIMEOUT,
+            "request body not sent in time",
+        )),
     }
 }
 
@@ -362,7 +427,10 @@ async fn writer_loop(
                     Ok(r) => (r, m),
                     Err(e) => {
                         tracing::error!(error = %e, "request handler failed");
-                        (Reply::text_close(StatusCode::INTERNAL_SERVER_ERROR, "internal error"), m)
+                        (
+                            Reply::text_close(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
+                            m,
+                        )
                     }
                 }
             }
@@ -373,7 +441,10 @@ async fn writer_loop(
                 port,
                 meta,
             } => {
-                crate::tunnel::run(&server, rd, wr, leftover, &host, port, peer, meta.start, hard).await;
+                crate::tunnel::run(
+                    &server, rd, wr, leftover, &host, port, peer, meta.start, hard,
+                )
+                .await;
                 return;
             }
         };
@@ -415,7 +486,15 @@ pub fn original_dst(stream: &TcpStream) -> Option<SocketAddr> {
         let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
         let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
         // SAFETY: valid fd, out-pointers to live memory of the given length.
-        let rc = unsafe { libc::getsockopt(fd, libc::SOL_IP, SO_ORIGINAL_DST, (&mut sa as *mut libc::sockaddr_in).cast(), &mut len) };
+        let rc = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_IP,
+                SO_ORIGINAL_DST,
+                (&mut sa as *mut libc::sockaddr_in).cast(),
+                &mut len,
+            )
+        };
         if rc != 0 {
             return None;
         }
@@ -426,7 +505,15 @@ pub fn original_dst(stream: &TcpStream) -> Option<SocketAddr> {
         let mut sa: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
         let mut len = std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t;
         // SAFETY: valid fd, out-pointers to live memory of the given length.
-        let rc = unsafe { libc::getsockopt(fd, libc::SOL_IPV6, SO_ORIGINAL_DST, (&mut sa as *mut libc::sockaddr_in6).cast(), &mut len) };
+        let rc = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_IPV6,
+                SO_ORIGINAL_DST,
+                (&mut sa as *mut libc::sockaddr_in6).cast(),
+                &mut len,
+            )
+        };
         if rc != 0 {
             return None;
         }

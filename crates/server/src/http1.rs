@@ -46,7 +46,10 @@ impl HeadError {
 
 /// Parses a request head from the start of `buf`. `Ok(None)`: need more bytes (and `buf` is
 /// still within `max_header_bytes`). Leading blank lines are skipped (RFC 9112 §2.2).
-pub fn parse_request_head(buf: &[u8], max_header_bytes: usize) -> Result<Option<RequestHead>, HeadError> {
+pub fn parse_request_head(
+    buf: &[u8],
+    max_header_bytes: usize,
+) -> Result<Option<RequestHead>, HeadError> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     let status = match req.parse(buf) {
@@ -133,13 +136,17 @@ pub fn request_body_framing(headers: &HeaderMap) -> Result<BodyFraming, HeadErro
     }
     let mut len: Option<u64> = None;
     for v in headers.get_all(header::CONTENT_LENGTH) {
-        let s = v.to_str().map_err(|_| HeadError::Malformed("bad Content-Length".into()))?;
+        let s = v
+            .to_str()
+            .map_err(|_| HeadError::Malformed("bad Content-Length".into()))?;
         for part in s.split(',') {
             let p = part.trim();
             if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
                 return Err(HeadError::Malformed("bad Content-Length".into()));
             }
-            let n: u64 = p.parse().map_err(|_| HeadError::Malformed("bad Content-Length".into()))?;
+            let n: u64 = p
+                .parse()
+                .map_err(|_| HeadError::Malformed("bad Content-Length".into()))?;
             if len.is_some_and(|l| l != n) {
                 return Err(HeadError::Malformed("conflicting Content-Length".into()));
             }
@@ -215,13 +222,20 @@ impl ChunkedDecoder {
                     };
                     let line = &rest[..line_end];
                     let size_part = line.split(|&b| b == b';').next().unwrap_or(line);
-                    let size_str = std::str::from_utf8(size_part).map_err(|_| ChunkError::Malformed)?.trim();
+                    let size_str = std::str::from_utf8(size_part)
+                        .map_err(|_| ChunkError::Malformed)?
+                        .trim();
                     if size_str.is_empty() || size_str.len() > 15 {
                         return Err(ChunkError::Malformed);
                     }
-                    let size = u64::from_str_radix(size_str, 16).map_err(|_| ChunkError::Malformed)?;
+                    let size =
+                        u64::from_str_radix(size_str, 16).map_err(|_| ChunkError::Malformed)?;
                     pos += line_end + 2;
-                    self.state = if size == 0 { ChunkState::Trailers } else { ChunkState::Data(size) };
+                    self.state = if size == 0 {
+                        ChunkState::Trailers
+                    } else {
+                        ChunkState::Data(size)
+                    };
                 }
                 ChunkState::Data(left) => {
                     if rest.is_empty() {
@@ -235,7 +249,11 @@ impl ChunkedDecoder {
                     self.decoded += take;
                     pos += take;
                     let left = left - take as u64;
-                    self.state = if left == 0 { ChunkState::DataCrlf } else { ChunkState::Data(left) };
+                    self.state = if left == 0 {
+                        ChunkState::DataCrlf
+                    } else {
+                        ChunkState::Data(left)
+                    };
                 }
                 ChunkState::DataCrlf => {
                     if rest.len() < 2 {
@@ -322,7 +340,11 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
 /// Appends this proxy to `Via` (RFC 9110 §7.6.3) as `1.1 webpep-<instance>`, so that a
 /// request that comes back to the same proxy can be recognised ([`via_has`]).
 pub fn add_via(headers: &mut HeaderMap, version: Version, instance: &str) {
-    let v = if version == Version::HTTP_10 { "1.0" } else { "1.1" };
+    let v = if version == Version::HTTP_10 {
+        "1.0"
+    } else {
+        "1.1"
+    };
     if let Ok(value) = HeaderValue::from_str(&format!("{v} webpep-{instance}")) {
         headers.append(header::VIA, value);
     }
@@ -384,7 +406,11 @@ pub fn write_response_head(
     version: Version,
 ) -> Vec<u8> {
     let mut out = Vec::with_capacity(256);
-    let v = if version == Version::HTTP_10 { "HTTP/1.0" } else { "HTTP/1.1" };
+    let v = if version == Version::HTTP_10 {
+        "HTTP/1.0"
+    } else {
+        "HTTP/1.1"
+    };
     out.extend_from_slice(v.as_bytes());
     out.push(b' ');
     out.extend_from_slice(status.as_str().as_bytes());
@@ -433,23 +459,33 @@ mod tests {
 
     #[test]
     fn absolute_form_get() {
-        let h = parse("GET http://a.test/x?y=1 HTTP/1.1\r\nHost: a.test\r\nAccept: */*\r\n\r\nrest")
-            .unwrap()
-            .unwrap();
+        let h =
+            parse("GET http://a.test/x?y=1 HTTP/1.1\r\nHost: a.test\r\nAccept: */*\r\n\r\nrest")
+                .unwrap()
+                .unwrap();
         assert_eq!(h.method, Method::GET);
         assert_eq!(h.target, "http://a.test/x?y=1");
         assert_eq!(h.version, Version::HTTP_11);
         assert_eq!(h.headers.get("accept").unwrap(), "*/*");
-        assert_eq!(h.head_len, "GET http://a.test/x?y=1 HTTP/1.1\r\nHost: a.test\r\nAccept: */*\r\n\r\n".len());
+        assert_eq!(
+            h.head_len,
+            "GET http://a.test/x?y=1 HTTP/1.1\r\nHost: a.test\r\nAccept: */*\r\n\r\n".len()
+        );
     }
 
     #[test]
     fn partial_then_too_large() {
         assert!(parse("GET / HTTP/1.1\r\nHost: a").unwrap().is_none());
         let big = format!("GET / HTTP/1.1\r\nX: {}", "a".repeat(300));
-        assert_eq!(parse_request_head(big.as_bytes(), 256).unwrap_err(), HeadError::TooLarge);
+        assert_eq!(
+            parse_request_head(big.as_bytes(), 256).unwrap_err(),
+            HeadError::TooLarge
+        );
         let complete = format!("GET / HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(300));
-        assert_eq!(parse_request_head(complete.as_bytes(), 256).unwrap_err(), HeadError::TooLarge);
+        assert_eq!(
+            parse_request_head(complete.as_bytes(), 256).unwrap_err(),
+            HeadError::TooLarge
+        );
     }
 
     #[test]
@@ -489,7 +525,10 @@ mod tests {
         h.insert("content-length", HeaderValue::from_static("-1"));
         assert!(request_body_framing(&h).is_err());
         let mut h = HeaderMap::new();
-        h.insert("transfer-encoding", HeaderValue::from_static("gzip, chunked"));
+        h.insert(
+            "transfer-encoding",
+            HeaderValue::from_static("gzip, chunked"),
+        );
         h.insert("content-length", HeaderValue::from_static("5"));
         assert_eq!(request_body_framing(&h).unwrap(), BodyFraming::Chunked);
         h.insert("transfer-encoding", HeaderValue::from_static("gzip"));
@@ -516,9 +555,18 @@ mod tests {
     #[test]
     fn chunked_errors() {
         let mut out = Vec::new();
-        assert_eq!(ChunkedDecoder::new(100).decode(b"zz\r\n", &mut out), Err(ChunkError::Malformed));
-        assert_eq!(ChunkedDecoder::new(100).decode(b"2\r\nabX\r\n", &mut out), Err(ChunkError::Malformed));
-        assert_eq!(ChunkedDecoder::new(3).decode(b"5\r\nhello\r\n", &mut out), Err(ChunkError::TooLarge));
+        assert_eq!(
+            ChunkedDecoder::new(100).decode(b"zz\r\n", &mut out),
+            Err(ChunkError::Malformed)
+        );
+        assert_eq!(
+            ChunkedDecoder::new(100).decode(b"2\r\nabX\r\n", &mut out),
+            Err(ChunkError::Malformed)
+        );
+        assert_eq!(
+            ChunkedDecoder::new(3).decode(b"5\r\nhello\r\n", &mut out),
+            Err(ChunkError::TooLarge)
+        );
         assert_eq!(
             ChunkedDecoder::new(3).decode(b"ffffffffffffffffff\r\n", &mut out),
             Err(ChunkError::Malformed)
@@ -539,7 +587,10 @@ mod tests {
     #[test]
     fn hop_by_hop_removed_with_listed_fields() {
         let mut h = HeaderMap::new();
-        h.insert("connection", HeaderValue::from_static("x-secret, keep-alive"));
+        h.insert(
+            "connection",
+            HeaderValue::from_static("x-secret, keep-alive"),
+        );
         h.insert("x-secret", HeaderValue::from_static("1"));
         h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
         h.insert("proxy-authorization", HeaderValue::from_static("Basic x"));
@@ -567,11 +618,30 @@ mod tests {
         h.insert("content-type", HeaderValue::from_static("text/plain"));
         h.insert("content-length", HeaderValue::from_static("999"));
         let f = response_framing(&Method::GET, StatusCode::OK, Some(3), Version::HTTP_11);
-        let s = String::from_utf8(write_response_head(StatusCode::OK, &h, f, None, true, Version::HTTP_11)).unwrap();
-        assert_eq!(s, "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 3\r\n\r\n");
+        let s = String::from_utf8(write_response_head(
+            StatusCode::OK,
+            &h,
+            f,
+            None,
+            true,
+            Version::HTTP_11,
+        ))
+        .unwrap();
+        assert_eq!(
+            s,
+            "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 3\r\n\r\n"
+        );
         let f = response_framing(&Method::GET, StatusCode::OK, None, Version::HTTP_10);
         assert_eq!(f, ResponseFraming::Close);
-        let s = String::from_utf8(write_response_head(StatusCode::OK, &h, f, None, true, Version::HTTP_10)).unwrap();
+        let s = String::from_utf8(write_response_head(
+            StatusCode::OK,
+            &h,
+            f,
+            None,
+            true,
+            Version::HTTP_10,
+        ))
+        .unwrap();
         assert!(s.ends_with("connection: close\r\n\r\n"));
         assert_eq!(
             response_framing(&Method::HEAD, StatusCode::OK, Some(3), Version::HTTP_11),

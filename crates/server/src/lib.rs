@@ -26,9 +26,9 @@ pub mod tunnel;
 pub mod url_rewrite;
 
 pub use config::{ConfigError, ServerConfig};
-pub use server::{Server, ServerError};
-pub use tokio_util::sync::CancellationToken;
 /// Re-exported for the CLI (CIDR flags).
 pub use ipnet;
+pub use server::{Server, ServerError};
+pub use tokio_util::sync::CancellationToken;
 /// Re-exported for the CLI (config overrides).
 pub use toml;

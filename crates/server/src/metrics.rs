@@ -58,7 +58,10 @@ impl Metrics {
 
     /// Requests counted for `mode` with status class `class` ("2xx"…).
     pub fn requests_of(&self, mode: &str, class: &str) -> u64 {
-        match (MODES.iter().position(|m| *m == mode), CLASSES.iter().position(|c| *c == class)) {
+        match (
+            MODES.iter().position(|m| *m == mode),
+            CLASSES.iter().position(|c| *c == class),
+        ) {
             (Some(m), Some(c)) => self.requests[m][c].load(Relaxed),
             _ => 0,
         }
@@ -101,21 +104,73 @@ impl Metrics {
             self.rejected_requests.load(Relaxed)
         );
         let counters: [(&str, &str, &AtomicU64); 12] = [
-            ("webpep_client_bytes_in_total", "Bytes read from clients.", &self.client_bytes_in),
-            ("webpep_client_bytes_out_total", "Bytes written to clients.", &self.client_bytes_out),
-            ("webpep_origin_bytes_in_total", "Bytes received from origins.", &self.origin_bytes_in),
-            ("webpep_origin_bytes_out_total", "Bytes sent to origins.", &self.origin_bytes_out),
-            ("webpep_cache_hits_total", "Responses served from cache.", &self.cache_hits),
-            ("webpep_cache_misses_total", "Cache misses.", &self.cache_misses),
-            ("webpep_cache_stale_total", "Stale cache entries found.", &self.cache_stale),
-            ("webpep_cache_validated_total", "Stale entries confirmed by a 304.", &self.cache_validated),
-            ("webpep_compress_saved_bytes_total", "Bytes saved by compression.", &self.compress_saved_bytes),
-            ("webpep_transcode_saved_bytes_total", "Bytes saved by image transcoding.", &self.transcode_saved_bytes),
-            ("webpep_connections_total", "Client connections accepted.", &self.connections_total),
-            ("webpep_connections_refused_total", "Client connections refused by the ACL.", &self.connections_refused),
+            (
+                "webpep_client_bytes_in_total",
+                "Bytes read from clients.",
+                &self.client_bytes_in,
+            ),
+            (
+                "webpep_client_bytes_out_total",
+                "Bytes written to clients.",
+                &self.client_bytes_out,
+            ),
+            (
+                "webpep_origin_bytes_in_total",
+                "Bytes received from origins.",
+                &self.origin_bytes_in,
+            ),
+            (
+                "webpep_origin_bytes_out_total",
+                "Bytes sent to origins.",
+                &self.origin_bytes_out,
+            ),
+            (
+                "webpep_cache_hits_total",
+                "Responses served from cache.",
+                &self.cache_hits,
+            ),
+            (
+                "webpep_cache_misses_total",
+                "Cache misses.",
+                &self.cache_misses,
+            ),
+            (
+                "webpep_cache_stale_total",
+                "Stale cache entries found.",
+                &self.cache_stale,
+            ),
+            (
+                "webpep_cache_validated_total",
+                "Stale entries confirmed by a 304.",
+                &self.cache_validated,
+            ),
+            (
+                "webpep_compress_saved_bytes_total",
+                "Bytes saved by compression.",
+                &self.compress_saved_bytes,
+            ),
+            (
+                "webpep_transcode_saved_bytes_total",
+                "Bytes saved by image transcoding.",
+                &self.transcode_saved_bytes,
+            ),
+            (
+                "webpep_connections_total",
+                "Client connections accepted.",
+                &self.connections_total,
+            ),
+            (
+                "webpep_connections_refused_total",
+                "Client connections refused by the ACL.",
+                &self.connections_refused,
+            ),
         ];
         for (name, help, c) in counters {
-            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", c.load(Relaxed));
+            let _ = writeln!(
+                s,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+                c.load(Relaxed)
+            );
         }
         let _ = writeln!(
             s,
@@ -154,7 +209,10 @@ mod tests {
         }
         assert_eq!(m.active_connections(), 0);
         let t = m.render();
-        assert!(t.contains("webpep_requests_total{mode=\"explicit\",class=\"2xx\"} 2\n"), "{t}");
+        assert!(
+            t.contains("webpep_requests_total{mode=\"explicit\",class=\"2xx\"} 2\n"),
+            "{t}"
+        );
         assert!(t.contains("webpep_requests_total{mode=\"url\",class=\"5xx\"} 1\n"));
         assert!(t.contains("webpep_requests_total{mode=\"none\",class=\"4xx\"} 1\n"));
         assert!(t.contains("webpep_cache_hits_total 3\n"));

@@ -90,7 +90,11 @@ pub fn split_authority(authority: &str, default_port: u16) -> Option<(String, u1
     if authority.contains('@') {
         return None;
     }
-    let host = auth.host().trim_start_matches('[').trim_end_matches(']').to_string();
+    let host = auth
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
     if host.is_empty() {
         return None;
     }
@@ -119,28 +123,38 @@ pub fn classify(
             .map(|h| h.trim().to_ascii_lowercase())
             .filter(|h| !h.is_empty())
             .ok_or("origin-form request without Host")?;
-        let (hname, hport) = split_authority(&host, 80).ok_or_else(|| format!("bad Host {host:?}"))?;
+        let (hname, hport) =
+            split_authority(&host, 80).ok_or_else(|| format!("bad Host {host:?}"))?;
         let for_me = ctx
             .proxy_authority
             .is_some_and(|a| a.eq_ignore_ascii_case(&host) || same_authority(a, &hname, hport))
-            || hname.parse::<std::net::IpAddr>().ok() == Some(ctx.local.ip()) && hport == ctx.local.port();
+            || hname.parse::<std::net::IpAddr>().ok() == Some(ctx.local.ip())
+                && hport == ctx.local.port();
         if for_me {
             if ctx.proxy_authority.is_some() {
                 if let Some((authority, path)) = crate::url_rewrite::from_proxy_path(target) {
                     return Ok(Mode::UrlPath { authority, path });
                 }
             }
-            return Ok(Mode::Local { path: target.to_string() });
+            return Ok(Mode::Local {
+                path: target.to_string(),
+            });
         }
         return Ok(Mode::Transparent {
             authority: host,
             path: target.to_string(),
         });
     }
-    let uri: http::Uri = target.parse().map_err(|_| format!("bad request target {target:?}"))?;
+    let uri: http::Uri = target
+        .parse()
+        .map_err(|_| format!("bad request target {target:?}"))?;
     match uri.scheme_str() {
         Some(s) if s.eq_ignore_ascii_case("http") => {}
-        Some(s) => return Err(format!("scheme {s:?} is not proxied here (use CONNECT for https)")),
+        Some(s) => {
+            return Err(format!(
+                "scheme {s:?} is not proxied here (use CONNECT for https)"
+            ))
+        }
         None => return Err(format!("bad request target {target:?}")),
     }
     let authority = uri
@@ -187,7 +201,13 @@ mod tests {
 
     #[test]
     fn explicit_forms() {
-        let m = classify(&Method::GET, "http://WWW.A.test:8080/x?y", &HeaderMap::new(), &ctx()).unwrap();
+        let m = classify(
+            &Method::GET,
+            "http://WWW.A.test:8080/x?y",
+            &HeaderMap::new(),
+            &ctx(),
+        )
+        .unwrap();
         assert_eq!(
             m,
             Mode::Explicit {

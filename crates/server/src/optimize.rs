@@ -2,9 +2,9 @@
 //! (transcode, URL rewrite, compress), so the lab can turn each off for an ablation
 //! (DESIGN §3, §10). Each unit wraps the `webpep_optimize` crate.
 
+use crate::url_rewrite as rewrite;
 use http::header::{self, HeaderMap, HeaderValue};
 use webpep_optimize::compress::{self, CompressConfig};
-use crate::url_rewrite as rewrite;
 use webpep_optimize::transcode::{self, Outcome, TranscodeConfig};
 
 /// What a transform may look at besides the response.
@@ -45,12 +45,20 @@ pub trait Transform: Send + Sync {
 }
 
 fn content_type(headers: &HeaderMap) -> Option<&str> {
-    headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok())
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
 }
 
 fn mime_is(headers: &HeaderMap, types: &[&str]) -> bool {
     content_type(headers)
-        .map(|c| c.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .map(|c| {
+            c.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
         .is_some_and(|m| types.contains(&m.as_str()))
 }
 
@@ -74,8 +82,13 @@ pub struct TranscodeUnit(pub TranscodeConfig);
 impl TranscodeUnit {
     fn webp_accepted(accept: Option<&str>) -> bool {
         accept.is_some_and(|a| {
-            a.split(',')
-                .any(|t| t.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("image/webp"))
+            a.split(',').any(|t| {
+                t.split(';')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .eq_ignore_ascii_case("image/webp")
+            })
         })
     }
 }
@@ -85,18 +98,27 @@ impl Transform for TranscodeUnit {
         "transcode"
     }
     fn variant_part(&self, ctx: &TransformCtx<'_>) -> Option<String> {
-        let webp = if Self::webp_accepted(ctx.accept) { ";webp" } else { "" };
+        let webp = if Self::webp_accepted(ctx.accept) {
+            ";webp"
+        } else {
+            ""
+        };
         Some(format!("img={}{webp}", self.0.preset))
     }
     fn wants(&self, headers: &HeaderMap, _ctx: &TransformCtx<'_>) -> bool {
         !webpep_optimize::no_transform(headers)
-            && content_type(headers).is_some_and(|c| c.trim_start().to_ascii_lowercase().starts_with("image/"))
+            && content_type(headers)
+                .is_some_and(|c| c.trim_start().to_ascii_lowercase().starts_with("image/"))
     }
     fn apply(&self, ctx: &TransformCtx<'_>, headers: &mut HeaderMap, body: &[u8]) -> Applied {
         if !self.wants(headers, ctx) {
             return Applied::Unchanged("not an image or no-transform".into());
         }
-        let accept = if Self::webp_accepted(ctx.accept) { ctx.accept } else { None };
+        let accept = if Self::webp_accepted(ctx.accept) {
+            ctx.accept
+        } else {
+            None
+        };
         match transcode::transcode(body, content_type(headers), accept, &self.0) {
             Outcome::Transcoded {
                 body: out,
@@ -139,7 +161,8 @@ impl Transform for RewriteUnit {
         ctx.url_mode.map(|(_, a)| format!("url={a}"))
     }
     fn wants(&self, headers: &HeaderMap, ctx: &TransformCtx<'_>) -> bool {
-        ctx.url_mode.is_some() && mime_is(headers, &["text/html", "application/xhtml+xml", "text/css"])
+        ctx.url_mode.is_some()
+            && mime_is(headers, &["text/html", "application/xhtml+xml", "text/css"])
     }
     fn apply(&self, ctx: &TransformCtx<'_>, headers: &mut HeaderMap, body: &[u8]) -> Applied {
         let Some((page, authority)) = ctx.url_mode else {
@@ -173,7 +196,10 @@ impl Transform for CompressUnit {
         "compress"
     }
     fn variant_part(&self, ctx: &TransformCtx<'_>) -> Option<String> {
-        Some(format!("ce={}", compress::negotiate(ctx.accept_encoding, &self.0).token()))
+        Some(format!(
+            "ce={}",
+            compress::negotiate(ctx.accept_encoding, &self.0).token()
+        ))
     }
     fn wants(&self, headers: &HeaderMap, _ctx: &TransformCtx<'_>) -> bool {
         !webpep_optimize::no_transform(headers) && compress::is_compressible(content_type(headers))

@@ -109,7 +109,12 @@ impl Dialer {
     pub fn new(resolver: Arc<dyn Resolve>, cfg: &OriginConfig, acl: Arc<Acl>) -> Self {
         Dialer {
             resolver,
-            hosts: Arc::new(cfg.hosts.iter().map(|(k, v)| (k.to_ascii_lowercase(), *v)).collect()),
+            hosts: Arc::new(
+                cfg.hosts
+                    .iter()
+                    .map(|(k, v)| (k.to_ascii_lowercase(), *v))
+                    .collect(),
+            ),
             acl,
             timeout: cfg.connect_timeout.0,
         }
@@ -123,10 +128,13 @@ impl Dialer {
         } else if let Some(ip) = self.hosts.get(&host.to_ascii_lowercase()) {
             vec![*ip]
         } else {
-            self.resolver.resolve(host).await.map_err(|reason| ConnectError::Resolve {
-                host: host.to_string(),
-                reason,
-            })?
+            self.resolver
+                .resolve(host)
+                .await
+                .map_err(|reason| ConnectError::Resolve {
+                    host: host.to_string(),
+                    reason,
+                })?
         };
         if ips.is_empty() {
             return Err(ConnectError::Resolve {

@@ -61,7 +61,10 @@ pub async fn proxy_http(server: Arc<Server>, req: Arc<ClientRequest>) -> Reply {
     };
     if via_has(&req.head.headers, &server.instance) {
         // E.g. a Host naming the proxy on another of its ports: it would call itself forever.
-        return Reply::text(StatusCode::LOOP_DETECTED, "request loops through this proxy");
+        return Reply::text(
+            StatusCode::LOOP_DETECTED,
+            "request loops through this proxy",
+        );
     }
     let mut headers = req.head.headers.clone();
     strip_hop_by_hop(&mut headers);
@@ -72,10 +75,15 @@ pub async fn proxy_http(server: Arc<Server>, req: Arc<ClientRequest>) -> Reply {
     }
     if server.transforms.iter().any(|t| t.name() == "compress") {
         // One shared copy of each origin response, whatever the browser accepts.
-        headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static(ORIGIN_ACCEPT_ENCODING));
+        headers.insert(
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_static(ORIGIN_ACCEPT_ENCODING),
+        );
     }
     let connect_uri = match (&req.mode, req.original_dst) {
-        (Mode::Transparent { path, .. }, Some(dst)) => format!("http://{dst}{path}").parse().unwrap_or_else(|_| uri.clone()),
+        (Mode::Transparent { path, .. }, Some(dst)) => format!("http://{dst}{path}")
+            .parse()
+            .unwrap_or_else(|_| uri.clone()),
         _ => uri.clone(),
     };
     let mut builder = Request::builder().method(req.head.method.clone()).uri(uri);
@@ -87,7 +95,10 @@ pub async fn proxy_http(server: Arc<Server>, req: Arc<ClientRequest>) -> Reply {
     };
     let (parts, ()) = r.into_parts();
     let url_mode = match &req.mode {
-        Mode::UrlPath { .. } => match (url::Url::parse(&origin_url), server.cfg.url_rewrite.proxy_authority.clone()) {
+        Mode::UrlPath { .. } => match (
+            url::Url::parse(&origin_url),
+            server.cfg.url_rewrite.proxy_authority.clone(),
+        ) {
             (Ok(u), Some(a)) => Some((u, a)),
             _ => None,
         },
@@ -118,7 +129,11 @@ pub async fn proxy_http(server: Arc<Server>, req: Arc<ClientRequest>) -> Reply {
 
 async fn run(ex: &Exchange) -> Reply {
     let method = &ex.parts.method;
-    let cache = ex.server.cache.as_ref().filter(|_| *method == Method::GET || *method == Method::HEAD);
+    let cache = ex
+        .server
+        .cache
+        .as_ref()
+        .filter(|_| *method == Method::GET || *method == Method::HEAD);
     if let Some(c) = &ex.server.cache {
         if !method.is_safe() {
             c.invalidate(&ex.parts);
@@ -140,13 +155,18 @@ async fn run(ex: &Exchange) -> Reply {
     match cache.lookup(&ex.parts, "", now) {
         Lookup::Fresh(c) => {
             Metrics::add(&metrics.cache_hits, 1);
-            let out = transform_off_thread(ex, c.status, c.headers.clone(), c.body.clone(), now, now).await;
+            let out =
+                transform_off_thread(ex, c.status, c.headers.clone(), c.body.clone(), now, now)
+                    .await;
             from_cached_reply(ex, out, "HIT")
         }
         Lookup::Stale(c) => {
             Metrics::add(&metrics.cache_stale, 1);
             if only_if_cached(&ex.parts.headers) {
-                return Reply::text(StatusCode::GATEWAY_TIMEOUT, "only-if-cached: not fresh in cache");
+                return Reply::text(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "only-if-cached: not fresh in cache",
+                );
             }
             fetch_and_process(ex, Some(c)).await
         }
@@ -252,7 +272,9 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
         }
     }
     add_via(&mut headers, ex.req.head.version, &ex.server.instance);
-    let mut b = Request::builder().method(ex.parts.method.clone()).uri(ex.connect_uri.clone());
+    let mut b = Request::builder()
+        .method(ex.parts.method.clone())
+        .uri(ex.connect_uri.clone());
     if let Some(h) = b.headers_mut() {
         *h = headers;
     }
@@ -281,7 +303,15 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
         if let Some(cache) = &server.cache {
             if let Some(fresh) = cache.freshen(s, &rparts, request_time, response_time) {
                 Metrics::add(&metrics.cache_validated, 1);
-                let out = transform_off_thread(ex, fresh.status, fresh.headers.clone(), fresh.body.clone(), request_time, response_time).await;
+                let out = transform_off_thread(
+                    ex,
+                    fresh.status,
+                    fresh.headers.clone(),
+                    fresh.body.clone(),
+                    request_time,
+                    response_time,
+                )
+                .await;
                 return from_cached_reply(ex, out, "REVALIDATED");
             }
         }
@@ -318,18 +348,31 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
     // Phase: store the origin's bytes.
     if let Some(cache) = &server.cache {
         if ex.parts.method == Method::GET {
-            if let Err(e) = cache.store(&ex.parts, &rparts, &body, "", request_time, response_time) {
+            if let Err(e) = cache.store(&ex.parts, &rparts, &body, "", request_time, response_time)
+            {
                 tracing::warn!(error = %e, "cache store failed");
             }
         }
     }
-    let out = transform_off_thread(ex, rparts.status, rparts.headers, body, request_time, response_time).await;
+    let out = transform_off_thread(
+        ex,
+        rparts.status,
+        rparts.headers,
+        body,
+        request_time,
+        response_time,
+    )
+    .await;
     Reply {
         status: out.status,
         headers: out.headers,
         body: Body::Full(out.body),
         close: false,
-        cache: if stale.is_some() { "STALE-REFETCH" } else { "MISS" },
+        cache: if stale.is_some() {
+            "STALE-REFETCH"
+        } else {
+            "MISS"
+        },
     }
 }
 
@@ -371,7 +414,10 @@ fn origin_error(e: &hyper_util::client::legacy::Error) -> Reply {
     if let Some(c) = connect_error(e) {
         return Reply::text(c.status(), &c.to_string());
     }
-    Reply::text(StatusCode::BAD_GATEWAY, &format!("origin error: {}", error_reason(e)))
+    Reply::text(
+        StatusCode::BAD_GATEWAY,
+        &format!("origin error: {}", error_reason(e)),
+    )
 }
 
 /// Runs the transform phases on the blocking pool: image transcoding and brotli take
@@ -386,15 +432,33 @@ async fn transform_off_thread(
     response_time: SystemTime,
 ) -> Transformed {
     if status != StatusCode::OK || ex.server.transforms.is_empty() || body.is_empty() {
-        return client_decodable(ex, Transformed { status, headers, body });
+        return client_decodable(
+            ex,
+            Transformed {
+                status,
+                headers,
+                body,
+            },
+        );
     }
     let job = ex.clone();
     let (h2, b2) = (headers.clone(), body.clone());
-    match tokio::task::spawn_blocking(move || transform_and_store(&job, status, h2, b2, request_time, response_time)).await {
+    match tokio::task::spawn_blocking(move || {
+        transform_and_store(&job, status, h2, b2, request_time, response_time)
+    })
+    .await
+    {
         Ok(t) => t,
         Err(e) => {
             tracing::error!(error = %e, url = %ex.parts.uri, "transform failed; original passed through");
-            client_decodable(ex, Transformed { status, headers, body })
+            client_decodable(
+                ex,
+                Transformed {
+                    status,
+                    headers,
+                    body,
+                },
+            )
         }
     }
 }
@@ -468,17 +532,33 @@ fn transform_and_store(
             }
             if let Ok(r) = rb.body(()) {
                 let (rp, ()) = r.into_parts();
-                if let Err(e) = cache.store(&ex.parts, &rp, &body, &ex.variant, request_time, response_time) {
+                if let Err(e) = cache.store(
+                    &ex.parts,
+                    &rp,
+                    &body,
+                    &ex.variant,
+                    request_time,
+                    response_time,
+                ) {
                     tracing::warn!(error = %e, "cache store of variant failed");
                 }
             }
         }
     }
-    Transformed { status, headers, body }
+    Transformed {
+        status,
+        headers,
+        body,
+    }
 }
 
 fn content_coding(h: &HeaderMap) -> Option<String> {
-    let ce = h.get(header::CONTENT_ENCODING)?.to_str().ok()?.trim().to_ascii_lowercase();
+    let ce = h
+        .get(header::CONTENT_ENCODING)?
+        .to_str()
+        .ok()?
+        .trim()
+        .to_ascii_lowercase();
     if ce.is_empty() || ce == "identity" {
         None
     } else {
@@ -489,8 +569,15 @@ fn content_coding(h: &HeaderMap) -> Option<String> {
 /// When the proxy asked the origin for a coding the client did not accept, decodes it
 /// (within the limit); otherwise returns the response as it is.
 fn client_decodable(ex: &Exchange, t: Transformed) -> Transformed {
-    let Some(ce) = content_coding(&t.headers) else { return t };
-    let client_ae = ex.req.head.headers.get(header::ACCEPT_ENCODING).and_then(|v| v.to_str().ok());
+    let Some(ce) = content_coding(&t.headers) else {
+        return t;
+    };
+    let client_ae = ex
+        .req
+        .head
+        .headers
+        .get(header::ACCEPT_ENCODING)
+        .and_then(|v| v.to_str().ok());
     let accepted = ce.split(',').all(|c| {
         let c = c.trim();
         let token = if c == "x-gzip" { "gzip" } else { c };
@@ -506,7 +593,12 @@ fn client_decodable(ex: &Exchange, t: Transformed) -> Transformed {
             })
         })
     });
-    let proxy_asked = ex.parts.headers.get(header::ACCEPT_ENCODING).and_then(|v| v.to_str().ok()) == Some(ORIGIN_ACCEPT_ENCODING);
+    let proxy_asked = ex
+        .parts
+        .headers
+        .get(header::ACCEPT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        == Some(ORIGIN_ACCEPT_ENCODING);
     if accepted || !proxy_asked {
         return t;
     }
@@ -527,7 +619,9 @@ fn client_decodable(ex: &Exchange, t: Transformed) -> Transformed {
 
 /// In URL mode a redirect's Location must point back at the proxy too.
 fn rewrite_location(headers: &mut HeaderMap, ex: &Exchange) {
-    let Some((page, authority)) = &ex.url_mode else { return };
+    let Some((page, authority)) = &ex.url_mode else {
+        return;
+    };
     let Some(loc) = headers.get(header::LOCATION).and_then(|v| v.to_str().ok()) else {
         return;
     };

@@ -54,9 +54,16 @@ impl Reply {
     /// A plain-text response stating `reason` (errors the proxy generates itself).
     pub fn text(status: StatusCode, reason: &str) -> Reply {
         let mut headers = HeaderMap::new();
-        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        let body = format!("{} {}: {reason}\n", status.as_u16(), status.canonical_reason().unwrap_or(""));
+        let body = format!(
+            "{} {}: {reason}\n",
+            status.as_u16(),
+            status.canonical_reason().unwrap_or("")
+        );
         Reply {
             status,
             headers,
@@ -130,15 +137,24 @@ pub async fn write_reply<W: AsyncWrite + Unpin>(
             let chunked = framing == ResponseFraming::Chunked;
             let first = prefix;
             if !first.is_empty() {
-                written += if chunked { write_chunk(w, &first).await? } else { raw(w, &first).await? };
+                written += if chunked {
+                    write_chunk(w, &first).await?
+                } else {
+                    raw(w, &first).await?
+                };
             }
             loop {
                 match rest.frame().await {
                     Some(Ok(frame)) => {
                         if let Ok(data) = frame.into_data() {
-                            origin_bytes.fetch_add(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                            origin_bytes
+                                .fetch_add(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
                             if !data.is_empty() {
-                                written += if chunked { write_chunk(w, &data).await? } else { raw(w, &data).await? };
+                                written += if chunked {
+                                    write_chunk(w, &data).await?
+                                } else {
+                                    raw(w, &data).await?
+                                };
                             }
                         }
                     }

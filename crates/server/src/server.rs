@@ -16,7 +16,7 @@ use crate::conn::{serve_connection, ClientRequest};
 use crate::http1;
 use crate::metrics::Metrics;
 use crate::mode::Mode;
-use crate::optimize::{self, CompressUnit, RewriteUnit, Transform, TranscodeUnit};
+use crate::optimize::{self, CompressUnit, RewriteUnit, TranscodeUnit, Transform};
 use crate::origin::{build_client, Dialer, OriginClient, Resolve, StubResolve, SystemResolve};
 use crate::reply::{write_reply, Reply};
 
@@ -47,7 +47,9 @@ pub struct Server {
 
 impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Server").field("cfg", &self.cfg).finish_non_exhaustive()
+        f.debug_struct("Server")
+            .field("cfg", &self.cfg)
+            .finish_non_exhaustive()
     }
 }
 
@@ -92,14 +94,16 @@ impl Server {
         };
         let mut transforms: Vec<Box<dyn Transform>> = Vec::new();
         if cfg.transcode.enabled {
-            let tc = optimize::transcode_config(&cfg.transcode.options).map_err(|m| config_err("transcode", m))?;
+            let tc = optimize::transcode_config(&cfg.transcode.options)
+                .map_err(|m| config_err("transcode", m))?;
             transforms.push(Box::new(TranscodeUnit(tc)));
         }
         if cfg.url_rewrite.enabled {
             transforms.push(Box::new(RewriteUnit));
         }
         if cfg.compress.enabled {
-            let cc = optimize::compress_config(&cfg.compress.options).map_err(|m| config_err("compress", m))?;
+            let cc = optimize::compress_config(&cfg.compress.options)
+                .map_err(|m| config_err("compress", m))?;
             transforms.push(Box::new(CompressUnit(cc)));
         }
         Ok(Arc::new(Server {
@@ -147,7 +151,8 @@ impl Server {
             l.set_nonblocking(true)?;
             let l = TcpListener::from_std(l)?;
             tracing::info!(addr = ?l.local_addr().ok(), "proxy listening");
-            let (srv, cancel, hard, tr) = (self.clone(), cancel.clone(), hard.clone(), tracker.clone());
+            let (srv, cancel, hard, tr) =
+                (self.clone(), cancel.clone(), hard.clone(), tracker.clone());
             tracker.spawn(async move { accept_loop(srv, l, cancel, hard, tr).await });
         }
         if let Some(a) = admin {
@@ -161,7 +166,10 @@ impl Server {
         cancel.cancelled().await;
         let grace = self.cfg.limits.shutdown_grace.0;
         if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
-            tracing::warn!(?grace, "shutdown grace period over; closing remaining connections");
+            tracing::warn!(
+                ?grace,
+                "shutdown grace period over; closing remaining connections"
+            );
             hard.cancel();
             let _ = tokio::time::timeout(std::time::Duration::from_secs(1), tracker.wait()).await;
         }
@@ -171,7 +179,10 @@ impl Server {
     /// Answers one parsed request (everything but CONNECT).
     pub(crate) async fn handle(self: Arc<Self>, req: ClientRequest) -> Reply {
         match &req.mode {
-            Mode::Local { path } => Reply::text(StatusCode::NOT_FOUND, &format!("no such path on this proxy: {path}")),
+            Mode::Local { path } => Reply::text(
+                StatusCode::NOT_FOUND,
+                &format!("no such path on this proxy: {path}"),
+            ),
             Mode::Connect { .. } => Reply::text(StatusCode::BAD_REQUEST, "unexpected CONNECT"),
             _ => crate::proxy::proxy_http(self.clone(), Arc::new(req)).await,
         }
@@ -186,7 +197,10 @@ fn instance_id() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
-    format!("{:x}", (std::process::id() as u64) << 32 ^ (t as u64) ^ ((n as u64) << 20))
+    format!(
+        "{:x}",
+        (std::process::id() as u64) << 32 ^ (t as u64) ^ ((n as u64) << 20)
+    )
 }
 
 async fn accept_loop(
@@ -229,13 +243,21 @@ async fn admin_loop(server: Arc<Server>, l: TcpListener, cancel: CancellationTok
                     Ok(None) => {}
                     Err(_) => break None,
                 }
-                match tokio::time::timeout(std::time::Duration::from_secs(10), tokio::io::AsyncReadExt::read_buf(&mut s, &mut buf)).await {
+                match tokio::time::timeout(
+                    std::time::Duration::from_secs(10),
+                    tokio::io::AsyncReadExt::read_buf(&mut s, &mut buf),
+                )
+                .await
+                {
                     Ok(Ok(n)) if n > 0 => {}
                     _ => return,
                 }
             };
             let reply = match head {
-                Some(h) if h.method == Method::GET && (h.target == "/metrics" || h.target.starts_with("/metrics?")) => {
+                Some(h)
+                    if h.method == Method::GET
+                        && (h.target == "/metrics" || h.target.starts_with("/metrics?")) =>
+                {
                     let mut r = Reply::text(StatusCode::OK, "");
                     r.headers.insert(
                         http::header::CONTENT_TYPE,
@@ -247,7 +269,15 @@ async fn admin_loop(server: Arc<Server>, l: TcpListener, cancel: CancellationTok
                 Some(_) => Reply::text(StatusCode::NOT_FOUND, "only /metrics here"),
                 None => Reply::text(StatusCode::BAD_REQUEST, "malformed request"),
             };
-            let _ = write_reply(&mut s, reply, &Method::GET, Version::HTTP_11, false, &srv.metrics.origin_bytes_in).await;
+            let _ = write_reply(
+                &mut s,
+                reply,
+                &Method::GET,
+                Version::HTTP_11,
+                false,
+                &srv.metrics.origin_bytes_in,
+            )
+            .await;
             let _ = s.shutdown().await;
         });
     }

@@ -37,7 +37,10 @@ pub async fn run(
         Reply::text_close(status, &reason)
     };
     let reply_err = if !server.acl.connect_port_allowed(port) {
-        Some(refuse(StatusCode::FORBIDDEN, format!("CONNECT to port {port} not allowed")))
+        Some(refuse(
+            StatusCode::FORBIDDEN,
+            format!("CONNECT to port {port} not allowed"),
+        ))
     } else {
         None
     };
@@ -51,7 +54,16 @@ pub async fn run(
     let mut upstream = match upstream {
         Ok(s) => s,
         Err(r) => {
-            if let Ok((n, _)) = write_reply(&mut wr, r, &Method::CONNECT, Version::HTTP_11, false, &metrics.origin_bytes_in).await {
+            if let Ok((n, _)) = write_reply(
+                &mut wr,
+                r,
+                &Method::CONNECT,
+                Version::HTTP_11,
+                false,
+                &metrics.origin_bytes_in,
+            )
+            .await
+            {
                 Metrics::add(&metrics.client_bytes_out, n);
             }
             let _ = wr.shutdown().await;

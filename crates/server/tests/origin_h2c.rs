@@ -21,13 +21,16 @@ async fn h2c_to_origin() {
         while let Ok((s, _)) = l.accept().await {
             c2.fetch_add(1, Ordering::SeqCst);
             tokio::spawn(async move {
-                let svc = hyper::service::service_fn(|req: hyper::Request<hyper::body::Incoming>| async move {
-                    let body = format!("{:?} {}", req.version(), req.uri().path());
-                    Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from(body))))
-                });
-                let _ = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
-                    .serve_connection(hyper_util::rt::TokioIo::new(s), svc)
-                    .await;
+                let svc = hyper::service::service_fn(
+                    |req: hyper::Request<hyper::body::Incoming>| async move {
+                        let body = format!("{:?} {}", req.version(), req.uri().path());
+                        Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from(body))))
+                    },
+                );
+                let _ =
+                    hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                        .serve_connection(hyper_util::rt::TokioIo::new(s), svc)
+                        .await;
             });
         }
     });

@@ -44,7 +44,8 @@ async fn keep_alive_serves_several_requests_on_one_connection() {
         assert_eq!(r.text(), format!("hello /{i}"));
     }
     // HTTP/1.0 without keep-alive: answered, then closed.
-    c.send(&format!("GET http://{}/ten HTTP/1.0\r\n\r\n", o.addr)).await;
+    c.send(&format!("GET http://{}/ten HTTP/1.0\r\n\r\n", o.addr))
+        .await;
     let r = c.read(false).await.unwrap();
     assert_eq!(r.text(), "hello /ten");
     assert!(c.closed().await);
@@ -55,14 +56,18 @@ async fn pipelined_requests_answered_in_order_when_origin_answers_out_of_order()
     // /0 is slowest, /2 fastest: the proxy fetches concurrently but writes in order.
     let o = Origin::start(|r: &OriginRequest| {
         let i: u64 = r.path.trim_start_matches('/').parse().unwrap_or(0);
-        OriginReply::ok("text/plain", format!("body {i}")).delay(Duration::from_millis(300 - 100 * i))
+        OriginReply::ok("text/plain", format!("body {i}"))
+            .delay(Duration::from_millis(300 - 100 * i))
     })
     .await;
     let p = start_proxy(test_config()).await;
     let mut c = Client::connect(p.addr).await;
     let mut all = String::new();
     for i in 0..3 {
-        all.push_str(&format!("GET http://{}/{i} HTTP/1.1\r\nHost: x\r\n\r\n", o.addr));
+        all.push_str(&format!(
+            "GET http://{}/{i} HTTP/1.1\r\nHost: x\r\n\r\n",
+            o.addr
+        ));
     }
     let t0 = std::time::Instant::now();
     c.send(&all).await;
@@ -70,13 +75,21 @@ async fn pipelined_requests_answered_in_order_when_origin_answers_out_of_order()
         assert_eq!(c.read(false).await.unwrap().text(), format!("body {i}"));
     }
     // Concurrent: about the slowest (300 ms), not the sum (600 ms).
-    assert!(t0.elapsed() < Duration::from_millis(550), "{:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() < Duration::from_millis(550),
+        "{:?}",
+        t0.elapsed()
+    );
 }
 
 #[tokio::test]
 async fn malformed_requests_get_400_and_431() {
     let p = start_proxy(test_config()).await;
-    for raw in ["GARBAGE\r\n\r\n", "GET / HTTP/1.1\r\nBad Header\r\n\r\n", "GET http://a.test/ HTTP/3.7\r\n\r\n"] {
+    for raw in [
+        "GARBAGE\r\n\r\n",
+        "GET / HTTP/1.1\r\nBad Header\r\n\r\n",
+        "GET http://a.test/ HTTP/3.7\r\n\r\n",
+    ] {
         let mut c = Client::connect(p.addr).await;
         c.send(raw).await;
         let r = c.read(false).await.unwrap();
@@ -84,7 +97,11 @@ async fn malformed_requests_get_400_and_431() {
         assert!(c.closed().await);
     }
     let mut c = Client::connect(p.addr).await;
-    c.send(&format!("GET http://a.test/ HTTP/1.1\r\nX-Big: {}\r\n\r\n", "a".repeat(70 * 1024))).await;
+    c.send(&format!(
+        "GET http://a.test/ HTTP/1.1\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(70 * 1024)
+    ))
+    .await;
     assert_eq!(c.read(false).await.unwrap().status, 431);
     // Still serving.
     let mut c = Client::connect(p.addr).await;
@@ -95,7 +112,14 @@ async fn malformed_requests_get_400_and_431() {
 #[tokio::test]
 async fn chunked_request_body_reaches_origin() {
     let o = Origin::start(|r: &OriginRequest| {
-        OriginReply::ok("text/plain", format!("{} len={}", r.method, r.header("content-length").unwrap_or("-")))
+        OriginReply::ok(
+            "text/plain",
+            format!(
+                "{} len={}",
+                r.method,
+                r.header("content-length").unwrap_or("-")
+            ),
+        )
     })
     .await;
     let p = start_proxy(test_config()).await;
@@ -121,7 +145,11 @@ async fn origin_refused_is_502_and_timeout_is_504_with_reason() {
     assert_eq!(r.status, 502);
     assert!(r.text().to_lowercase().contains("refused"), "{}", r.text());
 
-    let o = Origin::start(|_r: &OriginRequest| OriginReply { hang: true, ..OriginReply::ok("text/plain", "") }).await;
+    let o = Origin::start(|_r: &OriginRequest| OriginReply {
+        hang: true,
+        ..OriginReply::ok("text/plain", "")
+    })
+    .await;
     let t0 = std::time::Instant::now();
     let r = get_once(p.addr, &format!("http://{}/", o.addr), "").await;
     assert_eq!(r.status, 504);
@@ -134,7 +162,12 @@ async fn private_destinations_refused_by_default() {
     let mut cfg = test_config();
     cfg.acl.allow_destinations.clear();
     let p = start_proxy(cfg).await;
-    for url in ["http://127.0.0.1/", "http://10.1.2.3/", "http://[::1]/", "http://169.254.1.1/"] {
+    for url in [
+        "http://127.0.0.1/",
+        "http://10.1.2.3/",
+        "http://[::1]/",
+        "http://169.254.1.1/",
+    ] {
         let r = get_once(p.addr, url, "").await;
         assert_eq!(r.status, 403, "{url}");
         assert!(r.text().contains("destination not allowed"), "{}", r.text());
@@ -142,9 +175,14 @@ async fn private_destinations_refused_by_default() {
     // A name that resolves to loopback is refused too (checked after resolution).
     let mut cfg = test_config();
     cfg.acl.allow_destinations.clear();
-    cfg.origin.hosts.insert("sneaky.test".into(), "127.0.0.1".parse().unwrap());
+    cfg.origin
+        .hosts
+        .insert("sneaky.test".into(), "127.0.0.1".parse().unwrap());
     let p = start_proxy(cfg).await;
-    assert_eq!(get_once(p.addr, "http://sneaky.test/", "").await.status, 403);
+    assert_eq!(
+        get_once(p.addr, "http://sneaky.test/", "").await.status,
+        403
+    );
 }
 
 #[tokio::test]
@@ -154,7 +192,11 @@ async fn clients_outside_allow_list_refused() {
     cfg.acl.allow_clients = vec!["192.0.2.0/24".parse().unwrap()];
     let p = start_proxy(cfg).await;
     let mut c = Client::connect(p.addr).await;
-    c.send(&format!("GET http://{}/ HTTP/1.1\r\nHost: x\r\n\r\n", o.addr)).await;
+    c.send(&format!(
+        "GET http://{}/ HTTP/1.1\r\nHost: x\r\n\r\n",
+        o.addr
+    ))
+    .await;
     let r = c.read(false).await.unwrap();
     assert_eq!(r.status, 403);
     assert!(c.closed().await);
@@ -180,7 +222,10 @@ async fn connect_tunnels_only_to_allowed_ports() {
     });
     let p = start_proxy(test_config()).await;
     let mut c = Client::connect(p.addr).await;
-    c.send(&format!("CONNECT {eaddr} HTTP/1.1\r\nHost: {eaddr}\r\n\r\n")).await;
+    c.send(&format!(
+        "CONNECT {eaddr} HTTP/1.1\r\nHost: {eaddr}\r\n\r\n"
+    ))
+    .await;
     assert_eq!(c.read(false).await.unwrap().status, 403);
 
     let mut cfg = test_config();
@@ -188,14 +233,20 @@ async fn connect_tunnels_only_to_allowed_ports() {
     let p = start_proxy(cfg).await;
     let mut c = Client::connect(p.addr).await;
     // Bytes sent right after the CONNECT head go through too.
-    c.send(&format!("CONNECT {eaddr} HTTP/1.1\r\nHost: {eaddr}\r\n\r\nearly ")).await;
+    c.send(&format!(
+        "CONNECT {eaddr} HTTP/1.1\r\nHost: {eaddr}\r\n\r\nearly "
+    ))
+    .await;
     let r = c.read(true).await.unwrap();
     assert_eq!(r.status, 200);
     c.s.write_all(b"ping").await.unwrap();
     let mut got = Vec::new();
     while got.len() < 10 {
         let mut b = [0u8; 64];
-        let n = tokio::time::timeout(Duration::from_secs(5), c.s.read(&mut b)).await.unwrap().unwrap();
+        let n = tokio::time::timeout(Duration::from_secs(5), c.s.read(&mut b))
+            .await
+            .unwrap()
+            .unwrap();
         assert!(n > 0);
         got.extend_from_slice(&b[..n]);
     }
@@ -207,12 +258,17 @@ async fn transparent_origin_form_uses_host() {
     let o = Origin::start(hello()).await;
     let p = start_proxy(test_config()).await;
     let mut c = Client::connect(p.addr).await;
-    c.send(&format!("GET /t HTTP/1.1\r\nHost: {}\r\n\r\n", o.addr)).await;
+    c.send(&format!("GET /t HTTP/1.1\r\nHost: {}\r\n\r\n", o.addr))
+        .await;
     let r = c.read(false).await.unwrap();
     assert_eq!(r.status, 200);
     assert_eq!(r.text(), "hello /t");
     // Origin-form to the proxy itself without URL mode → 404.
-    c.send(&format!("GET /favicon.ico HTTP/1.1\r\nHost: {}\r\n\r\n", p.addr)).await;
+    c.send(&format!(
+        "GET /favicon.ico HTTP/1.1\r\nHost: {}\r\n\r\n",
+        p.addr
+    ))
+    .await;
     assert_eq!(c.read(false).await.unwrap().status, 404);
 }
 
@@ -229,8 +285,14 @@ async fn metrics_count_requests_and_bytes() {
     let r = c.read(false).await.unwrap();
     assert_eq!(r.status, 200);
     let t = r.text();
-    assert!(t.contains("webpep_requests_total{mode=\"explicit\",class=\"2xx\"} 2"), "{t}");
-    assert!(t.contains("webpep_requests_total{mode=\"explicit\",class=\"4xx\"} 1"), "{t}");
+    assert!(
+        t.contains("webpep_requests_total{mode=\"explicit\",class=\"2xx\"} 2"),
+        "{t}"
+    );
+    assert!(
+        t.contains("webpep_requests_total{mode=\"explicit\",class=\"4xx\"} 1"),
+        "{t}"
+    );
     let bytes_out: u64 = t
         .lines()
         .find_map(|l| l.strip_prefix("webpep_client_bytes_out_total "))
@@ -243,15 +305,26 @@ async fn metrics_count_requests_and_bytes() {
 
 #[tokio::test]
 async fn graceful_shutdown_finishes_in_flight_request() {
-    let o = Origin::start(|_r: &OriginRequest| OriginReply::ok("text/plain", "slow").delay(Duration::from_millis(600))).await;
+    let o = Origin::start(|_r: &OriginRequest| {
+        OriginReply::ok("text/plain", "slow").delay(Duration::from_millis(600))
+    })
+    .await;
     let p = start_proxy(test_config()).await;
     let mut c = Client::connect(p.addr).await;
-    c.send(&format!("GET http://{}/ HTTP/1.1\r\nHost: x\r\n\r\n", o.addr)).await;
+    c.send(&format!(
+        "GET http://{}/ HTTP/1.1\r\nHost: x\r\n\r\n",
+        o.addr
+    ))
+    .await;
     tokio::time::sleep(Duration::from_millis(150)).await;
     p.cancel.cancel();
     let r = c.read(false).await.unwrap();
     assert_eq!(r.text(), "slow");
-    tokio::time::timeout(Duration::from_secs(5), p.done).await.unwrap().unwrap().unwrap();
+    tokio::time::timeout(Duration::from_secs(5), p.done)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     // No new connections afterwards.
     assert!(tokio::net::TcpStream::connect(p.addr).await.is_err());
 }
@@ -265,12 +338,18 @@ async fn request_to_itself_on_another_port_is_a_loop() {
     let (aa, ba) = (a.local_addr().unwrap(), b.local_addr().unwrap());
     let mut cfg = test_config();
     // The proxy's own address under a name: only Via can tell.
-    cfg.origin.hosts.insert("me.test".into(), "127.0.0.1".parse().unwrap());
+    cfg.origin
+        .hosts
+        .insert("me.test".into(), "127.0.0.1".parse().unwrap());
     let server = webpep_server::Server::new(cfg).unwrap();
     let cancel = webpep_server::CancellationToken::new();
     tokio::spawn(server.clone().serve(vec![a, b], None, cancel.clone()));
     let mut c = Client::connect(aa).await;
-    c.send(&format!("GET /x HTTP/1.1\r\nHost: me.test:{}\r\n\r\n", ba.port())).await;
+    c.send(&format!(
+        "GET /x HTTP/1.1\r\nHost: me.test:{}\r\n\r\n",
+        ba.port()
+    ))
+    .await;
     let r = c.read(false).await.unwrap();
     assert_eq!(r.status, 508, "{}", r.text());
     cancel.cancel();

@@ -14,7 +14,11 @@ fn photo_jpeg() -> Vec<u8> {
         seed = seed.wrapping_mul(1103515245).wrapping_add(12345);
         let n = ((seed >> 16) % 6) as i32 - 3;
         let c = |v: i32| (v + n).clamp(0, 255) as u8;
-        image::Rgb([c((x * 255 / w) as i32), c((y * 255 / h) as i32), c(((x + y) % 256) as i32)])
+        image::Rgb([
+            c((x * 255 / w) as i32),
+            c((y * 255 / h) as i32),
+            c(((x + y) % 256) as i32),
+        ])
     });
     let mut out = Vec::new();
     let enc = image::codecs::jpeg::JpegEncoder::new_with_quality(Cursor::new(&mut out), 95);
@@ -34,7 +38,9 @@ async fn jpeg_smaller_as_jpeg_and_webp_only_when_accepted() {
     let jpeg = photo_jpeg();
     let j2 = jpeg.clone();
     let o = Origin::start(move |r: &OriginRequest| {
-        let rep = OriginReply::ok("image/jpeg", j2.clone()).header("ETag", "\"img1\"").header("Cache-Control", "max-age=600");
+        let rep = OriginReply::ok("image/jpeg", j2.clone())
+            .header("ETag", "\"img1\"")
+            .header("Cache-Control", "max-age=600");
         if r.path.contains("nt") {
             OriginReply::ok("image/jpeg", j2.clone()).header("Cache-Control", "no-transform")
         } else {
@@ -49,7 +55,12 @@ async fn jpeg_smaller_as_jpeg_and_webp_only_when_accepted() {
     let r = get_once(p.addr, &url, "Accept: */*\r\n").await;
     assert_eq!(r.status, 200);
     assert_eq!(r.header("content-type"), Some("image/jpeg"));
-    assert!(r.body.len() < jpeg.len(), "{} !< {}", r.body.len(), jpeg.len());
+    assert!(
+        r.body.len() < jpeg.len(),
+        "{} !< {}",
+        r.body.len(),
+        jpeg.len()
+    );
     assert!(image::load_from_memory(&r.body).is_ok());
     assert_eq!(r.header("etag"), Some("W/\"img1\""));
     let w = get_once(p.addr, &url, "Accept: image/webp,*/*\r\n").await;
@@ -61,9 +72,18 @@ async fn jpeg_smaller_as_jpeg_and_webp_only_when_accepted() {
     assert_eq!(r2.body, r.body);
     assert_eq!(o.requests(), 1);
     // no-transform honoured.
-    let nt = get_once(p.addr, &format!("http://{}/nt.jpg", o.addr), "Accept: image/webp\r\n").await;
+    let nt = get_once(
+        p.addr,
+        &format!("http://{}/nt.jpg", o.addr),
+        "Accept: image/webp\r\n",
+    )
+    .await;
     assert_eq!(nt.body, jpeg);
-    assert!(p.server.metrics_text().lines().any(|l| l.starts_with("webpep_transcode_saved_bytes_total ") && !l.ends_with(" 0")));
+    assert!(p
+        .server
+        .metrics_text()
+        .lines()
+        .any(|l| l.starts_with("webpep_transcode_saved_bytes_total ") && !l.ends_with(" 0")));
 }
 
 #[tokio::test]
@@ -81,10 +101,20 @@ async fn corrupt_jpeg_passed_through_and_proxy_still_serves() {
     })
     .await;
     let p = start_proxy(transcode_config()).await;
-    let r = get_once(p.addr, &format!("http://{}/bad.jpg", o.addr), "Accept: image/webp\r\n").await;
+    let r = get_once(
+        p.addr,
+        &format!("http://{}/bad.jpg", o.addr),
+        "Accept: image/webp\r\n",
+    )
+    .await;
     assert_eq!(r.status, 200);
     assert_eq!(r.body, bad);
-    assert_eq!(get_once(p.addr, &format!("http://{}/ok", o.addr), "").await.text(), "fine");
+    assert_eq!(
+        get_once(p.addr, &format!("http://{}/ok", o.addr), "")
+            .await
+            .text(),
+        "fine"
+    );
 }
 
 #[tokio::test]
@@ -109,28 +139,51 @@ async fn url_mode_rewrites_html_and_serves_the_rewritten_urls() {
     let mut cfg = test_config();
     cfg.url_rewrite.enabled = true;
     cfg.url_rewrite.proxy_authority = Some("proxy.test:3128".into());
-    cfg.origin.hosts.insert("www.a.test".into(), "127.0.0.1".parse().unwrap());
+    cfg.origin
+        .hosts
+        .insert("www.a.test".into(), "127.0.0.1".parse().unwrap());
     let p = start_proxy(cfg).await;
     let mut c = Client::connect(p.addr).await;
-    c.send(&format!("GET /www.a.test:{port}/index.html HTTP/1.1\r\nHost: proxy.test:3128\r\n\r\n")).await;
+    c.send(&format!(
+        "GET /www.a.test:{port}/index.html HTTP/1.1\r\nHost: proxy.test:3128\r\n\r\n"
+    ))
+    .await;
     let r = c.read(false).await.unwrap();
     assert_eq!(r.status, 200, "{}", r.text());
     let html = r.text();
     let img = format!("http://proxy.test:3128/www.a.test:{port}/img/logo.gif");
     assert!(html.contains(&img), "{html}");
-    assert!(html.contains(&format!("http://proxy.test:3128/www.a.test:{port}/next.html")), "{html}");
+    assert!(
+        html.contains(&format!(
+            "http://proxy.test:3128/www.a.test:{port}/next.html"
+        )),
+        "{html}"
+    );
     assert!(html.contains("https://secure.test/"), "{html}");
-    assert_eq!(o.last().unwrap().header("host"), Some(format!("www.a.test:{port}").as_str()));
+    assert_eq!(
+        o.last().unwrap().header("host"),
+        Some(format!("www.a.test:{port}").as_str())
+    );
     // Fetching the rewritten URL works.
     let path = img.trim_start_matches("http://proxy.test:3128");
-    c.send(&format!("GET {path} HTTP/1.1\r\nHost: proxy.test:3128\r\n\r\n")).await;
+    c.send(&format!(
+        "GET {path} HTTP/1.1\r\nHost: proxy.test:3128\r\n\r\n"
+    ))
+    .await;
     assert_eq!(c.read(false).await.unwrap().text(), "logo bytes");
     // A redirect points back at the proxy.
-    c.send(&format!("GET /www.a.test:{port}/moved HTTP/1.1\r\nHost: proxy.test:3128\r\n\r\n")).await;
+    c.send(&format!(
+        "GET /www.a.test:{port}/moved HTTP/1.1\r\nHost: proxy.test:3128\r\n\r\n"
+    ))
+    .await;
     let r = c.read(false).await.unwrap();
     assert_eq!(r.status, 302);
-    assert_eq!(r.header("location"), Some(format!("http://proxy.test:3128/www.a.test:{port}/index.html").as_str()));
+    assert_eq!(
+        r.header("location"),
+        Some(format!("http://proxy.test:3128/www.a.test:{port}/index.html").as_str())
+    );
     // Other paths on the proxy itself → 404.
-    c.send("GET /favicon.ico HTTP/1.1\r\nHost: proxy.test:3128\r\n\r\n").await;
+    c.send("GET /favicon.ico HTTP/1.1\r\nHost: proxy.test:3128\r\n\r\n")
+        .await;
     assert_eq!(c.read(false).await.unwrap().status, 404);
 }

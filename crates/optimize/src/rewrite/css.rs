@@ -9,7 +9,9 @@ use url::Url;
 /// UTF-8 and references the scanner cannot parse (escapes, bad strings), is copied as is.
 /// Never panics.
 pub fn rewrite_css(css: &[u8], sheet_url: &Url, proxy_authority: &str) -> Vec<u8> {
-    scan(css, &mut |raw| super::proxied(raw, sheet_url, proxy_authority))
+    scan(css, &mut |raw| {
+        super::proxied(raw, sheet_url, proxy_authority)
+    })
 }
 
 /// The unresolved URL references of a stylesheet, in order.
@@ -103,7 +105,11 @@ fn parse_url_token(s: &[u8], start: usize) -> Option<UrlToken> {
     };
     j = skip_ws(s, j);
     if j < s.len() && s[j] == b')' {
-        Some(UrlToken { value, quote, end: j + 1 })
+        Some(UrlToken {
+            value,
+            quote,
+            end: j + 1,
+        })
     } else {
         None
     }
@@ -168,7 +174,10 @@ fn scan(css: &[u8], map: &mut dyn FnMut(&str) -> Option<String>) -> Vec<u8> {
                     i += 4;
                 }
             }
-        } else if b == b'@' && starts_with_ci(&css[i..], b"@import") && !css.get(i + 7).is_some_and(|&c| is_ident_byte(c)) {
+        } else if b == b'@'
+            && starts_with_ci(&css[i..], b"@import")
+            && !css.get(i + 7).is_some_and(|&c| is_ident_byte(c))
+        {
             let j = skip_ws(css, i + 7);
             out.extend_from_slice(&css[i..j]);
             i = j;
@@ -176,7 +185,9 @@ fn scan(css: &[u8], map: &mut dyn FnMut(&str) -> Option<String>) -> Vec<u8> {
                 let end = string_end(css, j).min(n);
                 let replaced = simple_string(css, j).and_then(|(a, z)| {
                     let raw = std::str::from_utf8(&css[a..z]).ok()?;
-                    map(raw).filter(|new| fits(new, Some(css[j]))).map(|new| (a, z, new))
+                    map(raw)
+                        .filter(|new| fits(new, Some(css[j])))
+                        .map(|new| (a, z, new))
                 });
                 match replaced {
                     Some((a, z, new)) => {

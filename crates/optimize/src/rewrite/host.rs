@@ -6,9 +6,9 @@ use url::Host;
 /// use: `/favicon.ico` or `/index.html` is a request for the proxy, not for a host.
 const FILE_EXTENSIONS: &[&str] = &[
     "ico", "html", "htm", "shtml", "xhtml", "php", "asp", "aspx", "jsp", "cgi", "gif", "jpg",
-    "jpeg", "png", "webp", "svg", "bmp", "css", "js", "mjs", "json", "xml", "txt", "map",
-    "woff", "woff2", "ttf", "otf", "eot", "swf", "pdf", "gz", "tgz", "mp3", "mp4", "wasm",
-    "rss", "atom", "cfm", "jar", "exe",
+    "jpeg", "png", "webp", "svg", "bmp", "css", "js", "mjs", "json", "xml", "txt", "map", "woff",
+    "woff2", "ttf", "otf", "eot", "swf", "pdf", "gz", "tgz", "mp3", "mp4", "wasm", "rss", "atom",
+    "cfm", "jar", "exe",
 ];
 
 /// True for a DNS name webpep will route to: lowercase LDH (and `_`) labels of 1–63
@@ -30,7 +30,8 @@ fn is_routable_domain(d: &str) -> bool {
             && l.len() <= 63
             && !l.starts_with('-')
             && !l.ends_with('-')
-            && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+            && l.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
     };
     if !labels.iter().all(label_ok) {
         return false;
@@ -98,17 +99,40 @@ mod tests {
         assert_eq!(c("[::1]:8080").as_deref(), Some("[::1]:8080"));
         assert_eq!(c("[2001:db8::1]").as_deref(), Some("[2001:db8::1]"));
         assert_eq!(c("localhost:3000").as_deref(), Some("localhost:3000"));
-        assert_eq!(c("xn--bcher-kva.example").as_deref(), Some("xn--bcher-kva.example"));
+        assert_eq!(
+            c("xn--bcher-kva.example").as_deref(),
+            Some("xn--bcher-kva.example")
+        );
         assert_eq!(c("a_b.example.org").as_deref(), Some("a_b.example.org"));
     }
 
     #[test]
     fn refuses_non_hosts() {
         for bad in [
-            "", "favicon.ico", "index.html", "robots.txt", "intranet", "www.a.com:", "www.a.com:0",
-            "www.a.com:99999", "www.a.com:8x", "1.2.3", "0x7f.0.0.1", "[::1", "[::1]x", "::1",
-            "a..com", "-a.com", "a-.com", "a.com.", "büch.example", "%41.com", "a b.com", "1.2.3.4.5",
-            "www.a.com:80:80", "user@a.com",
+            "",
+            "favicon.ico",
+            "index.html",
+            "robots.txt",
+            "intranet",
+            "www.a.com:",
+            "www.a.com:0",
+            "www.a.com:99999",
+            "www.a.com:8x",
+            "1.2.3",
+            "0x7f.0.0.1",
+            "[::1",
+            "[::1]x",
+            "::1",
+            "a..com",
+            "-a.com",
+            "a-.com",
+            "a.com.",
+            "büch.example",
+            "%41.com",
+            "a b.com",
+            "1.2.3.4.5",
+            "www.a.com:80:80",
+            "user@a.com",
         ] {
             assert_eq!(c(bad), None, "{bad:?}");
         }

@@ -138,7 +138,10 @@ fn refresh_url_range(content: &str) -> Option<(usize, usize)> {
     }
     let (start, end) = if b[i] == b'"' || b[i] == b'\'' {
         let q = b[i];
-        let end = b[i + 1..].iter().position(|&c| c == q).map_or(b.len(), |p| i + 1 + p);
+        let end = b[i + 1..]
+            .iter()
+            .position(|&c| c == q)
+            .map_or(b.len(), |p| i + 1 + p);
         (i + 1, end)
     } else {
         let mut end = b.len();
@@ -182,7 +185,11 @@ fn rewrite_attr(el: &mut Element<'_, '_>, attr: &str, base: &Url, proxy: &str) -
 /// proxy form, so it cannot send the browser around the proxy. Fragment-only, empty, https,
 /// data:, javascript: and other non-http references are left alone, as is every byte the
 /// rewriter did not change. Character encoding follows `<meta charset>` (UTF-8 by default).
-pub fn rewrite_html(html: &[u8], page_url: &Url, proxy_authority: &str) -> Result<Vec<u8>, RewriteError> {
+pub fn rewrite_html(
+    html: &[u8],
+    page_url: &Url,
+    proxy_authority: &str,
+) -> Result<Vec<u8>, RewriteError> {
     let state = RefCell::new(State {
         base: page_url.clone(),
         base_seen: false,
@@ -216,7 +223,9 @@ pub fn rewrite_html(html: &[u8], page_url: &Url, proxy_authority: &str) -> Resul
     for &(selector, attr) in URL_ATTRIBUTES {
         handlers.push(element!(selector, move |el| {
             if attr == "src" && el.tag_name().eq_ignore_ascii_case("input") {
-                let is_image = el.get_attribute("type").is_some_and(|t| t.trim().eq_ignore_ascii_case("image"));
+                let is_image = el
+                    .get_attribute("type")
+                    .is_some_and(|t| t.trim().eq_ignore_ascii_case("image"));
                 if !is_image {
                     return Ok(());
                 }
@@ -239,7 +248,9 @@ pub fn rewrite_html(html: &[u8], page_url: &Url, proxy_authority: &str) -> Resul
         }));
     }
     handlers.push(element!("meta[http-equiv][content]", move |el| {
-        let refresh = el.get_attribute("http-equiv").is_some_and(|v| v.trim().eq_ignore_ascii_case("refresh"));
+        let refresh = el
+            .get_attribute("http-equiv")
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("refresh"));
         let Some(raw) = el.get_attribute("content").filter(|_| refresh) else {
             return Ok(());
         };
@@ -306,7 +317,9 @@ pub fn rewrite_html(html: &[u8], page_url: &Url, proxy_authority: &str) -> Resul
     rewriter
         .write(html)
         .map_err(|e| RewriteError::Html(e.to_string()))?;
-    rewriter.end().map_err(|e| RewriteError::Html(e.to_string()))?;
+    rewriter
+        .end()
+        .map_err(|e| RewriteError::Html(e.to_string()))?;
     Ok(out)
 }
 
@@ -327,7 +340,9 @@ pub fn embedded_urls(html: &[u8]) -> Vec<String> {
     for &(selector, attr) in URL_ATTRIBUTES {
         handlers.push(element!(selector, move |el| {
             if attr == "src" && el.tag_name().eq_ignore_ascii_case("input") {
-                let is_image = el.get_attribute("type").is_some_and(|t| t.trim().eq_ignore_ascii_case("image"));
+                let is_image = el
+                    .get_attribute("type")
+                    .is_some_and(|t| t.trim().eq_ignore_ascii_case("image"));
                 if !is_image {
                     return Ok(());
                 }
@@ -342,13 +357,16 @@ pub fn embedded_urls(html: &[u8]) -> Vec<String> {
         handlers.push(element!(selector, move |el| {
             if let Some(v) = el.get_attribute(attr) {
                 let v = decode_entities(&v);
-                f.borrow_mut().extend(srcset::parse(&v).into_iter().map(|c| c.url.to_string()));
+                f.borrow_mut()
+                    .extend(srcset::parse(&v).into_iter().map(|c| c.url.to_string()));
             }
             Ok(())
         }));
     }
     handlers.push(element!("meta[http-equiv][content]", move |el| {
-        let refresh = el.get_attribute("http-equiv").is_some_and(|v| v.trim().eq_ignore_ascii_case("refresh"));
+        let refresh = el
+            .get_attribute("http-equiv")
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("refresh"));
         if let Some(v) = el.get_attribute("content").filter(|_| refresh) {
             let v = decode_entities(&v);
             if let Some((a, z)) = refresh_url_range(&v) {
@@ -359,7 +377,8 @@ pub fn embedded_urls(html: &[u8]) -> Vec<String> {
     }));
     handlers.push(element!("*[style]", move |el| {
         if let Some(v) = el.get_attribute("style") {
-            f.borrow_mut().extend(css::css_urls(decode_entities(&v).as_bytes()));
+            f.borrow_mut()
+                .extend(css::css_urls(decode_entities(&v).as_bytes()));
         }
         Ok(())
     }));
@@ -401,9 +420,15 @@ mod tests {
     #[test]
     fn refresh_forms() {
         let url_of = |c: &str| refresh_url_range(c).map(|(a, z)| c[a..z].to_string());
-        assert_eq!(url_of("5; url=http://a.com/x").as_deref(), Some("http://a.com/x"));
+        assert_eq!(
+            url_of("5; url=http://a.com/x").as_deref(),
+            Some("http://a.com/x")
+        );
         assert_eq!(url_of("0;URL='/next.html'").as_deref(), Some("/next.html"));
-        assert_eq!(url_of("0, http://b.com/ ").as_deref(), Some("http://b.com/"));
+        assert_eq!(
+            url_of("0, http://b.com/ ").as_deref(),
+            Some("http://b.com/")
+        );
         assert_eq!(url_of("  3 ; url = \"x.html\" ").as_deref(), Some("x.html"));
         assert_eq!(url_of("30"), None);
         assert_eq!(url_of(""), None);

@@ -16,8 +16,8 @@
 //! `javascript:`, `mailto:` and the like are not fetches.
 
 mod css;
-mod html;
 mod host;
+mod html;
 mod srcset;
 
 pub use css::rewrite_css;
@@ -54,10 +54,13 @@ pub fn to_proxy_url(target: &Url, proxy_authority: &str) -> Option<String> {
     let host_port = host::canonical_host_port(&host_port)?;
     // Already pointing at the proxy (a page rewritten twice, or a link to the proxy itself).
     let proxy_canonical = host::canonical_host_port(proxy_authority);
-    if host_port.eq_ignore_ascii_case(proxy_authority) || proxy_canonical.as_deref() == Some(host_port.as_str()) {
+    if host_port.eq_ignore_ascii_case(proxy_authority)
+        || proxy_canonical.as_deref() == Some(host_port.as_str())
+    {
         return None;
     }
-    let mut out = String::with_capacity(proxy_authority.len() + host_port.len() + target.as_str().len() + 8);
+    let mut out =
+        String::with_capacity(proxy_authority.len() + host_port.len() + target.as_str().len() + 8);
     out.push_str("http://");
     out.push_str(proxy_authority);
     out.push('/');

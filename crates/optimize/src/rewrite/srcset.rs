@@ -21,7 +21,9 @@ pub(crate) fn parse(value: &str) -> Vec<Candidate<'_>> {
     while pos < len {
         // Skip whitespace and separating commas.
         let rest = &value[pos..];
-        let skip = rest.find(|c: char| !is_ws(c) && c != ',').unwrap_or(rest.len());
+        let skip = rest
+            .find(|c: char| !is_ws(c) && c != ',')
+            .unwrap_or(rest.len());
         pos += skip;
         if pos >= len {
             break;
@@ -33,7 +35,10 @@ pub(crate) fn parse(value: &str) -> Vec<Candidate<'_>> {
         pos += url_len;
         if url.len() < raw_url.len() {
             // "a.jpg," — the commas end the candidate; no descriptors.
-            out.push(Candidate { url, descriptors: "" });
+            out.push(Candidate {
+                url,
+                descriptors: "",
+            });
             continue;
         }
         let rest = &value[pos..];
@@ -69,7 +74,9 @@ pub(crate) fn rewrite(value: &str, mut map: impl FnMut(&str) -> Option<String>) 
         .map(|c| {
             let url = match map(c.url) {
                 // A rewritten URL must still be one srcset token.
-                Some(new) if !new.contains(is_ws) && !new.ends_with(',') && !new.starts_with(',') => {
+                Some(new)
+                    if !new.contains(is_ws) && !new.ends_with(',') && !new.starts_with(',') =>
+                {
                     changed = true;
                     new
                 }
@@ -90,18 +97,30 @@ mod tests {
     use super::*;
 
     fn urls(v: &str) -> Vec<(&str, &str)> {
-        parse(v).into_iter().map(|c| (c.url, c.descriptors)).collect()
+        parse(v)
+            .into_iter()
+            .map(|c| (c.url, c.descriptors))
+            .collect()
     }
 
     #[test]
     fn parses_candidates() {
         assert_eq!(urls("a.jpg"), [("a.jpg", "")]);
-        assert_eq!(urls("a.jpg 1x, b.jpg 2x"), [("a.jpg", "1x"), ("b.jpg", "2x")]);
-        assert_eq!(urls("  a.jpg   640w ,b.jpg 1280w  "), [("a.jpg", "640w"), ("b.jpg", "1280w")]);
+        assert_eq!(
+            urls("a.jpg 1x, b.jpg 2x"),
+            [("a.jpg", "1x"), ("b.jpg", "2x")]
+        );
+        assert_eq!(
+            urls("  a.jpg   640w ,b.jpg 1280w  "),
+            [("a.jpg", "640w"), ("b.jpg", "1280w")]
+        );
         // A comma inside a URL belongs to it; only trailing commas end it.
         assert_eq!(urls("a.jpg,b.jpg 2x"), [("a.jpg,b.jpg", "2x")]);
         assert_eq!(urls("a.jpg, b.jpg"), [("a.jpg", ""), ("b.jpg", "")]);
-        assert_eq!(urls("a.jpg f(1,2) 2x, b.jpg"), [("a.jpg", "f(1,2) 2x"), ("b.jpg", "")]);
+        assert_eq!(
+            urls("a.jpg f(1,2) 2x, b.jpg"),
+            [("a.jpg", "f(1,2) 2x"), ("b.jpg", "")]
+        );
         assert_eq!(urls(" , ,"), []);
         assert_eq!(urls(""), []);
     }
@@ -109,7 +128,10 @@ mod tests {
     #[test]
     fn rewrite_keeps_descriptors_and_reports_no_change() {
         let up = |u: &str| Some(u.to_uppercase());
-        assert_eq!(rewrite("a.jpg 1x, b.jpg 2x", up).as_deref(), Some("A.JPG 1x, B.JPG 2x"));
+        assert_eq!(
+            rewrite("a.jpg 1x, b.jpg 2x", up).as_deref(),
+            Some("A.JPG 1x, B.JPG 2x")
+        );
         assert_eq!(rewrite("a.jpg 1x", |_| None), None);
     }
 }

@@ -40,7 +40,12 @@ impl Format {
 
     /// The format a `Content-Type` value names, if it is one of ours.
     pub fn from_content_type(ct: &str) -> Option<Format> {
-        let mime = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        let mime = ct
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
         match mime.as_str() {
             "image/jpeg" | "image/jpg" | "image/pjpeg" => Some(Format::Jpeg),
             "image/png" | "image/x-png" | "image/apng" => Some(Format::Png),
@@ -107,23 +112,44 @@ pub fn read_header(format: Format, body: &[u8]) -> Result<Header, String> {
 }
 
 fn be16(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?])))
+    Some(u32::from(u16::from_be_bytes([
+        *b.get(at)?,
+        *b.get(at + 1)?,
+    ])))
 }
 
 fn be32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes([*b.get(at)?, *b.get(at + 1)?, *b.get(at + 2)?, *b.get(at + 3)?]))
+    Some(u32::from_be_bytes([
+        *b.get(at)?,
+        *b.get(at + 1)?,
+        *b.get(at + 2)?,
+        *b.get(at + 3)?,
+    ]))
 }
 
 fn le16(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from(u16::from_le_bytes([*b.get(at)?, *b.get(at + 1)?])))
+    Some(u32::from(u16::from_le_bytes([
+        *b.get(at)?,
+        *b.get(at + 1)?,
+    ])))
 }
 
 fn le24(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes([*b.get(at)?, *b.get(at + 1)?, *b.get(at + 2)?, 0]))
+    Some(u32::from_le_bytes([
+        *b.get(at)?,
+        *b.get(at + 1)?,
+        *b.get(at + 2)?,
+        0,
+    ]))
 }
 
 fn le32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes([*b.get(at)?, *b.get(at + 1)?, *b.get(at + 2)?, *b.get(at + 3)?]))
+    Some(u32::from_le_bytes([
+        *b.get(at)?,
+        *b.get(at + 1)?,
+        *b.get(at + 2)?,
+        *b.get(at + 3)?,
+    ]))
 }
 
 fn jpeg_header(b: &[u8]) -> Result<Header, String> {
@@ -163,7 +189,11 @@ fn jpeg_header(b: &[u8]) -> Result<Header, String> {
             if !b[i..].windows(2).any(|w| w == [0xFF, 0xD9]) {
                 return Err("JPEG: truncated (no end-of-image marker)".into());
             }
-            return Ok(Header { width, height, animated: false });
+            return Ok(Header {
+                width,
+                height,
+                animated: false,
+            });
         }
         i += 2 + len;
     }
@@ -197,7 +227,11 @@ fn png_header(b: &[u8]) -> Result<Header, String> {
     if !seen_iend {
         return Err("PNG: truncated (no IEND chunk)".into());
     }
-    Ok(Header { width, height, animated })
+    Ok(Header {
+        width,
+        height,
+        animated,
+    })
 }
 
 fn gif_header(b: &[u8]) -> Result<Header, String> {
@@ -257,7 +291,11 @@ fn gif_header(b: &[u8]) -> Result<Header, String> {
     if max_w == 0 || max_h == 0 {
         return Err("GIF: zero dimension".into());
     }
-    Ok(Header { width: max_w, height: max_h, animated: frames > 1 })
+    Ok(Header {
+        width: max_w,
+        height: max_h,
+        animated: frames > 1,
+    })
 }
 
 fn webp_header(b: &[u8]) -> Result<Header, String> {
@@ -272,7 +310,11 @@ fn webp_header(b: &[u8]) -> Result<Header, String> {
             let flags = *b.get(20).ok_or_else(truncated)?;
             let width = le24(b, 24).ok_or_else(truncated)? + 1;
             let height = le24(b, 27).ok_or_else(truncated)? + 1;
-            Ok(Header { width, height, animated: flags & 0x02 != 0 })
+            Ok(Header {
+                width,
+                height,
+                animated: flags & 0x02 != 0,
+            })
         }
         b"VP8 " => {
             // Frame tag (3 bytes), start code 9d 01 2a, then 14-bit width and height.
@@ -284,7 +326,11 @@ fn webp_header(b: &[u8]) -> Result<Header, String> {
             if width == 0 || height == 0 {
                 return Err("WebP: zero dimension".into());
             }
-            Ok(Header { width, height, animated: false })
+            Ok(Header {
+                width,
+                height,
+                animated: false,
+            })
         }
         b"VP8L" => {
             if b.get(20) != Some(&0x2f) {
@@ -293,7 +339,11 @@ fn webp_header(b: &[u8]) -> Result<Header, String> {
             let bits = le32(b, 21).ok_or_else(truncated)?;
             let width = (bits & 0x3FFF) + 1;
             let height = ((bits >> 14) & 0x3FFF) + 1;
-            Ok(Header { width, height, animated: false })
+            Ok(Header {
+                width,
+                height,
+                animated: false,
+            })
         }
         _ => Err("WebP: unknown chunk".into()),
     }
@@ -310,11 +360,24 @@ pub fn jpeg_exif_orientation(app1_payload: &[u8]) -> Option<u16> {
     };
     let r16 = |at: usize| -> Option<u16> {
         let v = [*tiff.get(at)?, *tiff.get(at + 1)?];
-        Some(if little { u16::from_le_bytes(v) } else { u16::from_be_bytes(v) })
+        Some(if little {
+            u16::from_le_bytes(v)
+        } else {
+            u16::from_be_bytes(v)
+        })
     };
     let r32 = |at: usize| -> Option<u32> {
-        let v = [*tiff.get(at)?, *tiff.get(at + 1)?, *tiff.get(at + 2)?, *tiff.get(at + 3)?];
-        Some(if little { u32::from_le_bytes(v) } else { u32::from_be_bytes(v) })
+        let v = [
+            *tiff.get(at)?,
+            *tiff.get(at + 1)?,
+            *tiff.get(at + 2)?,
+            *tiff.get(at + 3)?,
+        ];
+        Some(if little {
+            u32::from_le_bytes(v)
+        } else {
+            u32::from_be_bytes(v)
+        })
     };
     let ifd = r32(4)? as usize;
     let count = r16(ifd)? as usize;
@@ -365,7 +428,10 @@ mod tests {
 
     #[test]
     fn content_types() {
-        assert_eq!(Format::from_content_type("image/JPEG; q=1"), Some(Format::Jpeg));
+        assert_eq!(
+            Format::from_content_type("image/JPEG; q=1"),
+            Some(Format::Jpeg)
+        );
         assert_eq!(Format::from_content_type("text/html"), None);
     }
 }

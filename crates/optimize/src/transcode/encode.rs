@@ -34,7 +34,9 @@ impl PixelFacts {
         match img {
             DynamicImage::ImageLuma8(_) | DynamicImage::ImageLuma16(_) => {}
             DynamicImage::ImageLumaA8(i) => opaque = i.pixels().all(|p| p.0[1] == 255),
-            DynamicImage::ImageRgb8(i) => grey = i.pixels().all(|p| p.0[0] == p.0[1] && p.0[1] == p.0[2]),
+            DynamicImage::ImageRgb8(i) => {
+                grey = i.pixels().all(|p| p.0[0] == p.0[1] && p.0[1] == p.0[2])
+            }
             _ => {
                 let rgba = img.to_rgba16();
                 for p in rgba.pixels() {
@@ -66,7 +68,9 @@ pub(crate) fn png_lossless(img: &DynamicImage, facts: PixelFacts) -> Result<Vec<
     };
     let mut out = Vec::new();
     let enc = PngEncoder::new_with_quality(&mut out, CompressionType::Best, FilterType::Adaptive);
-    reduced.write_with_encoder(enc).map_err(|e| format!("PNG encode: {e}"))?;
+    reduced
+        .write_with_encoder(enc)
+        .map_err(|e| format!("PNG encode: {e}"))?;
     Ok(out)
 }
 
@@ -83,10 +87,20 @@ pub(crate) fn jpeg(img: &DynamicImage, grey: bool, quality: u8) -> Result<Vec<u8
     let mut out = Vec::new();
     let mut enc = jpeg_encoder::Encoder::new(&mut out, quality.clamp(1, 100));
     let res = if grey {
-        enc.encode(img.to_luma8().as_raw(), w16, h16, jpeg_encoder::ColorType::Luma)
+        enc.encode(
+            img.to_luma8().as_raw(),
+            w16,
+            h16,
+            jpeg_encoder::ColorType::Luma,
+        )
     } else {
         enc.set_sampling_factor(jpeg_encoder::SamplingFactor::R_4_2_0);
-        enc.encode(img.to_rgb8().as_raw(), w16, h16, jpeg_encoder::ColorType::Rgb)
+        enc.encode(
+            img.to_rgb8().as_raw(),
+            w16,
+            h16,
+            jpeg_encoder::ColorType::Rgb,
+        )
     };
     res.map_err(|e| format!("JPEG encode: {e}"))?;
     Ok(out)
@@ -107,7 +121,11 @@ fn webp_config(lossless: bool, quality: f32) -> Result<webp::WebPConfig, String>
     Ok(config)
 }
 
-fn webp_encode(img: &DynamicImage, opaque: bool, config: &webp::WebPConfig) -> Result<Vec<u8>, String> {
+fn webp_encode(
+    img: &DynamicImage,
+    opaque: bool,
+    config: &webp::WebPConfig,
+) -> Result<Vec<u8>, String> {
     let (w, h) = (img.width(), img.height());
     if w > WEBP_MAX_DIMENSION || h > WEBP_MAX_DIMENSION {
         return Err("WebP: image too large for WebP".into());
@@ -125,7 +143,11 @@ fn webp_encode(img: &DynamicImage, opaque: bool, config: &webp::WebPConfig) -> R
 
 /// Lossy WebP at `quality` (0–100), with lossy-compressed alpha when not opaque.
 pub(crate) fn webp_lossy(img: &DynamicImage, opaque: bool, quality: u8) -> Result<Vec<u8>, String> {
-    webp_encode(img, opaque, &webp_config(false, f32::from(quality.min(100)))?)
+    webp_encode(
+        img,
+        opaque,
+        &webp_config(false, f32::from(quality.min(100)))?,
+    )
 }
 
 /// Lossless WebP that keeps every RGBA value (`exact`).

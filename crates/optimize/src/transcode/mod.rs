@@ -127,11 +127,15 @@ impl Default for TranscodeConfig {
 impl TranscodeConfig {
     /// The configuration for `preset` with every other setting at its default.
     pub fn with_preset(preset: Preset) -> Self {
-        TranscodeConfig { preset, ..Default::default() }
+        TranscodeConfig {
+            preset,
+            ..Default::default()
+        }
     }
 
     fn min_ssim(&self) -> f64 {
-        self.min_ssim.unwrap_or_else(|| self.preset.default_min_ssim())
+        self.min_ssim
+            .unwrap_or_else(|| self.preset.default_min_ssim())
     }
 }
 
@@ -206,7 +210,11 @@ pub fn accepts_webp(accept: Option<&str>) -> bool {
             return false;
         }
         let q = parts
-            .filter_map(|p| p.trim().strip_prefix("q=").or_else(|| p.trim().strip_prefix("Q=")))
+            .filter_map(|p| {
+                p.trim()
+                    .strip_prefix("q=")
+                    .or_else(|| p.trim().strip_prefix("Q="))
+            })
             .filter_map(|v| v.trim().parse::<f32>().ok())
             .next()
             .unwrap_or(1.0);
@@ -227,7 +235,11 @@ pub fn transcode(
     cfg: &TranscodeConfig,
 ) -> Outcome {
     match transcode_inner(body, content_type, accept, cfg) {
-        Ok(c) => Outcome::Transcoded { body: c.body, content_type: c.content_type, ssim: Some(c.ssim) },
+        Ok(c) => Outcome::Transcoded {
+            body: c.body,
+            content_type: c.content_type,
+            ssim: Some(c.ssim),
+        },
         Err(skip) => {
             tracing::debug!(reason = %skip, bytes = body.len(), "image kept");
             Outcome::Unchanged(skip)
@@ -260,10 +272,16 @@ impl Source {
             return 0.0;
         }
         let (w, h) = (self.img.width() as usize, self.img.height() as usize);
-        let on_white = ssim::ssim_planes(&self.white, &ssim::luma_plane(other, Background::White), w, h);
+        let on_white = ssim::ssim_planes(
+            &self.white,
+            &ssim::luma_plane(other, Background::White),
+            w,
+            h,
+        );
         match &self.black {
             Some(black) => {
-                let on_black = ssim::ssim_planes(black, &ssim::luma_plane(other, Background::Black), w, h);
+                let on_black =
+                    ssim::ssim_planes(black, &ssim::luma_plane(other, Background::Black), w, h);
                 on_white.min(on_black)
             }
             None => on_white,
@@ -286,7 +304,11 @@ fn transcode_inner(
     cfg: &TranscodeConfig,
 ) -> Result<Candidate, Skip> {
     if body.len() > cfg.max_input_bytes {
-        return Err(Skip::TooLarge(format!("{} bytes > {} byte limit", body.len(), cfg.max_input_bytes)));
+        return Err(Skip::TooLarge(format!(
+            "{} bytes > {} byte limit",
+            body.len(),
+            cfg.max_input_bytes
+        )));
     }
     let declared = content_type.and_then(Format::from_content_type);
     let Some(format) = sniff(body) else {
@@ -313,7 +335,13 @@ fn transcode_inner(
     let facts = PixelFacts::of(&img);
     let white = ssim::luma_plane(&img, Background::White);
     let black = (!facts.opaque).then(|| ssim::luma_plane(&img, Background::Black));
-    let src = Source { format, img, facts, white, black };
+    let src = Source {
+        format,
+        img,
+        facts,
+        white,
+        black,
+    };
     let webp_ok = accepts_webp(accept);
     let bound = cfg.min_ssim();
 
@@ -326,8 +354,8 @@ fn transcode_inner(
 
     if cfg.preset != Preset::Lossless {
         let (lo, hi) = cfg.preset.quality_range();
-        let photo_like = src.format == Format::Jpeg
-            || palette::exact(&src.img.to_rgba8()).is_none();
+        let photo_like =
+            src.format == Format::Jpeg || palette::exact(&src.img.to_rgba8()).is_none();
         if photo_like {
             if src.facts.opaque {
                 let r = search_quality(&src, lo, hi, bound, started, Format::Jpeg, |q| {
@@ -377,7 +405,9 @@ fn transcode_inner(
 /// colours shrink the palette and make the deflated index rows more repetitive.
 fn reduce_palette(src: &Source, max_colors: usize, bound: f64) -> Result<Candidate, f64> {
     let rgba = src.img.to_rgba8();
-    let exact = palette::exact(&rgba).map(|ix| ix.palette.len()).unwrap_or(usize::MAX);
+    let exact = palette::exact(&rgba)
+        .map(|ix| ix.palette.len())
+        .unwrap_or(usize::MAX);
     let mut best_fail = 0.0f64;
     let mut colors = 16;
     while colors <= max_colors && colors < exact {
@@ -385,7 +415,11 @@ fn reduce_palette(src: &Source, max_colors: usize, bound: f64) -> Result<Candida
         if let (Some(out), Ok(png)) = (q.to_rgba(), q.to_png()) {
             let s = src.ssim_of(&DynamicImage::ImageRgba8(out));
             if s >= bound {
-                return Ok(Candidate { body: png, content_type: "image/png", ssim: s });
+                return Ok(Candidate {
+                    body: png,
+                    content_type: "image/png",
+                    ssim: s,
+                });
             }
             best_fail = best_fail.max(s);
         }
@@ -402,11 +436,21 @@ fn push_result(r: Result<Candidate, f64>, out: &mut Vec<Candidate>, failed: &mut
     }
 }
 
-fn lossless_candidates(src: &Source, body: &[u8], webp_ok: bool, animated: bool, out: &mut Vec<Candidate>) {
+fn lossless_candidates(
+    src: &Source,
+    body: &[u8],
+    webp_ok: bool,
+    animated: bool,
+    out: &mut Vec<Candidate>,
+) {
     match src.format {
         Format::Jpeg => {
             if let Some(stripped) = jpeg_strip::strip_metadata(body) {
-                out.push(Candidate { body: stripped, content_type: "image/jpeg", ssim: 1.0 });
+                out.push(Candidate {
+                    body: stripped,
+                    content_type: "image/jpeg",
+                    ssim: 1.0,
+                });
             }
         }
         Format::Png | Format::Gif | Format::Webp => {
@@ -417,16 +461,28 @@ fn lossless_candidates(src: &Source, body: &[u8], webp_ok: bool, animated: bool,
             if !src.facts.deep {
                 if let Some(ix) = palette::exact(&src.img.to_rgba8()) {
                     if let Ok(png) = ix.to_png() {
-                        out.push(Candidate { body: png, content_type: "image/png", ssim: 1.0 });
+                        out.push(Candidate {
+                            body: png,
+                            content_type: "image/png",
+                            ssim: 1.0,
+                        });
                     }
                 }
             }
             if let Ok(png) = encode::png_lossless(&src.img, src.facts) {
-                out.push(Candidate { body: png, content_type: "image/png", ssim: 1.0 });
+                out.push(Candidate {
+                    body: png,
+                    content_type: "image/png",
+                    ssim: 1.0,
+                });
             }
             if webp_ok && !src.facts.deep {
                 if let Ok(w) = encode::webp_lossless(&src.img, src.facts.opaque) {
-                    out.push(Candidate { body: w, content_type: "image/webp", ssim: 1.0 });
+                    out.push(Candidate {
+                        body: w,
+                        content_type: "image/webp",
+                        ssim: 1.0,
+                    });
                 }
             }
         }
@@ -457,7 +513,11 @@ fn search_quality(
     };
     let (body_lo, s_lo) = try_q(lo).ok_or(0.0)?;
     if s_lo >= bound {
-        return Ok(Candidate { body: body_lo, content_type, ssim: s_lo });
+        return Ok(Candidate {
+            body: body_lo,
+            content_type,
+            ssim: s_lo,
+        });
     }
     let (mut best_body, mut best_s) = try_q(hi).ok_or(s_lo)?;
     if best_s < bound {
@@ -477,7 +537,11 @@ fn search_quality(
             None => break,
         }
     }
-    Ok(Candidate { body: best_body, content_type, ssim: best_s })
+    Ok(Candidate {
+        body: best_body,
+        content_type,
+        ssim: best_s,
+    })
 }
 
 /// Decodes with limits taken from the header, applying Exif orientation so that re-encoded

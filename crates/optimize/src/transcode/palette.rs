@@ -35,7 +35,12 @@ pub(crate) fn exact(img: &RgbaImage) -> Option<Indexed> {
         };
         indices.push(idx);
     }
-    Some(Indexed { width: img.width(), height: img.height(), palette, indices })
+    Some(Indexed {
+        width: img.width(),
+        height: img.height(),
+        palette,
+        indices,
+    })
 }
 
 /// Quantizes to at most `colors` colours with NeuQuant (`sample` 1 = best, 30 = fastest).
@@ -47,7 +52,12 @@ pub(crate) fn quantize(img: &RgbaImage, colors: usize, sample: i32) -> Indexed {
         .map(|c| [c[0], c[1], c[2], c[3]])
         .collect();
     let indices = img.pixels().map(|p| nq.index_of(&p.0) as u8).collect();
-    Indexed { width: img.width(), height: img.height(), palette, indices }
+    Indexed {
+        width: img.width(),
+        height: img.height(),
+        palette,
+        indices,
+    }
 }
 
 impl Indexed {
@@ -69,7 +79,10 @@ impl Indexed {
         for (new, &old) in order.iter().enumerate() {
             remap[old] = new as u8;
         }
-        let plte: Vec<u8> = order.iter().flat_map(|&i| self.palette[i][..3].to_vec()).collect();
+        let plte: Vec<u8> = order
+            .iter()
+            .flat_map(|&i| self.palette[i][..3].to_vec())
+            .collect();
         let trns: Vec<u8> = order
             .iter()
             .map(|&i| self.palette[i][3])
@@ -111,7 +124,9 @@ impl Indexed {
             // Palette indices are not a continuous signal: unfiltered rows compress best.
             enc.set_filter(png::Filter::NoFilter);
             let mut writer = enc.write_header().map_err(|e| format!("PNG: {e}"))?;
-            writer.write_image_data(&packed).map_err(|e| format!("PNG: {e}"))?;
+            writer
+                .write_image_data(&packed)
+                .map_err(|e| format!("PNG: {e}"))?;
             writer.finish().map_err(|e| format!("PNG: {e}"))?;
         }
         Ok(buf)
@@ -125,7 +140,12 @@ mod tests {
     #[test]
     fn exact_palette_roundtrips_through_png() {
         let img = RgbaImage::from_fn(13, 7, |x, y| {
-            image::Rgba([(x * 20) as u8, (y * 30) as u8, 7, if x == 0 { 0 } else { 255 }])
+            image::Rgba([
+                (x * 20) as u8,
+                (y * 30) as u8,
+                7,
+                if x == 0 { 0 } else { 255 },
+            ])
         });
         let ix = exact(&img).unwrap();
         assert_eq!(ix.to_rgba().unwrap(), img);

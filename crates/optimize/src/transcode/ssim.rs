@@ -110,8 +110,8 @@ pub(crate) fn ssim_planes(a: &[f32], b: &[f32], w: usize, h: usize) -> f64 {
         let va = (f64::from(s_aa[i]) - ma * ma).max(0.0);
         let vb = (f64::from(s_bb[i]) - mb * mb).max(0.0);
         let cov = f64::from(s_ab[i]) - ma * mb;
-        total += ((2.0 * ma * mb + C1) * (2.0 * cov + C2))
-            / ((ma * ma + mb * mb + C1) * (va + vb + C2));
+        total +=
+            ((2.0 * ma * mb + C1) * (2.0 * cov + C2)) / ((ma * ma + mb * mb + C1) * (va + vb + C2));
     }
     total / mu_a.len() as f64
 }
@@ -138,7 +138,9 @@ mod tests {
     use super::*;
 
     fn plane(w: usize, h: usize) -> Vec<f32> {
-        (0..w * h).map(|i| ((i % w) * 3 + (i / w) * 2) as f32 % 256.0).collect()
+        (0..w * h)
+            .map(|i| ((i % w) * 3 + (i / w) * 2) as f32 % 256.0)
+            .collect()
     }
 
     #[test]

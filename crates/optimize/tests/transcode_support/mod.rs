@@ -32,7 +32,11 @@ pub fn photo_pixels(w: u32, h: u32, noise: i32) -> RgbImage {
     RgbImage::from_fn(w, h, |x, y| {
         let (fx, fy) = (x as f32 / w as f32, y as f32 / h as f32);
         let wave = ((fx * 9.0).sin() * (fy * 7.0).cos()) * 40.0;
-        let disc = if (fx - 0.6).powi(2) + (fy - 0.4).powi(2) < 0.05 { 60.0 } else { 0.0 };
+        let disc = if (fx - 0.6).powi(2) + (fy - 0.4).powi(2) < 0.05 {
+            60.0
+        } else {
+            0.0
+        };
         let r = 90.0 + 120.0 * fx + wave + disc + rng.noise(noise) as f32;
         let g = 60.0 + 100.0 * fy - wave * 0.5 + rng.noise(noise) as f32;
         let b = 160.0 - 80.0 * fx + disc * 0.3 + rng.noise(noise) as f32;
@@ -48,14 +52,20 @@ pub fn photo_jpeg(w: u32, h: u32) -> Vec<u8> {
 pub fn jpeg_of(img: &RgbImage, q: u8) -> Vec<u8> {
     let mut out = Vec::new();
     JpegEncoder::new_with_quality(&mut out, q)
-        .write_image(img.as_raw(), img.width(), img.height(), ExtendedColorType::Rgb8)
+        .write_image(
+            img.as_raw(),
+            img.width(),
+            img.height(),
+            ExtendedColorType::Rgb8,
+        )
         .unwrap();
     out
 }
 
 /// Inserts metadata segments (a 4 KB Exif-like APP1 with orientation 1 and a comment) after SOI.
 pub fn with_metadata(jpeg: &[u8]) -> Vec<u8> {
-    let mut exif = b"Exif\0\0II*\0\x08\0\0\0\x01\0\x12\x01\x03\0\x01\0\0\0\x01\0\0\0\0\0\0\0".to_vec();
+    let mut exif =
+        b"Exif\0\0II*\0\x08\0\0\0\x01\0\x12\x01\x03\0\x01\0\0\0\x01\0\0\0\0\0\0\0".to_vec();
     exif.resize(4000, 0x55);
     let mut out = jpeg[..2].to_vec();
     out.extend_from_slice(&[0xFF, 0xE1]);
@@ -89,7 +99,12 @@ pub fn logo_pixels(w: u32, h: u32) -> RgbaImage {
 pub fn careless_png(img: &RgbaImage) -> Vec<u8> {
     let mut out = Vec::new();
     PngEncoder::new_with_quality(&mut out, CompressionType::Fast, FilterType::NoFilter)
-        .write_image(img.as_raw(), img.width(), img.height(), ExtendedColorType::Rgba8)
+        .write_image(
+            img.as_raw(),
+            img.width(),
+            img.height(),
+            ExtendedColorType::Rgba8,
+        )
         .unwrap();
     out
 }

@@ -21,7 +21,10 @@ pub struct OriginRequest {
 
 impl OriginRequest {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -70,7 +73,9 @@ pub struct Origin {
 }
 
 impl Origin {
-    pub async fn start(handler: impl Fn(&OriginRequest) -> OriginReply + Send + Sync + 'static) -> Origin {
+    pub async fn start(
+        handler: impl Fn(&OriginRequest) -> OriginReply + Send + Sync + 'static,
+    ) -> Origin {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
         let count = Arc::new(AtomicUsize::new(0));
@@ -110,7 +115,12 @@ async fn serve_origin_conn(
                 let hs: Vec<(String, String)> = r
                     .headers
                     .iter()
-                    .map(|h| (h.name.to_ascii_lowercase(), String::from_utf8_lossy(h.value).into_owned()))
+                    .map(|h| {
+                        (
+                            h.name.to_ascii_lowercase(),
+                            String::from_utf8_lossy(h.value).into_owned(),
+                        )
+                    })
                     .collect();
                 let cl = hs
                     .iter()
@@ -221,7 +231,10 @@ pub struct Resp {
 
 impl Resp {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
@@ -247,7 +260,8 @@ impl Client {
     }
 
     pub async fn get(&mut self, url: &str, extra: &str) -> Resp {
-        self.send(&format!("GET {url} HTTP/1.1\r\nHost: x\r\n{extra}\r\n")).await;
+        self.send(&format!("GET {url} HTTP/1.1\r\nHost: x\r\n{extra}\r\n"))
+            .await;
         self.read(false).await.expect("response")
     }
 
@@ -271,7 +285,12 @@ impl Client {
                 let headers: Vec<(String, String)> = r
                     .headers
                     .iter()
-                    .map(|h| (h.name.to_ascii_lowercase(), String::from_utf8_lossy(h.value).into_owned()))
+                    .map(|h| {
+                        (
+                            h.name.to_ascii_lowercase(),
+                            String::from_utf8_lossy(h.value).into_owned(),
+                        )
+                    })
                     .collect();
                 break (r.code.unwrap_or(0), headers, n);
             }
@@ -307,13 +326,20 @@ impl Client {
             while self.fill().await {}
             body = std::mem::take(&mut self.buf);
         }
-        Some(Resp { status, headers, body })
+        Some(Resp {
+            status,
+            headers,
+            body,
+        })
     }
 
     /// True when the proxy closed the connection (EOF within the timeout).
     pub async fn closed(&mut self) -> bool {
         let mut tmp = [0u8; 1];
-        matches!(tokio::time::timeout(Duration::from_secs(5), self.s.read(&mut tmp)).await, Ok(Ok(0)) | Ok(Err(_)))
+        matches!(
+            tokio::time::timeout(Duration::from_secs(5), self.s.read(&mut tmp)).await,
+            Ok(Ok(0)) | Ok(Err(_))
+        )
     }
 }
 
