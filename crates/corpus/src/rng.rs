@@ -1,19 +1,10 @@
-//! A small seeded PRNG (SplitMix64 seeding a xoshiro256**), so generated corpora are the same
-//! bytes on every machine and every version of every dependency.
+//! The link model's seeded PRNG (xoshiro256** seeded through SplitMix64), with the samplers
+//! the corpus generators need, so generated corpora are the same bytes on every machine.
 
-/// Deterministic pseudo-random numbers.
+/// Deterministic pseudo-random numbers: the link model's generator (stream 0 of `seed`), with
+/// the samplers the generators need on top.
 #[derive(Clone, Debug)]
-pub struct Rng {
-    s: [u64; 4],
-}
-
-fn splitmix(x: &mut u64) -> u64 {
-    *x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *x;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+pub struct Rng(webpep_link_model::rng::Rng);
 
 /// FNV-1a of a string: stable across runs (unlike `std`'s hasher).
 pub fn hash_str(s: &str) -> u64 {
@@ -27,15 +18,7 @@ pub fn hash_str(s: &str) -> u64 {
 
 impl Rng {
     pub fn new(seed: u64) -> Rng {
-        let mut x = seed;
-        Rng {
-            s: [
-                splitmix(&mut x),
-                splitmix(&mut x),
-                splitmix(&mut x),
-                splitmix(&mut x),
-            ],
-        }
+        Rng(webpep_link_model::rng::Rng::new(seed, 0))
     }
 
     /// A generator for a named sub-stream: independent of how much the parent was used.
@@ -44,20 +27,12 @@ impl Rng {
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        let result = self.s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
-        let t = self.s[1] << 17;
-        self.s[2] ^= self.s[0];
-        self.s[3] ^= self.s[1];
-        self.s[1] ^= self.s[2];
-        self.s[0] ^= self.s[3];
-        self.s[2] ^= t;
-        self.s[3] = self.s[3].rotate_left(45);
-        result
+        self.0.next_u64()
     }
 
     /// Uniform in [0, 1).
     pub fn f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+        self.0.unit()
     }
 
     /// Uniform in [0, n) (n > 0).
