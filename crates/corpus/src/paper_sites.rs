@@ -75,6 +75,31 @@ pub struct PageSpec {
     pub max: Option<u64>,
     /// Typed compositions (001, 004): the root HTML's size and groups of images.
     pub typed: Option<Typed>,
+    /// Share of the bytes in HTML, CSS and JS (000 Table 3's "fixed-fidelity" content); the
+    /// rest is images. `None` for typed pages, whose composition is given.
+    pub text_share: Option<f64>,
+}
+
+/// 000 Table 3: fixed-fidelity (HTML/CSS/JS) and variable-fidelity (image) KB of the four
+/// sites the paper studies in depth.
+const TABLE3: [(&str, f64, f64); 4] = [
+    ("mail", 11.8, 17.4),
+    ("yahoo", 36.8, 24.9),
+    ("amazon", 45.4, 46.0),
+    ("cnn", 160.0, 35.4),
+];
+
+/// The text share of a 000 Table 3 site, or the pooled share of all four (67 %) for pages the
+/// papers give no split for: Table 3 is the only measured split of 2003 pages we have.
+fn text_share(id: &str) -> f64 {
+    match TABLE3.iter().find(|(n, _, _)| *n == id) {
+        Some((_, text, img)) => text / (text + img),
+        None => {
+            let text: f64 = TABLE3.iter().map(|t| t.1).sum();
+            let img: f64 = TABLE3.iter().map(|t| t.2).sum();
+            text / (text + img)
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -91,6 +116,11 @@ pub struct Group {
     pub max: u64,
     pub total: u64,
 }
+
+/// Of the objects of a role with several candidate hosts, the share put on the first one.
+const PRIMARY_SHARE: f64 = 0.85;
+/// The smallest CSS, JS or frame object planned.
+const MIN_TEXT: u64 = 600;
 
 fn kb(x: f64) -> u64 {
     (x * KB).round() as u64
@@ -150,10 +180,17 @@ pub fn specs() -> Vec<PageSpec> {
         ("cnn", "cnn.com", "CNN.com", 6, 67, 186.8, 2.8, 22.3),
     ];
     for (id, base, label, d, n, total, mean, max) in t1 {
+        let share = text_share(id);
+        let split = if TABLE3.iter().any(|t| t.0 == id) {
+            "000 Table 3"
+        } else {
+            "pooled 000 Table 3"
+        };
         v.push(PageSpec {
             id: id.into(),
             source: format!(
-                "000 Table 1: {label}: {n} objects over {d} domains, {total} KB total, {mean} KB mean, {max} KB max (KB = 1000 bytes; the largest object is the root HTML)"
+                "000 Table 1: {label}: {n} objects over {d} domains, {total} KB total, {mean} KB mean, {max} KB max (KB = 1000 bytes; the largest object is the root HTML); {:.0} % HTML/CSS/JS ({split})",
+                share * 100.0
             ),
             label: label.into(),
             base: base.into(),
@@ -163,6 +200,7 @@ pub fn specs() -> Vec<PageSpec> {
             total: kb(total),
             max: Some(kb(max)),
             typed: None,
+            text_share: Some(share),
         });
     }
     // 003 Table 6.
@@ -189,7 +227,8 @@ pub fn specs() -> Vec<PageSpec> {
         v.push(PageSpec {
             id: format!("top10-{name}"),
             source: format!(
-                "003 Table 6: {label}: {n} objects over {d} domains, {total} KB (KB = 1000 bytes)"
+                "003 Table 6: {label}: {n} objects over {d} domains, {total} KB (KB = 1000 bytes); {:.0} % HTML/CSS/JS (pooled 000 Table 3)",
+                text_share("") * 100.0
             ),
             label: label.into(),
             base: base.into(),
@@ -199,6 +238,7 @@ pub fn specs() -> Vec<PageSpec> {
             total: kb(total),
             max: None,
             typed: None,
+            text_share: Some(text_share("")),
         });
     }
     // 002 §4.1.
@@ -210,7 +250,8 @@ pub fn specs() -> Vec<PageSpec> {
         v.push(PageSpec {
             id: format!("session-{name}"),
             source: format!(
-                "002 §4.1: {label}: {n} objects over {d} domains, {total} KB (KB = 1000 bytes)"
+                "002 §4.1: {label}: {n} objects over {d} domains, {total} KB (KB = 1000 bytes); {:.0} % HTML/CSS/JS (pooled 000 Table 3)",
+                text_share("") * 100.0
             ),
             label: label.into(),
             base: base.into(),
@@ -220,6 +261,7 @@ pub fn specs() -> Vec<PageSpec> {
             total: kb(total),
             max: None,
             typed: None,
+            text_share: Some(text_share("")),
         });
     }
     // 001 Tables 1-2 (STATIC-I: 17 KB = 52 %, jpegs 29 %, gifs 19 %;
@@ -301,6 +343,7 @@ pub fn specs() -> Vec<PageSpec> {
                 html: kb(html),
                 groups,
             }),
+            text_share: None,
         });
     }
     v
@@ -591,6 +634,21 @@ fn plan_page(spec: &PageSpec, r: &mut Rng) -> Vec<Plan> {
         return plan;
     }
     // Generic composition.
+    let total = spec.total;
+    let html = match spec.max {
+        Some(m) => m,
+        None => {
+            let h = (total as f64 * r.uniform(0.22, 0.38)) as u64;
+            h.clamp(4_000.min(total), 60_000)
+        }
+    };
+    let rest = total.saturating_sub(html);
+    // What HTML, CSS and JS beyond the root document should weigh: the page's text share
+    // (000 Table 3), or, without one, at most half of the rest.
+    let text_budget = match spec.text_share {
+        Some(s) => ((s * total as f64) as u64).saturating_sub(html).min(rest),
+        None => rest / 2,
+    };
     let css = if n >= 10 {
         2
     } else if n >= 4 {
@@ -598,12 +656,12 @@ fn plan_page(spec: &PageSpec, r: &mut Rng) -> Vec<Plan> {
     } else {
         0
     } + usize::from(n >= 45);
+    let frames = usize::from(n >= 20) + usize::from(n >= 55);
     let js = if n >= 5 {
         1 + usize::from(n >= 12) + usize::from(n >= 25) + usize::from(n >= 50)
     } else {
         0
     };
-    let frames = usize::from(n >= 20) + usize::from(n >= 55);
     let images = n - 1 - css - js - frames;
     // Stylesheet backgrounds; with an imported sheet, one of them is the imported sheet's.
     let css_only = if css >= 2 && images >= 3 {
@@ -614,14 +672,6 @@ fn plan_page(spec: &PageSpec, r: &mut Rng) -> Vec<Plan> {
         0
     };
     let frame_images = frames.min(images.saturating_sub(css_only + 1));
-    let total = spec.total;
-    let html = match spec.max {
-        Some(m) => m,
-        None => {
-            let h = (total as f64 * r.uniform(0.22, 0.38)) as u64;
-            h.clamp(4_000.min(total), 60_000)
-        }
-    };
     // Text objects.
     let mut text: Vec<(Role, u64)> = Vec::new();
     for i in 0..css {
@@ -639,13 +689,35 @@ fn plan_page(spec: &PageSpec, r: &mut Rng) -> Vec<Plan> {
     for _ in 0..frames {
         text.push((Role::Frame, r.lognormal(1_300.0, 0.3) as u64));
     }
-    let rest = total.saturating_sub(html);
+    if spec.text_share.is_some() && !text.is_empty() {
+        // A text-heavy page carries its weight in bigger scripts and stylesheets rather than
+        // more of them: every extra script would stop a 2003 parser once more, and the
+        // papers' policy gains (000 Table 6) show pages bound by image requests, not scripts.
+        let cap = spec
+            .max
+            .map(|m| (m as f64 / 1.12) as u64)
+            .unwrap_or(40_000)
+            .max(MIN_TEXT);
+        let mut sizes = split_sizes(r, text.len(), text_budget, MIN_TEXT, cap, 0.5);
+        sizes.sort_unstable_by(|a, b| b.cmp(a));
+        // Largest to scripts, then the main stylesheet, frames, the other stylesheets.
+        let rank = |role: Role| match role {
+            Role::HeadJs | Role::BodyJs => 0,
+            Role::MainCss => 1,
+            Role::Frame => 2,
+            _ => 3,
+        };
+        let mut order: Vec<usize> = (0..text.len()).collect();
+        order.sort_by_key(|&i| (rank(text[i].0), i));
+        for (k, i) in order.into_iter().enumerate() {
+            text[i].1 = sizes[k];
+        }
+    }
     let text_sum: u64 = text.iter().map(|t| t.1).sum();
-    let text_cap = rest / 2;
-    if text_sum > text_cap && text_sum > 0 {
-        let f = text_cap as f64 / text_sum as f64;
+    if text_sum > text_budget && text_sum > 0 {
+        let f = text_budget as f64 / text_sum as f64;
         for t in &mut text {
-            t.1 = ((t.1 as f64 * f) as u64).max(600);
+            t.1 = ((t.1 as f64 * f) as u64).max(MIN_TEXT);
         }
     }
     let text_sum: u64 = text.iter().map(|t| t.1).sum();
@@ -673,7 +745,8 @@ fn plan_page(spec: &PageSpec, r: &mut Rng) -> Vec<Plan> {
     let mut i = images;
     while assigned < css_only && i > 1 {
         i -= 1;
-        if roles[i] == Role::Image && (assigned == 0 || r.chance(0.7)) {
+        // The first two always: one each for the main and the imported sheet.
+        if roles[i] == Role::Image && (assigned < 2 || r.chance(0.7)) {
             roles[i] = Role::CssImage;
             assigned += 1;
         }
@@ -751,6 +824,11 @@ fn assign_domains(spec: &PageSpec, plan: &mut [Plan], r: &mut Rng) -> Vec<String
             } else {
                 0
             }
+        } else if cands.len() > 1 && r.chance(PRIMARY_SHARE) {
+            // One CDN host carries most of a role's objects (2003 cnn.com: nearly every image
+            // on i.cnn.net), so the browser's 2 connections to it are the bottleneck that
+            // more connections or pipelining relieve (000 §4.1.2, §4.2.1).
+            cands[0]
         } else {
             *r.pick(cands)
         };

@@ -181,6 +181,7 @@ impl Serializer {
 struct Radio {
     setup_after_idle: Duration,
     setup: Duration,
+    setup_spread: Duration,
     release_after_idle: Duration,
     reacquire: Duration,
 }
@@ -223,6 +224,8 @@ pub struct Direction<P> {
     outages: Outages,
     rng_delay: Rng,
     rng_loss: Rng,
+    /// Its own stream, so profiles without a setup spread keep their delay and loss draws.
+    rng_radio: Rng,
 
     queue: VecDeque<Queued<P>>,
     queue_bytes: u64,
@@ -278,6 +281,7 @@ impl<P> Direction<P> {
             radio: spec.radio.as_ref().map(|r: &RadioSpec| Radio {
                 setup_after_idle: scaled_ms(r.setup_after_idle_ms, k),
                 setup: scaled_ms(r.setup_ms, k),
+                setup_spread: scaled_ms(r.setup_spread_ms, k),
                 release_after_idle: scaled_ms(r.release_after_idle_ms, k),
                 reacquire: scaled_ms(r.reacquire_ms, k),
             }),
@@ -301,6 +305,7 @@ impl<P> Direction<P> {
             outages,
             rng_delay: Rng::new(seed, stream * 16 + 1),
             rng_loss: Rng::new(seed, stream * 16 + 2),
+            rng_radio: Rng::new(seed, stream * 16 + 4),
             queue: VecDeque::new(),
             queue_bytes: 0,
             in_service: None,
@@ -376,20 +381,28 @@ impl<P> Direction<P> {
         let mut not_before = now;
         if self.queue.is_empty() {
             if let Some(r) = &self.radio {
-                let acquire = match self.last_busy_end {
-                    None => r.setup + r.reacquire,
+                let (setup, reacquire) = match self.last_busy_end {
+                    None => (true, true),
                     Some(end) => {
                         let idle = now - end;
-                        if idle >= r.release_after_idle {
-                            r.setup + r.reacquire
-                        } else if idle >= r.setup_after_idle {
-                            r.setup
-                        } else {
-                            Duration::ZERO
-                        }
+                        (idle >= r.setup_after_idle, idle >= r.release_after_idle)
                     }
                 };
-                not_before = now + acquire;
+                if setup {
+                    let spread = if r.setup_spread.is_zero() {
+                        Duration::ZERO
+                    } else {
+                        Duration::from_nanos(
+                            (r.setup_spread.as_nanos() as f64 * self.rng_radio.unit()) as u64,
+                        )
+                    };
+                    let extra = if reacquire {
+                        r.reacquire
+                    } else {
+                        Duration::ZERO
+                    };
+                    not_before = now + r.setup + spread + extra;
+                }
             }
         }
         self.queue_bytes += len as u64;

@@ -42,13 +42,18 @@ pub struct JitterSpec {
 }
 
 /// Radio block flow (GPRS TBF, 003 §6.4): the first packet after `setup_after_idle_ms` of
-/// silence waits `setup_ms` for a block flow; after `release_after_idle_ms` the channel is
-/// released and re-acquiring it costs `reacquire_ms` on top of the setup.
+/// silence waits `setup_ms` plus a uniform share of `setup_spread_ms` for a block flow; after
+/// `release_after_idle_ms` the channel is released and re-acquiring it costs `reacquire_ms` on
+/// top of the setup.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RadioSpec {
     pub setup_after_idle_ms: f64,
     pub setup_ms: f64,
+    /// Extra setup delay drawn uniformly from [0, spread] per block flow (001 §3: the first
+    /// packet after idle sees 0.6–3 s downlink, 0.4–1.3 s uplink). Default 0.
+    #[serde(default)]
+    pub setup_spread_ms: f64,
     pub release_after_idle_ms: f64,
     pub reacquire_ms: f64,
 }
@@ -211,7 +216,7 @@ impl ResolvedProfile {
                 .radio
                 .as_ref()
                 .filter(|r| r.setup_after_idle_ms <= 1000.0)
-                .map_or(0.0, |r| r.setup_ms);
+                .map_or(0.0, |r| r.setup_ms + r.setup_spread_ms / 2.0);
             let bunch = d.bunching.as_ref().map_or(0.0, |b| b.max_wait_ms);
             d.base_delay_ms + d.jitter.spread_ms / 2.0 + setup + bunch + ser
         };
@@ -320,6 +325,7 @@ impl Profile {
             }
             if let Some(r) = &d.radio {
                 nonneg(&format!("{dir}.radio.setup_ms"), r.setup_ms)?;
+                nonneg(&format!("{dir}.radio.setup_spread_ms"), r.setup_spread_ms)?;
                 nonneg(
                     &format!("{dir}.radio.setup_after_idle_ms"),
                     r.setup_after_idle_ms,

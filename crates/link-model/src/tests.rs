@@ -158,6 +158,7 @@ fn block_flow_setup_and_release_at_the_timeout() {
     spec.radio = Some(RadioSpec {
         setup_after_idle_ms: 200.0,
         setup_ms: 150.0,
+        setup_spread_ms: 0.0,
         release_after_idle_ms: 6000.0,
         reacquire_ms: 300.0,
     });
@@ -181,6 +182,35 @@ fn block_flow_setup_and_release_at_the_timeout() {
         one(&mut d, end + 6000, 5),
         vec![(5, ms(end + 6000 + 450 + tx))]
     );
+}
+
+#[test]
+fn block_flow_setup_spread_stays_in_its_range_and_covers_it() {
+    let mut spec = plain(12_000.0, 0.0);
+    spec.radio = Some(RadioSpec {
+        setup_after_idle_ms: 200.0,
+        setup_ms: 400.0,
+        setup_spread_ms: 1600.0,
+        release_after_idle_ms: 600_000.0,
+        reacquire_ms: 0.0,
+    });
+    let mut d = dir(spec);
+    // 1 ms transmissions, one every 10 s: every packet finds the link idle and pays a setup.
+    let arrivals: Vec<_> = (0..400u32)
+        .map(|i| at(i as u64 * 10_000, 1500, i))
+        .collect();
+    let got = drive(&mut d, &arrivals).0;
+    let waits: Vec<u64> = got
+        .iter()
+        .map(|(i, t)| (t.as_micros() - *i as u64 * 10_000_000) / 1000 - 1)
+        .collect();
+    assert!(
+        waits.iter().all(|&w| (400..=2000).contains(&w)),
+        "{waits:?}"
+    );
+    let mean = waits.iter().sum::<u64>() as f64 / waits.len() as f64;
+    assert!((mean - 1200.0).abs() < 80.0, "mean setup {mean}");
+    assert!(waits.iter().any(|&w| w < 500) && waits.iter().any(|&w| w > 1900));
 }
 
 #[test]
