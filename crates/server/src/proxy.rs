@@ -191,8 +191,20 @@ fn only_if_cached(h: &HeaderMap) -> bool {
 /// A cached (and possibly just transformed) response for the client, answering the
 /// client's own conditional request with 304.
 fn from_cached(ex: &Exchange, c: CachedResponse, label: &'static str) -> Reply {
-    if webpep_cache::client_not_modified(&ex.parts, &c) {
-        let mut headers = c.headers;
+    let not_modified = webpep_cache::client_not_modified(&ex.parts, &c);
+    full_or_not_modified(not_modified, c.status, c.headers, c.body, label)
+}
+
+/// The full response, or a 304 with its headers (no Content-Length) when the client's
+/// validators already match.
+fn full_or_not_modified(
+    not_modified: bool,
+    status: StatusCode,
+    mut headers: HeaderMap,
+    body: Bytes,
+    label: &'static str,
+) -> Reply {
+    if not_modified {
         headers.remove(header::CONTENT_LENGTH);
         return Reply {
             status: StatusCode::NOT_MODIFIED,
@@ -203,9 +215,9 @@ fn from_cached(ex: &Exchange, c: CachedResponse, label: &'static str) -> Reply {
         };
     }
     Reply {
-        status: c.status,
-        headers: c.headers,
-        body: Body::Full(c.body),
+        status,
+        headers,
+        body: Body::Full(body),
         close: false,
         cache: label,
     }
@@ -219,24 +231,9 @@ struct Transformed {
 }
 
 fn from_cached_reply(ex: &Exchange, t: Transformed, label: &'static str) -> Reply {
-    if t.status == StatusCode::OK && not_modified_for(&ex.parts.headers, &t.headers) {
-        let mut headers = t.headers;
-        headers.remove(header::CONTENT_LENGTH);
-        return Reply {
-            status: StatusCode::NOT_MODIFIED,
-            headers,
-            body: Body::Empty,
-            close: false,
-            cache: label,
-        };
-    }
-    Reply {
-        status: t.status,
-        headers: t.headers,
-        body: Body::Full(t.body),
-        close: false,
-        cache: label,
-    }
+    let not_modified =
+        t.status == StatusCode::OK && not_modified_for(&ex.parts.headers, &t.headers);
+    full_or_not_modified(not_modified, t.status, t.headers, t.body, label)
 }
 
 /// RFC 9110 §13.1.1–13.1.3 for a response the proxy holds: If-None-Match (weak comparison)
