@@ -41,9 +41,9 @@ pub fn body(mime: &str, size: usize, seed: u64) -> Result<Vec<u8>, CorpusError> 
     Ok(if m.contains("html") {
         html_document(seed, size, "Page", &[])
     } else if m == "text/css" {
-        text::css_sheet(seed, &[], &[], size)
+        text::css_sheet(seed, &[], &[], size, text::DEFAULT_REDUNDANCY)
     } else if m.contains("javascript") || m.contains("ecmascript") {
-        text::js_script(seed, size)
+        text::js_script(seed, size, text::DEFAULT_JS_REDUNDANCY)
     } else if m.contains("json") {
         text::json_text(seed, size)
     } else if m == "image/svg+xml" {
@@ -95,7 +95,7 @@ pub fn html_document(seed: u64, size: usize, title: &str, refs: &[(String, Strin
         headline: title.to_string(),
         time: "9:00 a.m. GMT".to_string(),
     };
-    let full = text::html_versions(seed, &h, &[meta], size)
+    let full = text::html_versions(seed, &h, &[meta], size, text::DEFAULT_REDUNDANCY)
         .pop()
         .unwrap_or_default();
     if full.len() <= size {

@@ -2,6 +2,12 @@
 //! word list with Zipf-like frequencies, inside HTML with real structure (head, navigation,
 //! stories, tables, link lists, forms, footer), CSS with varied selectors and properties, and
 //! JavaScript with varied functions. Every generator can hit an exact byte size.
+//!
+//! How well the text compresses is a parameter, `redundancy` (0–1): the share of blocks cut
+//! from the page's own templates (2003 table layouts with `<font>` tags, `document.write`
+//! menus, rule sets repeated per section) rather than free prose, tracking links or minified
+//! code. Real pages differ here by a factor of two (000 Table 3: gzip shrinks the text of
+//! cnn.com ×2.45 and of yahoo.com ×5.2), so the paper-sites generator calibrates it per page.
 
 use std::fmt::Write as _;
 
@@ -221,6 +227,13 @@ pub struct HtmlMeta {
 
 const MIN_FILL: usize = 40;
 
+/// The redundancy of HTML and CSS generated without a calibration target (imported pages with
+/// no bodies): gzip shrinks such HTML about ×4.4, the median of 000 Table 3's four sites
+/// (×2.45–5.2) and near the real front pages in ../shared/data/pages (×4.1–6.5).
+pub const DEFAULT_REDUNDANCY: f64 = 0.2;
+/// The same for scripts (about ×4.2: minified code is the entropy end of the scale).
+pub const DEFAULT_JS_REDUNDANCY: f64 = 0.45;
+
 /// One HTML document per entry of `metas`, each exactly `target` bytes when the references fit
 /// (otherwise as small as the references allow). Only the headline and the time differ
 /// between versions (and the filler paragraph's cut, by as many bytes as the headlines differ).
@@ -229,8 +242,10 @@ pub fn html_versions(
     refs: &HtmlRefs,
     metas: &[HtmlMeta],
     target: usize,
+    redundancy: f64,
 ) -> Vec<Vec<u8>> {
     let mut content = Rng::derive(seed, "html-content");
+    let mut kinds = Rng::derive(seed, "html-kinds");
     let mut imgr = Rng::derive(seed, "html-images");
     let style = Style::new(&mut Rng::derive(seed, "html-style"));
     let mut hero_r = Rng::derive(seed, "html-hero");
@@ -383,7 +398,7 @@ pub fn html_versions(
     let mut blocks: Vec<String> = Vec::new();
     let mut blocks_len = 0;
     loop {
-        let b = text_block(&mut content, &style);
+        let b = html_block(&mut content, &style, kinds.f64(), redundancy);
         if fixed_max + blocks_len + b.len() + MIN_FILL > target {
             break;
         }
@@ -500,6 +515,9 @@ struct Style {
     sections: Vec<String>,
     classes: Vec<String>,
     year: usize,
+    /// The `<font face>` and colours of the page's table layout.
+    font: &'static str,
+    colors: [String; 3],
 }
 
 impl Style {
@@ -522,10 +540,15 @@ impl Style {
                 classes.push(w);
             }
         }
+        let font = *r.pick(FONT_FACES);
+        let mut color = || format!("#{:06x}", r.next_u64() & 0xFF_FFFF);
+        let colors = [color(), color(), color()];
         Style {
             sections,
             classes,
             year: 2003,
+            font,
+            colors,
         }
     }
 
@@ -547,6 +570,130 @@ impl Style {
             slug(r, 2, ".")
         )
     }
+}
+
+const FONT_FACES: &[&str] = &[
+    "Verdana, Arial, Helvetica, sans-serif",
+    "Arial, Helvetica, sans-serif",
+    "Arial, Helvetica",
+    "Geneva, Arial, sans-serif",
+];
+
+/// Link labels real pages repeat many times over.
+const LINK_LABELS: &[&str] = &[
+    "Full story",
+    "Video",
+    "Photos",
+    "More",
+    "Click here",
+    "Details",
+    "Buy now",
+    "Quote",
+    "Discuss",
+    "E-mail this",
+    "Print",
+    "Audio",
+];
+
+/// Of the blocks that are not template, the share that are tracking and ad markup, minified
+/// code or sprite offsets (random ids and numbers that gzip can do little with) rather than
+/// prose, at redundancy 0; it falls linearly to 0 at redundancy 1.
+const ENTROPY_SHARE: f64 = 1.0;
+
+/// What a block of generated text is cut from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum BlockKind {
+    Template,
+    Entropy,
+    Prose,
+}
+
+/// The kind of a block from its own uniform draw `u`: template below `redundancy`, then the
+/// entropy band, then prose. A block only ever moves towards template as the redundancy grows,
+/// so the gzip ratio grows smoothly with it (what the calibration's bisection needs).
+fn block_kind(u: f64, redundancy: f64) -> BlockKind {
+    let red = redundancy.clamp(0.0, 1.0);
+    if u < red {
+        BlockKind::Template
+    } else if u < red + (1.0 - red) * ENTROPY_SHARE * (1.0 - red) {
+        BlockKind::Entropy
+    } else {
+        BlockKind::Prose
+    }
+}
+
+/// One block of the page body: template markup with probability `redundancy`, otherwise
+/// prose, link lists and tables, or tracking markup (`u` decides, see [`block_kind`]).
+fn html_block(r: &mut Rng, st: &Style, u: f64, redundancy: f64) -> String {
+    match block_kind(u, redundancy) {
+        BlockKind::Template => template_block(r, st),
+        BlockKind::Entropy => tracking_block(r, st),
+        BlockKind::Prose => text_block(r, st),
+    }
+}
+
+/// A 2003 table-layout box: a coloured section header and rows of links, every cell wrapped in
+/// the same `<font>` tag.
+fn template_block(r: &mut Rng, st: &Style) -> String {
+    let f = st.font;
+    let [c0, c1, _] = &st.colors;
+    let sect = st.section(r);
+    let mut b = format!(
+        "<table width=\"100%\" border=\"0\" cellspacing=\"0\" cellpadding=\"0\">\n<tr><td bgcolor=\"{c0}\" class=\"{}\"><font face=\"{f}\" size=\"2\" color=\"#ffffff\"><b>&nbsp;{}</b></font></td></tr>\n<tr><td><table width=\"100%\" border=\"0\" cellspacing=\"0\" cellpadding=\"2\">\n",
+        st.class(r),
+        capitalize(sect)
+    );
+    for _ in 0..r.range(3, 8) {
+        let n = r.range(2, 5);
+        let words: Vec<String> = (0..n).map(|_| word(r).to_string()).collect();
+        let _ = write!(
+            b,
+            "<tr valign=\"top\"><td width=\"10\"><font face=\"{f}\" size=\"1\" color=\"{c1}\">&#149;</font></td><td><font face=\"{f}\" size=\"1\"><a href=\"{}\" class=\"{}\">{}</a></font>",
+            st.story_url(r),
+            st.class(r),
+            capitalize(&words.join(" "))
+        );
+        if r.chance(0.4) {
+            let _ = write!(
+                b,
+                "&nbsp;<font face=\"{f}\" size=\"1\" color=\"{c1}\">(<a href=\"/{}/\">{}</a>)</font>",
+                sect,
+                r.pick(LINK_LABELS)
+            );
+        }
+        b.push_str("</td></tr>\n");
+    }
+    let _ = write!(
+        b,
+        "<tr><td colspan=\"2\" align=\"right\"><font face=\"{f}\" size=\"1\"><a href=\"/{sect}/\"><b>More {sect} &raquo;</b></a></font></td></tr>\n</table></td></tr></table>\n"
+    );
+    b
+}
+
+/// Ad and tracking markup: click-through links and counters with random ids.
+fn tracking_block(r: &mut Rng, st: &Style) -> String {
+    let mut b = String::from("<div class=\"ad\">");
+    for _ in 0..r.range(1, 3) {
+        let _ = write!(
+            b,
+            "<a href=\"/adclick/{};sz={};tile={};ord={}?c={:x}{:x}\" target=\"_top\">{}</a> ",
+            st.section(r),
+            r.pick(&["468x60", "120x600", "300x250", "728x90", "88x31"]),
+            r.range(1, 9),
+            r.next_u64() % 10_000_000_000,
+            r.next_u64(),
+            r.next_u64() & 0xFFFF_FFFF,
+            headline(r)
+        );
+    }
+    let _ = writeln!(
+        b,
+        "<span class=\"hit\" id=\"h{:x}\" title=\"{:x}{:x}\"></span></div>",
+        r.next_u64() & 0xFF_FFFF,
+        r.next_u64(),
+        r.next_u64()
+    );
+    b
 }
 
 /// One block of page text: a story, a link list, a table or a box.
@@ -752,8 +899,75 @@ fn declaration(r: &mut Rng, palette: &[String]) -> String {
     }
 }
 
+/// A stylesheet's house style: the few declaration blocks it repeats for every section (2003
+/// sheets spelled out the same font, size and colour per selector).
+struct CssTheme {
+    sections: Vec<String>,
+    blocks: Vec<String>,
+}
+
+impl CssTheme {
+    fn new(r: &mut Rng, palette: &[String]) -> CssTheme {
+        let sections = (0..r.range(4, 8)).map(|_| alnum(web_word(r))).collect();
+        let font = *r.pick(FONTS);
+        let blocks = (0..6)
+            .map(|_| {
+                format!(
+                    "font-family: {font}; font-size: {}px; color: {}; text-decoration: none;{}",
+                    r.range(10, 13),
+                    r.pick(palette),
+                    if r.chance(0.5) {
+                        " font-weight: bold;"
+                    } else {
+                        ""
+                    }
+                )
+            })
+            .collect();
+        CssTheme { sections, blocks }
+    }
+
+    fn rule(&self, r: &mut Rng) -> String {
+        let s = r.pick(&self.sections);
+        let part = *r.pick(&["Head", "Link", "Item", "Text", "Nav", "Box"]);
+        let sel = match r.below(3) {
+            0 => format!(".{s}{part} a:link, .{s}{part} a:visited"),
+            1 => format!(".{s}{part}, .{s}{part} td"),
+            _ => format!("#{s} .{s}{part} a:hover"),
+        };
+        let extra = match r.below(3) {
+            0 => format!(" margin: {}px {}px;", r.below(12), r.below(12)),
+            1 => format!(" width: {}px;", r.range(40, 760)),
+            _ => String::new(),
+        };
+        format!("{sel} {{ {}{extra} }}\n", r.pick(&self.blocks))
+    }
+}
+
+/// Sprite offsets: one icon class per line, positions all different.
+fn sprite_rules(r: &mut Rng) -> String {
+    let mut s = String::new();
+    for _ in 0..r.range(2, 5) {
+        let _ = writeln!(
+            s,
+            ".i{:x}{{background-position:-{}px -{}px;width:{}px}}",
+            r.next_u64() & 0xF_FFFF,
+            r.below(900),
+            r.below(700),
+            r.range(8, 64)
+        );
+    }
+    s
+}
+
 /// A stylesheet of exactly `target` bytes (when its imports and image rules fit).
-pub fn css_sheet(seed: u64, imports: &[String], images: &[CssImage], target: usize) -> Vec<u8> {
+pub fn css_sheet(
+    seed: u64,
+    imports: &[String],
+    images: &[CssImage],
+    target: usize,
+    redundancy: f64,
+) -> Vec<u8> {
     let mut r = Rng::derive(seed, "css");
     let palette: Vec<String> = (0..r.range(5, 9))
         .map(|_| format!("#{:06x}", r.next_u64() & 0xFF_FFFF))
@@ -782,12 +996,21 @@ pub fn css_sheet(seed: u64, imports: &[String], images: &[CssImage], target: usi
         );
     }
     const FILL_MIN: usize = 8;
+    let theme = CssTheme::new(&mut r, &palette);
+    let mut kinds = Rng::derive(seed, "css-kinds");
     loop {
-        let mut rule = format!("{} {{", selector(&mut r));
-        for _ in 0..r.range(1, 6) {
-            let _ = write!(rule, " {};", declaration(&mut r, &palette));
-        }
-        rule.push_str(" }\n");
+        let rule = match block_kind(kinds.f64(), redundancy) {
+            BlockKind::Template => theme.rule(&mut r),
+            BlockKind::Entropy => sprite_rules(&mut r),
+            BlockKind::Prose => {
+                let mut rule = format!("{} {{", selector(&mut r));
+                for _ in 0..r.range(1, 6) {
+                    let _ = write!(rule, " {};", declaration(&mut r, &palette));
+                }
+                rule.push_str(" }\n");
+                rule
+            }
+        };
         if s.len() + rule.len() + FILL_MIN > target {
             break;
         }
@@ -894,8 +1117,53 @@ fn js_function(r: &mut Rng) -> String {
     f
 }
 
+/// A `document.write` menu: entries in arrays, written out as table rows (2003 navigation).
+fn js_menu(r: &mut Rng, font: &str) -> String {
+    let name = format!("menu{}", capitalize(&alnum(web_word(r))));
+    let mut f = format!("var {name} = new Array();\n");
+    for i in 0..r.range(3, 8) {
+        let w = alnum(web_word(r));
+        let _ = writeln!(
+            f,
+            "{name}[{i}] = new Array(\"{}\", \"/{}/\", \"{}\");",
+            capitalize(&w),
+            w,
+            r.pick(&["nav", "navOn", "navSub"])
+        );
+    }
+    let _ = write!(
+        f,
+        "function write{}() {{\n  for (var i = 0; i < {name}.length; i++) {{\n    document.write('<tr><td class=\"' + {name}[i][2] + '\"><font face=\"{font}\" size=\"1\"><a href=\"' + {name}[i][1] + '\">' + {name}[i][0] + '</a></font></td></tr>');\n  }}\n}}\n",
+        capitalize(&name)
+    );
+    f
+}
+
+/// Minified code: short random names, packed numbers and keys (what gzip gains least on).
+fn js_minified(r: &mut Rng) -> String {
+    let id = |r: &mut Rng| {
+        let c = (b'a' + r.below(26) as u8) as char;
+        format!("{c}{}", r.below(100))
+    };
+    let (f, a, b, c) = (id(r), id(r), id(r), id(r));
+    let mut s = format!("function {f}({a},{b}){{var {c}=[");
+    for i in 0..r.range(12, 40) {
+        if i > 0 {
+            s.push(',');
+        }
+        let _ = write!(s, "{}", r.next_u64() % 10_000_000);
+    }
+    let _ = writeln!(
+        s,
+        "];for(var i=0;i<{c}.length;i++)if({c}[i]=={a})return \"{:x}\"+{b};return \"{:x}\"}}",
+        r.next_u64() & 0xFFFF_FFFF,
+        r.next_u64() & 0xFF_FFFF
+    );
+    s
+}
+
 /// A script of exactly `target` bytes.
-pub fn js_script(seed: u64, target: usize) -> Vec<u8> {
+pub fn js_script(seed: u64, target: usize, redundancy: f64) -> Vec<u8> {
     let mut r = Rng::derive(seed, "js");
     let mut s = format!(
         "/* {} {}.{} */\nvar {} = {{ version: \"{}.{}\", section: \"{}\", zone: {} }};\n",
@@ -908,8 +1176,14 @@ pub fn js_script(seed: u64, target: usize) -> Vec<u8> {
         web_word(&mut r),
         r.range(100, 9999)
     );
+    let font = *r.pick(FONT_FACES);
+    let mut kinds = Rng::derive(seed, "js-kinds");
     loop {
-        let f = js_function(&mut r);
+        let f = match block_kind(kinds.f64(), redundancy) {
+            BlockKind::Template => js_menu(&mut r, font),
+            BlockKind::Entropy => js_minified(&mut r),
+            BlockKind::Prose => js_function(&mut r),
+        };
         if s.len() + f.len() + 8 > target {
             break;
         }
@@ -1047,11 +1321,70 @@ pub fn svg_image(seed: u64, target: usize) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    fn gzip_ratio(b: &[u8]) -> f64 {
+        use std::io::Write;
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
+        e.write_all(b).unwrap();
+        b.len() as f64 / e.finish().unwrap().len() as f64
+    }
+
+    #[test]
+    fn redundancy_orders_compressibility_and_the_default_is_a_median_page() {
+        let meta = HtmlMeta {
+            site: "Example".into(),
+            title: "Example".into(),
+            headline: "A Short One".into(),
+            time: "10:42 a.m. EDT".into(),
+        };
+        let html = |red| {
+            gzip_ratio(
+                &html_versions(
+                    3,
+                    &HtmlRefs::default(),
+                    std::slice::from_ref(&meta),
+                    40_000,
+                    red,
+                )[0],
+            )
+        };
+        let css = |red| gzip_ratio(&css_sheet(4, &[], &[], 40_000, red));
+        let js = |red| gzip_ratio(&js_script(5, 40_000, red));
+        for (what, f) in [
+            ("html", &html as &dyn Fn(f64) -> f64),
+            ("css", &css),
+            ("js", &js),
+        ] {
+            let (lo, mid, hi) = (f(0.0), f(0.5), f(1.0));
+            eprintln!("{what}: ×{lo:.2} ×{mid:.2} ×{hi:.2}");
+            assert!(lo < mid && mid < hi, "{what}: ×{lo:.2} ×{mid:.2} ×{hi:.2}");
+        }
+        // 000 Table 3 spans ×2.45–5.2 (median ×4.36); real front pages ×4.1–6.5.
+        assert!(html(0.0) < 3.2, "{}", html(0.0));
+        assert!(html(1.0) > 5.5, "{}", html(1.0));
+        assert!(
+            (3.9..=4.9).contains(&html(DEFAULT_REDUNDANCY)),
+            "{}",
+            html(DEFAULT_REDUNDANCY)
+        );
+        assert!(
+            (3.9..=4.9).contains(&css(DEFAULT_REDUNDANCY)),
+            "{}",
+            css(DEFAULT_REDUNDANCY)
+        );
+        assert!(
+            (3.6..=4.9).contains(&js(DEFAULT_JS_REDUNDANCY)),
+            "{}",
+            js(DEFAULT_JS_REDUNDANCY)
+        );
+    }
+
     #[test]
     fn exact_sizes() {
         for &t in &[200usize, 1000, 5000, 33_333] {
-            assert_eq!(css_sheet(1, &[], &[], t).len(), t);
-            assert_eq!(js_script(2, t).len(), t);
+            for red in [0.0, DEFAULT_REDUNDANCY, 1.0] {
+                assert_eq!(css_sheet(1, &[], &[], t, red).len(), t);
+                assert_eq!(js_script(2, t, red).len(), t);
+            }
             assert_eq!(json_text(3, t).len(), t);
             assert_eq!(plain_text(4, t).len(), t);
             assert_eq!(svg_image(5, t).len(), t);
@@ -1072,8 +1405,10 @@ mod tests {
             },
         ];
         for &t in &[3000usize, 20_000, 60_000] {
-            for d in html_versions(9, &refs, &metas, t) {
-                assert_eq!(d.len(), t);
+            for red in [0.0, DEFAULT_REDUNDANCY, 1.0] {
+                for d in html_versions(9, &refs, &metas, t, red) {
+                    assert_eq!(d.len(), t);
+                }
             }
         }
     }

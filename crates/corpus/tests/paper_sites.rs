@@ -388,7 +388,7 @@ fn content_is_what_it_says_and_compresses_like_real_content() {
                 if i == 0 {
                     let r = deflate_ratio(&b);
                     assert!(
-                        (0.20..=0.45).contains(&r),
+                        (0.15..=0.45).contains(&r),
                         "{}: HTML deflates to {r:.3}",
                         o.url
                     );
@@ -415,7 +415,7 @@ fn content_is_what_it_says_and_compresses_like_real_content() {
                     assert!(std::str::from_utf8(&b).is_ok());
                     if b.len() >= 3_000 {
                         let r = deflate_ratio(&b);
-                        assert!((0.15..=0.55).contains(&r), "{}: deflates to {r:.3}", o.url);
+                        assert!((0.10..=0.55).contains(&r), "{}: deflates to {r:.3}", o.url);
                     }
                 }
                 _ => {}
@@ -426,6 +426,45 @@ fn content_is_what_it_says_and_compresses_like_real_content() {
         }
     }
     assert!(jpegs > 20);
+}
+
+/// 000 Table 3's lossless column: gzip shrank the HTML, CSS and JS of cnn.com ×2.45 and of
+/// yahoo.com ×5.2. Each page's text is calibrated to its ratio (the median ×4.36 where the paper
+/// gives none); small pages cannot be as redundant as big ones.
+#[test]
+fn text_compresses_as_table_3_measured() {
+    let c = corpus();
+    for p in &c.manifest.pages {
+        let s = spec(&p.id);
+        let (mut raw, mut packed) = (0usize, 0usize);
+        for o in &p.objects {
+            let ct = o.content_type.as_str();
+            if ct.starts_with("text/html") || ct == "text/css" || ct.contains("javascript") {
+                let b = body(c, o, 0);
+                let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
+                e.write_all(&b).unwrap();
+                raw += b.len();
+                packed += e.finish().unwrap().len();
+            }
+        }
+        let ratio = raw as f64 / packed as f64;
+        let tol = if raw >= 30_000 { 0.05 } else { 0.45 };
+        assert!(
+            (ratio / s.text_gzip - 1.0).abs() <= tol,
+            "{}: text gzips ×{ratio:.2}, Table 3 says ×{:.2}",
+            p.id,
+            s.text_gzip
+        );
+    }
+    // The four sites of Table 3, by name.
+    for (id, want) in [
+        ("mail", 3.93),
+        ("yahoo", 5.18),
+        ("amazon", 4.78),
+        ("cnn", 2.45),
+    ] {
+        assert!((spec(id).text_gzip - want).abs() < 0.01, "{id}");
+    }
 }
 
 #[test]
