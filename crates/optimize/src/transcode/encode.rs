@@ -74,36 +74,40 @@ pub(crate) fn png_lossless(img: &DynamicImage, facts: PixelFacts) -> Result<Vec<
     Ok(out)
 }
 
-/// JPEG at `quality` (1–100), with 4:2:0 chroma subsampling (what libjpeg's cjpeg and
-/// mozjpeg do by default; image's own encoder keeps full-resolution chroma: ~30 % larger at
-/// the same luma SSIM); greyscale images are encoded with one component. jpeg-encoder's
-/// optimized Huffman tables are left off: with subsampling, image's decoder (zune-jpeg)
-/// misreads them (measured: SSIM 0.23), and the proxy checks every result by decoding it.
+/// JPEG at `quality` (1–100) with mozjpeg: progressive scans, trellis quantisation and
+/// optimized Huffman tables (measured on the paper-sites photos: about a fifth smaller than a
+/// baseline encoder at the same SSIM), 4:2:0 chroma subsampling as cjpeg does by default;
+/// greyscale images are encoded with one component. libjpeg reports errors by unwinding, so
+/// the encoder runs inside `catch_unwind` and an error becomes a reason, not a crash.
 pub(crate) fn jpeg(img: &DynamicImage, grey: bool, quality: u8) -> Result<Vec<u8>, String> {
     let (w, h) = (img.width(), img.height());
-    let (Ok(w16), Ok(h16)) = (u16::try_from(w), u16::try_from(h)) else {
-        return Err(format!("JPEG encode: {w}x{h} is larger than JPEG allows"));
-    };
-    let mut out = Vec::new();
-    let mut enc = jpeg_encoder::Encoder::new(&mut out, quality.clamp(1, 100));
-    let res = if grey {
-        enc.encode(
-            img.to_luma8().as_raw(),
-            w16,
-            h16,
-            jpeg_encoder::ColorType::Luma,
+    if w == 0 || h == 0 || w > 65_500 || h > 65_500 {
+        return Err(format!("JPEG encode: {w}x{h} is outside what JPEG allows"));
+    }
+    let (space, pixels) = if grey {
+        (
+            mozjpeg::ColorSpace::JCS_GRAYSCALE,
+            img.to_luma8().into_raw(),
         )
     } else {
-        enc.set_sampling_factor(jpeg_encoder::SamplingFactor::R_4_2_0);
-        enc.encode(
-            img.to_rgb8().as_raw(),
-            w16,
-            h16,
-            jpeg_encoder::ColorType::Rgb,
-        )
+        (mozjpeg::ColorSpace::JCS_RGB, img.to_rgb8().into_raw())
     };
-    res.map_err(|e| format!("JPEG encode: {e}"))?;
-    Ok(out)
+    let q = f32::from(quality.clamp(1, 100));
+    let run = std::panic::catch_unwind(move || -> std::io::Result<Vec<u8>> {
+        let mut comp = mozjpeg::Compress::new(space);
+        comp.set_size(w as usize, h as usize);
+        // Trying scan splits costs a fifth more time for a few bytes (measured).
+        comp.set_optimize_scans(false);
+        comp.set_quality(q);
+        let mut started = comp.start_compress(Vec::new())?;
+        started.write_scanlines(&pixels)?;
+        started.finish()
+    });
+    match run {
+        Ok(Ok(out)) => Ok(out),
+        Ok(Err(e)) => Err(format!("JPEG encode: {e}")),
+        Err(_) => Err("JPEG encode: libjpeg failed".into()),
+    }
 }
 
 fn webp_config(lossless: bool, quality: f32) -> Result<webp::WebPConfig, String> {
@@ -153,4 +157,29 @@ pub(crate) fn webp_lossy(img: &DynamicImage, opaque: bool, quality: u8) -> Resul
 /// Lossless WebP that keeps every RGBA value (`exact`).
 pub(crate) fn webp_lossless(img: &DynamicImage, opaque: bool) -> Result<Vec<u8>, String> {
     webp_encode(img, opaque, &webp_config(true, 75.0)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use image::{GrayImage, Rgb, RgbImage};
+
+    #[test]
+    fn mozjpeg_output_decodes_in_colour_and_grey_and_bad_sizes_are_errors() {
+        let rgb = DynamicImage::ImageRgb8(RgbImage::from_fn(37, 23, |x, y| {
+            Rgb([(x * 7) as u8, (y * 11) as u8, ((x + y) * 3) as u8])
+        }));
+        let grey = DynamicImage::ImageLuma8(GrayImage::from_fn(16, 9, |x, y| {
+            image::Luma([(x * 16 + y) as u8])
+        }));
+        for (img, is_grey) in [(&rgb, false), (&grey, true)] {
+            let out = jpeg(img, is_grey, 70).expect("encodes");
+            let back = image::load_from_memory_with_format(&out, image::ImageFormat::Jpeg)
+                .expect("decodes");
+            assert_eq!((back.width(), back.height()), (img.width(), img.height()));
+            assert_eq!(back.color().channel_count(), if is_grey { 1 } else { 3 });
+        }
+        let empty = DynamicImage::ImageRgb8(RgbImage::new(0, 5));
+        assert!(jpeg(&empty, false, 70).unwrap_err().contains("0x5"));
+    }
 }
