@@ -355,15 +355,17 @@ pub fn html(r: &Results) -> String {
             s.errors
         );
     }
-    h.push_str("</table><h2>Air bytes over all pages</h2><table><tr><th>config</th><th>down KiB</th><th>up KiB</th><th>down, baseline ÷ config</th></tr>");
+    h.push_str("</table><h2>Air bytes over all pages</h2><table><tr><th>config</th><th>down KiB</th><th>up KiB</th><th>down, baseline ÷ config</th><th>mean of the pages' ÷</th></tr>");
     for a in &r.air_totals {
         let _ = write!(
             h,
-            "<tr><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td></tr>",
             esc(&a.config),
             a.down_bytes / 1024.0,
             a.up_bytes / 1024.0,
             a.down_reduction_factor
+                .map_or("-".into(), |f| format!("×{f:.2}")),
+            a.mean_page_factor
                 .map_or("-".into(), |f| format!("×{f:.2}"))
         );
     }

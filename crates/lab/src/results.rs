@@ -231,6 +231,10 @@ pub struct AirTotal {
     pub up_bytes: f64,
     /// Baseline's downstream bytes ÷ this configuration's (how many times fewer).
     pub down_reduction_factor: Option<f64>,
+    /// The same factor per page, averaged over the pages both have (003 §7.1's "average
+    /// compression factor": small pages count as much as big ones).
+    #[serde(default)]
+    pub mean_page_factor: Option<f64>,
 }
 
 /// One row of the ablation table (000 Fig. 8): `full` with `switch` off.
@@ -300,11 +304,27 @@ impl Results {
                 })
         };
         let (base_down, _) = total(&self.baseline);
+        let down = |page: &str, c: &str| {
+            self.summary
+                .iter()
+                .find(|s| s.page == page && s.config == c)
+                .map(|s| s.air_down_bytes.mean)
+        };
+        let pages = self.pages();
         self.configs_in_order()
             .into_iter()
             .map(|c| {
                 let (d, u) = total(&c);
+                let factors: Vec<f64> = pages
+                    .iter()
+                    .filter_map(|p| match (down(p, &self.baseline), down(p, &c)) {
+                        (Some(b), Some(x)) if b > 0.0 && x > 0.0 => Some(b / x),
+                        _ => None,
+                    })
+                    .collect();
                 AirTotal {
+                    mean_page_factor: (!factors.is_empty())
+                        .then(|| factors.iter().sum::<f64>() / factors.len() as f64),
                     down_reduction_factor: (d > 0.0 && base_down > 0.0).then(|| base_down / d),
                     config: c,
                     down_bytes: d,
@@ -358,18 +378,18 @@ impl Results {
     /// Air bytes per configuration as text.
     pub fn air_table(&self) -> String {
         let mut t = format!(
-            "Air bytes over all pages (sum of per-page means), vs {}\n{:<24}{:>14}{:>14}{:>12}\n",
-            self.baseline, "config", "down KiB", "up KiB", "down ÷"
+            "Air bytes over all pages (sum of per-page means), vs {}; per page ÷: the mean of the pages' factors\n{:<24}{:>14}{:>14}{:>12}{:>14}\n",
+            self.baseline, "config", "down KiB", "up KiB", "down ÷", "per page ÷"
         );
+        let factor = |f: Option<f64>| f.map(|f| format!("×{f:.2}")).unwrap_or_else(|| "-".into());
         for a in self.air_totals() {
             t += &format!(
-                "{:<24}{:>14.1}{:>14.1}{:>12}\n",
+                "{:<24}{:>14.1}{:>14.1}{:>12}{:>14}\n",
                 a.config,
                 a.down_bytes / 1024.0,
                 a.up_bytes / 1024.0,
-                a.down_reduction_factor
-                    .map(|f| format!("×{f:.2}"))
-                    .unwrap_or_else(|| "-".into())
+                factor(a.down_reduction_factor),
+                factor(a.mean_page_factor)
             );
         }
         t
@@ -491,6 +511,7 @@ mod tests {
         let air = r.air_totals();
         assert_eq!(air[1].config, "explicit");
         assert_eq!(air[1].down_reduction_factor, Some(4.0));
+        assert_eq!(air[1].mean_page_factor, Some(4.0));
         assert!(r.ablation_table().contains("compress"));
     }
 }
