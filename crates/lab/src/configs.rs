@@ -111,7 +111,8 @@ impl ProxySwitches {
 #[serde(rename_all = "kebab-case")]
 pub enum Browser {
     /// The papers' browser (Mozilla 1.4, 2003): its request headers, no preload scanner (a
-    /// script blocks the parser until it has arrived), one DNS lookup at a time.
+    /// script blocks the parser until it has arrived), one DNS lookup at a time, plain-http
+    /// names at one address sharing connections (002 §3.2, §4.2.1).
     Mozilla2003,
     /// Today's: short headers, a preload scanner that requests everything as it is parsed.
     Modern,
@@ -208,7 +209,7 @@ impl LabConfig {
         }
         s += match self.browser() {
             Browser::Mozilla2003 => {
-                ", Mozilla 2003 (headers, scripts block the parser, one DNS lookup at a time)"
+                ", Mozilla 2003 (headers, scripts block the parser, one DNS lookup at a time, connections shared by names at one address)"
             }
             Browser::Modern => ", modern browser (preload scanner)",
         };

@@ -37,6 +37,8 @@ type Task = Abortable<Pin<Box<dyn Future<Output = ()> + Send>>>;
 enum Group {
     Origin(Origin),
     Proxy(SocketAddr),
+    /// Plain-http origins sharing one server address (with `pool_by_address`).
+    Addr(SocketAddr),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -569,14 +571,37 @@ impl Loader {
     // Connection policy
 
     fn group_of(&self, origin: &Origin) -> Group {
-        match self.cfg.proxy {
-            Some(p) => Group::Proxy(p),
-            None => Group::Origin(origin.clone()),
+        match (self.cfg.proxy, self.shared_addr(origin)) {
+            (Some(p), _) => Group::Proxy(p),
+            (None, Some(a)) => Group::Addr(a),
+            (None, None) => Group::Origin(origin.clone()),
         }
     }
 
+    /// With `pool_by_address`: the server address of a plain-http origin whose name is
+    /// resolved (the first address of the answer), which every name at that address shares
+    /// connections to. `None` until the name is resolved.
+    fn shared_addr(&self, origin: &Origin) -> Option<SocketAddr> {
+        if !self.cfg.pool_by_address || origin.https {
+            return None;
+        }
+        let ip = origin
+            .ip()
+            .or_else(|| self.hosts.get(&origin.host).copied())
+            .or_else(|| match self.dns.get(&origin.host) {
+                Some(DnsState::Resolved {
+                    addrs,
+                    expires,
+                    fresh,
+                }) if *fresh || *expires > Instant::now() => addrs.first().copied(),
+                _ => None,
+            })?;
+        Some(SocketAddr::new(ip, origin.port))
+    }
+
     fn affinity_of(&self, origin: &Origin) -> Option<Origin> {
-        if self.cfg.proxy.is_some() && !origin.https {
+        let shared = self.cfg.proxy.is_some() || self.shared_addr(origin).is_some();
+        if shared && !origin.https {
             None
         } else {
             Some(origin.clone())

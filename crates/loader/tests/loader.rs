@@ -1418,3 +1418,51 @@ async fn content_coded_html_and_css_are_decoded_and_scanned() {
     );
     assert!(page.objects.iter().any(|o| o.url.ends_with("/bg.png")));
 }
+
+/// 002 §3.2/§4.2.1: under DNS rewriting every name resolves to the proxy, and the paper's
+/// Mozilla reused its connections to that address for all of them.
+#[tokio::test(flavor = "current_thread")]
+async fn names_at_one_address_share_connections_when_pooled_by_address() {
+    let routes = Routes::default();
+    let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
+    let names = ["www.test", "img.test", "ads.test"];
+    let dns = FakeDns::start(
+        &[(names[0], ip(2)), (names[1], ip(2)), (names[2], ip(2))],
+        DnsOptions {
+            ttl: 30,
+            ..Default::default()
+        },
+    )
+    .await;
+    let port = srv.addr.port();
+    let mut html = String::from("<html><body>");
+    for n in &names[1..] {
+        for i in 0..4 {
+            html.push_str(&format!("<img src=\"http://{n}:{port}/i{i}.gif\">"));
+            routes.add(
+                n,
+                &format!("/i{i}.gif"),
+                Route::image(300 + i).delayed(Duration::from_millis(30)),
+            );
+        }
+    }
+    routes.add("www.test", "/", Route::html(html));
+    let url = format!("http://www.test:{port}/");
+
+    let per_name = load_page(&url, &cfg(Policy::http11(), &dns)).await;
+    assert_eq!(per_name.errors(), 0);
+    let apart = srv.stats().connections;
+    assert!(apart >= 3, "per name: {apart} connections");
+
+    let mut pooled_cfg = cfg(Policy::http11(), &dns);
+    pooled_cfg.pool_by_address = true;
+    let pooled = load_page(&url, &pooled_cfg).await;
+    check_page(&pooled);
+    assert_eq!(pooled.errors(), 0, "every request carried its own Host");
+    assert_eq!(pooled.objects.len(), 9);
+    let together = srv.stats().connections - apart;
+    assert!(together <= 2, "pooled: {together} connections");
+    assert_eq!(pooled.connections_opened(), together);
+    // Each name was still looked up once.
+    assert_eq!(pooled.dns_lookups.len(), 3);
+}
