@@ -945,17 +945,12 @@ fn times(r: &mut Rng) -> Vec<String> {
         .collect()
 }
 
-/// Bytes over gzip bytes (level 6, as `gzip` does by default) of the first versions.
+/// Bytes over gzip bytes of the first versions.
 fn gzip_ratio(objs: &[(usize, GenObject)]) -> f64 {
-    use std::io::Write;
-    let (mut raw, mut packed) = (0usize, 0usize);
-    for (_, o) in objs {
+    let (raw, packed) = objs.iter().fold((0, 0), |(r, p), (_, o)| {
         let body = &o.versions[0].0;
-        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
-        let _ = e.write_all(body);
-        raw += body.len();
-        packed += e.finish().map(|v| v.len()).unwrap_or(body.len());
-    }
+        (r + body.len(), p + text::gzip_len(body))
+    });
     raw as f64 / packed.max(1) as f64
 }
 
@@ -1241,14 +1236,16 @@ fn build_page(spec: &PageSpec, seed: u64) -> Result<GenPage, CorpusError> {
     };
     // The redundancy that gives the page's text its gzip ratio (bisection: the ratio grows
     // with the redundancy, up to sampling noise).
-    let mut best: Option<(f64, f64)> = None;
+    // Every try draws the references from the same state of `r`; the closest try is kept.
+    let mut best: Option<(f64, Vec<(usize, GenObject)>)> = None;
     let (mut lo, mut hi) = (0.0f64, 1.0f64);
     for _ in 0..12 {
         let mid = (lo + hi) / 2.0;
-        let ratio = gzip_ratio(&make_text(mid, &mut r.clone()));
+        let text = make_text(mid, &mut r.clone());
+        let ratio = gzip_ratio(&text);
         let err = (ratio / spec.text_gzip).ln().abs();
-        if best.is_none_or(|(e, _)| err < e) {
-            best = Some((err, mid));
+        if best.as_ref().is_none_or(|(e, _)| err < *e) {
+            best = Some((err, text));
         }
         if err < 0.01 {
             break;
@@ -1259,8 +1256,7 @@ fn build_page(spec: &PageSpec, seed: u64) -> Result<GenPage, CorpusError> {
             hi = mid;
         }
     }
-    let red = best.map_or(text::DEFAULT_REDUNDANCY, |b| b.1);
-    for (i, o) in make_text(red, &mut r) {
+    for (i, o) in best.map(|b| b.1).unwrap_or_default() {
         objects[i] = Some(o);
     }
 
