@@ -102,6 +102,7 @@ fn loader_config(c: &LabConfig, hosting: &Hosting, k: f64) -> LoaderConfig {
         lc.blocking_scripts = true;
         lc.serial_dns = true;
         lc.pool_by_address = true;
+        lc.pipeline_batches = true;
         lc.user_agent = MOZILLA_2003_UA.into();
         lc.request_headers = MOZILLA_2003_HEADERS
             .iter()

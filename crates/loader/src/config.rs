@@ -156,6 +156,13 @@ pub struct LoaderConfig {
     /// doing under DNS rewriting: every name answered with the proxy's address, about two
     /// connections per page. Off: connections are per name (today's browsers for HTTP/1.1).
     pub pool_by_address: bool,
+    /// Pipelining as Mozilla 1.x did it (`nsHttpConnectionMgr`): requests go only to an idle
+    /// connection or a new one (up to the per-host limit), never onto a busy one; a pipeline
+    /// of up to `depth` waiting requests is built when a connection is handed out, and the
+    /// connection takes nothing more until all of them are answered; a new connection carries
+    /// one request until its first response shows an HTTP/1.1 keep-alive server. Off: each
+    /// connection is a sliding window of `depth` requests, filled before a new one is opened.
+    pub pipeline_batches: bool,
     /// Extra headers sent with every request (after Host and User-Agent; an `Accept` here
     /// replaces the default `*/*`), e.g. to send what a period browser sent.
     pub request_headers: Vec<(String, String)>,
@@ -199,6 +206,7 @@ impl Default for LoaderConfig {
             blocking_scripts: false,
             serial_dns: false,
             pool_by_address: false,
+            pipeline_batches: false,
             user_agent: concat!("webpep-loader/", env!("CARGO_PKG_VERSION")).to_string(),
             accept_encoding: None,
             keep_connections: false,

@@ -71,6 +71,9 @@ struct Conn {
     gen: u64,
     setup: Option<Setup>,
     first_taken: bool,
+    /// With `pipeline_batches`: this connection is taking the pipeline being built in the
+    /// current `pump` (it was idle when the first request of the batch was assigned).
+    batch_open: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -627,6 +630,21 @@ impl Loader {
         }
     }
 
+    /// Mozilla 1.x pipelining (`pipeline_batches`) in force.
+    fn batches(&self) -> bool {
+        self.cfg.pipeline_batches && matches!(self.cfg.policy, Policy::Pipelining { .. })
+    }
+
+    /// Requests a new connection carries before its first response: one when pipelining in
+    /// batches (the server is not yet known to keep connections alive), else its capacity.
+    fn first_capacity(&self, capacity: usize) -> usize {
+        if self.batches() {
+            1
+        } else {
+            capacity
+        }
+    }
+
     fn group_limit(&self, origin: &Origin) -> usize {
         match self.cfg.policy {
             Policy::Http10 => Policy::HTTP10_MAX_CONNECTIONS,
@@ -687,6 +705,7 @@ impl Loader {
             .iter()
             .filter(|(_, c)| self.matches(c, group, aff))
             .filter(|(_, c)| !idle_only || c.outstanding.is_empty())
+            .filter(|(_, c)| !self.batches() || c.outstanding.is_empty() || c.batch_open)
             .filter_map(|(id, c)| match c.state {
                 ConnState::Ready { capacity } if c.outstanding.len() < capacity => {
                     Some((c.outstanding.len(), *id))
@@ -816,7 +835,7 @@ impl Loader {
                 tx,
                 abort,
                 state: ConnState::Connecting {
-                    expected: self.capacity(origin),
+                    expected: self.first_capacity(self.capacity(origin)),
                 },
                 outstanding: Vec::new(),
                 closing: false,
@@ -827,6 +846,7 @@ impl Loader {
                 gen: st.gen,
                 setup: None,
                 first_taken: false,
+                batch_open: false,
             },
         );
         id
@@ -902,6 +922,7 @@ impl Loader {
             return;
         }
         conn.outstanding.push(oid);
+        conn.batch_open = self.cfg.pipeline_batches;
         let setup = if !conn.first_taken && conn.gen == st.gen {
             conn.setup
         } else {
@@ -983,7 +1004,8 @@ impl Loader {
                     match self.target_for(st, &origin, oid) {
                         Ok(Some(target)) => {
                             let cid = self.open(st, group, &origin, target);
-                            spare.insert(cid, self.capacity(&origin).saturating_sub(1));
+                            let expected = self.first_capacity(self.capacity(&origin));
+                            spare.insert(cid, expected.saturating_sub(1));
                             i += 1;
                         }
                         Ok(None) => i += 1,
@@ -1022,6 +1044,10 @@ impl Loader {
             if let DnsState::Resolved { fresh, .. } = s {
                 *fresh = false;
             }
+        }
+        // A pipeline is built in one hand-out; later requests wait for the connection to idle.
+        for c in self.conns.values_mut() {
+            c.batch_open = false;
         }
     }
 
@@ -1075,8 +1101,8 @@ impl Loader {
                     Some(c) => match (protocol, c.affinity.as_ref()) {
                         (Protocol::H2, _) => usize::MAX,
                         (_, Some(o)) if self.cfg.policy == Policy::H2 && o.https => 1,
-                        (_, Some(o)) => self.capacity(o),
-                        (_, None) => self.capacity_plain(),
+                        (_, Some(o)) => self.first_capacity(self.capacity(o)),
+                        (_, None) => self.first_capacity(self.capacity_plain()),
                     },
                 };
                 let Some(c) = self.conns.get_mut(&conn) else {
@@ -1196,6 +1222,15 @@ impl Loader {
                     }
                     if !reusable {
                         c.closing = true;
+                    }
+                    // Mozilla 1.x pipelines on a connection once a response showed an
+                    // HTTP/1.1 keep-alive server (`nsHttpConnection::OnHeadersAvailable`).
+                    if let (true, true, Policy::Pipelining { depth, .. }) =
+                        (reusable, self.cfg.pipeline_batches, self.cfg.policy)
+                    {
+                        if let ConnState::Ready { capacity } = &mut c.state {
+                            *capacity = (*capacity).max(depth.max(1));
+                        }
                     }
                     if c.closing && c.outstanding.is_empty() {
                         self.conns.remove(&conn);

@@ -286,6 +286,59 @@ async fn pipelining_sends_requests_before_responses() {
     assert!(st.max_pipelined() <= 4);
 }
 
+/// Mozilla 1.x pipelining: a new connection carries one request until its first response;
+/// later a pipeline of up to `depth` requests is handed to an idle connection, and nothing is
+/// added to it until every one of them is answered (runs 1, 2, …, n on the server), where a
+/// sliding window refills a connection as each response leaves.
+#[tokio::test(flavor = "current_thread")]
+async fn pipelining_in_batches_as_mozilla_did() {
+    let (dns, srv, url) = one_host_page(16, Duration::from_millis(40)).await;
+    let policy = Policy::Pipelining {
+        per_host: 2,
+        depth: 4,
+    };
+    let mut batch_cfg = cfg(policy, &dns);
+    batch_cfg.pipeline_batches = true;
+    let page = load_page(&url, &batch_cfg).await;
+    check_page(&page);
+    assert_eq!(page.errors(), 0);
+    // Each connection's `pending` counts, in the order its requests arrived.
+    let runs = |from: usize| {
+        let st = srv.stats();
+        let mut per_conn: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+        for r in &st.requests[from..] {
+            per_conn.entry(r.conn).or_default().push(r.pending);
+        }
+        (st.requests.len(), st.connections, per_conn)
+    };
+    let (requests, connections, batched) = runs(0);
+    assert_eq!(requests, 17);
+    assert!(connections <= 2, "{connections} connections");
+    let deepest = batched.values().flatten().max().copied();
+    assert_eq!(deepest, Some(4), "full pipelines of depth 4: {batched:?}");
+    for (conn, pending) in &batched {
+        assert!(
+            pending.len() < 2 || pending[..2] == [1, 1],
+            "conn {conn}: the first request went alone: {pending:?}"
+        );
+        for w in pending.windows(2) {
+            assert!(
+                w[1] == 1 || w[1] == w[0] + 1,
+                "conn {conn}: a request joined a pipeline in progress: {pending:?}"
+            );
+        }
+    }
+
+    // The sliding window refills a connection whose pipeline is still being answered.
+    let page = load_page(&url, &cfg(policy, &dns)).await;
+    assert_eq!(page.errors(), 0);
+    let (_, _, sliding) = runs(requests);
+    let refilled = sliding
+        .values()
+        .any(|p| p.windows(2).any(|w| w[1] != 1 && w[1] != w[0] + 1));
+    assert!(refilled, "sliding window: {:?}", sliding);
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn pipelining_resends_after_server_closes() {
     let routes = Routes::default();
