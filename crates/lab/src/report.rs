@@ -355,17 +355,21 @@ pub fn html(r: &Results) -> String {
             s.errors
         );
     }
-    h.push_str("</table><h2>Air bytes over all pages</h2><table><tr><th>config</th><th>down KiB</th><th>up KiB</th><th>down, baseline ÷ config</th><th>mean of the pages' ÷</th></tr>");
+    h.push_str("</table><h2>Air bytes over all pages</h2><table><tr><th>config</th><th>down KiB</th><th>up KiB</th><th>down, baseline ÷ config</th><th>mean of the pages' ÷</th><th>bodies KiB</th><th>heads KiB</th><th>payload: mean of the pages' ÷ (000 Table 3, 003 Fig. 7)</th></tr>");
     for a in &r.air_totals {
         let _ = write!(
             h,
-            "<tr><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td></tr>",
             esc(&a.config),
             a.down_bytes / 1024.0,
             a.up_bytes / 1024.0,
             a.down_reduction_factor
                 .map_or("-".into(), |f| format!("×{f:.2}")),
             a.mean_page_factor
+                .map_or("-".into(), |f| format!("×{f:.2}")),
+            a.body_bytes / 1024.0,
+            a.head_bytes / 1024.0,
+            a.payload_page_factor
                 .map_or("-".into(), |f| format!("×{f:.2}"))
         );
     }
@@ -439,6 +443,8 @@ mod tests {
                         idle: 3000.0,
                         payload: plt - 6000.0,
                     },
+                    body_bytes: 150_000,
+                    head_bytes: 9_000,
                     har: format!("har/cnn-{c}-{r}.har"),
                 });
             }

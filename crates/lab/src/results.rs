@@ -26,6 +26,13 @@ pub struct LoadRecord {
     pub objects: usize,
     pub errors: usize,
     pub breakdown_ms: BreakdownMs,
+    /// Response bodies as they arrived (content-coded sizes), summed over the objects: the
+    /// payload that 000 Table 3 and 003 §7.1 compare, without headers and TCP/IP.
+    #[serde(default)]
+    pub body_bytes: u64,
+    /// Response heads (status line and header fields), summed over the objects.
+    #[serde(default)]
+    pub head_bytes: u64,
     /// The HAR file of this load, relative to the results directory.
     #[serde(default)]
     pub har: String,
@@ -76,6 +83,11 @@ pub struct SummaryRecord {
     pub plt_ms: Stats,
     pub air_down_bytes: Stats,
     pub air_up_bytes: Stats,
+    /// Response bodies and heads per load (see [`LoadRecord::body_bytes`]).
+    #[serde(default)]
+    pub body_bytes: Stats,
+    #[serde(default)]
+    pub head_bytes: Stats,
     pub breakdown_ms: BreakdownMs,
     pub errors: usize,
     /// Mean PLT ÷ the baseline configuration's mean PLT on the same page.
@@ -136,6 +148,8 @@ pub fn summarize(loads: &[LoadRecord], baseline: &str) -> Vec<SummaryRecord> {
                 plt_ms: stats(page, config, &|l| l.plt_ms),
                 air_down_bytes: stats(page, config, &|l| l.air_down_bytes as f64),
                 air_up_bytes: stats(page, config, &|l| l.air_up_bytes as f64),
+                body_bytes: stats(page, config, &|l| l.body_bytes as f64),
+                head_bytes: stats(page, config, &|l| l.head_bytes as f64),
                 breakdown_ms: BreakdownMs {
                     dns: bd(&|b| b.dns),
                     connect: bd(&|b| b.connect),
@@ -235,6 +249,15 @@ pub struct AirTotal {
     /// compression factor": small pages count as much as big ones).
     #[serde(default)]
     pub mean_page_factor: Option<f64>,
+    /// Response bodies and heads summed over the pages (means per page).
+    #[serde(default)]
+    pub body_bytes: f64,
+    #[serde(default)]
+    pub head_bytes: f64,
+    /// The baseline's body bytes ÷ this configuration's, averaged over the pages: the payload
+    /// compression factor as 000 Table 3 and 003 Fig. 7 count it (no headers, no TCP/IP).
+    #[serde(default)]
+    pub payload_page_factor: Option<f64>,
 }
 
 /// One row of the ablation table (000 Fig. 8): `full` with `switch` off.
@@ -295,40 +318,44 @@ impl Results {
 
     /// Downstream and upstream air bytes summed over the pages (means per page), per config.
     pub fn air_totals(&self) -> Vec<AirTotal> {
-        let total = |c: &str| -> (f64, f64) {
-            self.summary
-                .iter()
-                .filter(|s| s.config == c)
-                .fold((0.0, 0.0), |(d, u), s| {
-                    (d + s.air_down_bytes.mean, u + s.air_up_bytes.mean)
-                })
+        type Field = fn(&SummaryRecord) -> f64;
+        let air_down: Field = |s| s.air_down_bytes.mean;
+        let bodies: Field = |s| s.body_bytes.mean;
+        let total = |c: &str, f: Field| -> f64 {
+            self.summary.iter().filter(|s| s.config == c).map(f).sum()
         };
-        let (base_down, _) = total(&self.baseline);
-        let down = |page: &str, c: &str| {
-            self.summary
-                .iter()
-                .find(|s| s.page == page && s.config == c)
-                .map(|s| s.air_down_bytes.mean)
-        };
+        let base_down = total(&self.baseline, air_down);
         let pages = self.pages();
+        // The mean over the pages of baseline ÷ config (pages missing either are skipped).
+        let mean_factor = |c: &str, f: Field| -> Option<f64> {
+            let of = |p: &String, c: &str| {
+                self.summary
+                    .iter()
+                    .find(|s| &s.page == p && s.config == c)
+                    .map(f)
+            };
+            let factors: Vec<f64> = pages
+                .iter()
+                .filter_map(|p| match (of(p, &self.baseline), of(p, c)) {
+                    (Some(b), Some(x)) if b > 0.0 && x > 0.0 => Some(b / x),
+                    _ => None,
+                })
+                .collect();
+            (!factors.is_empty()).then(|| factors.iter().sum::<f64>() / factors.len() as f64)
+        };
         self.configs_in_order()
             .into_iter()
             .map(|c| {
-                let (d, u) = total(&c);
-                let factors: Vec<f64> = pages
-                    .iter()
-                    .filter_map(|p| match (down(p, &self.baseline), down(p, &c)) {
-                        (Some(b), Some(x)) if b > 0.0 && x > 0.0 => Some(b / x),
-                        _ => None,
-                    })
-                    .collect();
+                let d = total(&c, air_down);
                 AirTotal {
-                    mean_page_factor: (!factors.is_empty())
-                        .then(|| factors.iter().sum::<f64>() / factors.len() as f64),
+                    mean_page_factor: mean_factor(&c, air_down),
+                    payload_page_factor: mean_factor(&c, bodies),
                     down_reduction_factor: (d > 0.0 && base_down > 0.0).then(|| base_down / d),
-                    config: c,
                     down_bytes: d,
-                    up_bytes: u,
+                    up_bytes: total(&c, |s| s.air_up_bytes.mean),
+                    body_bytes: total(&c, bodies),
+                    head_bytes: total(&c, |s| s.head_bytes.mean),
+                    config: c,
                 }
             })
             .collect()
@@ -378,18 +405,32 @@ impl Results {
     /// Air bytes per configuration as text.
     pub fn air_table(&self) -> String {
         let mut t = format!(
-            "Air bytes over all pages (sum of per-page means), vs {}; per page ÷: the mean of the pages' factors\n{:<24}{:>14}{:>14}{:>12}{:>14}\n",
-            self.baseline, "config", "down KiB", "up KiB", "down ÷", "per page ÷"
+            "Air bytes over all pages (sum of per-page means), vs {}; per page ÷: the mean of the pages' factors; \
+             bodies and heads: HTTP response bodies (as coded) and heads inside the air bytes; \
+             payload ÷: the bodies' factor per page, as 000 Table 3 and 003 count compression\n\
+             {:<24}{:>12}{:>10}{:>10}{:>12}{:>12}{:>10}{:>12}\n",
+            self.baseline,
+            "config",
+            "down KiB",
+            "up KiB",
+            "down ÷",
+            "per page ÷",
+            "bodies KiB",
+            "heads KiB",
+            "payload ÷"
         );
         let factor = |f: Option<f64>| f.map(|f| format!("×{f:.2}")).unwrap_or_else(|| "-".into());
         for a in self.air_totals() {
             t += &format!(
-                "{:<24}{:>14.1}{:>14.1}{:>12}{:>14}\n",
+                "{:<24}{:>12.1}{:>10.1}{:>10}{:>12}{:>12.1}{:>10.1}{:>12}\n",
                 a.config,
                 a.down_bytes / 1024.0,
                 a.up_bytes / 1024.0,
                 factor(a.down_reduction_factor),
-                factor(a.mean_page_factor)
+                factor(a.mean_page_factor),
+                a.body_bytes / 1024.0,
+                a.head_bytes / 1024.0,
+                factor(a.payload_page_factor)
             );
         }
         t
@@ -441,6 +482,8 @@ mod tests {
                 idle: 3.0,
                 payload: plt - 6.0,
             },
+            body_bytes: 800,
+            head_bytes: 150,
             har: String::new(),
         }
     }
@@ -490,6 +533,7 @@ mod tests {
             load("a", "explicit-plain", 90.0),
         ];
         loads[1].air_down_bytes = 250;
+        loads[1].body_bytes = 100;
         let r = Results {
             profile: "gprs".into(),
             time_scale: 1.0,
@@ -512,6 +556,11 @@ mod tests {
         assert_eq!(air[1].config, "explicit");
         assert_eq!(air[1].down_reduction_factor, Some(4.0));
         assert_eq!(air[1].mean_page_factor, Some(4.0));
+        // Bodies shrank 8×, the air bytes 4× (heads and TCP/IP are not compressed).
+        assert_eq!(air[1].payload_page_factor, Some(8.0));
+        assert_eq!(air[1].body_bytes, 100.0);
+        assert_eq!(air[1].head_bytes, 150.0);
+        assert!(r.air_table().contains("×8.00"), "{}", r.air_table());
         assert!(r.ablation_table().contains("compress"));
     }
 }

@@ -215,6 +215,8 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
                         idle: ms(load.breakdown.idle),
                         payload: ms(load.breakdown.payload),
                     },
+                    body_bytes: load.objects.iter().map(|o| o.body_size).sum(),
+                    head_bytes: load.objects.iter().filter_map(|o| o.headers_size).sum(),
                     har: format!("har/{har_name}"),
                 });
                 bar.inc(1);
