@@ -630,9 +630,16 @@ impl Loader {
         }
     }
 
-    /// Mozilla 1.x pipelining (`pipeline_batches`) in force.
+    /// The pipeline depth when Mozilla 1.x pipelining (`pipeline_batches`) is in force.
+    fn batch_depth(&self) -> Option<usize> {
+        match self.cfg.policy {
+            Policy::Pipelining { depth, .. } if self.cfg.pipeline_batches => Some(depth.max(1)),
+            _ => None,
+        }
+    }
+
     fn batches(&self) -> bool {
-        self.cfg.pipeline_batches && matches!(self.cfg.policy, Policy::Pipelining { .. })
+        self.batch_depth().is_some()
     }
 
     /// Requests a new connection carries before its first response: one when pipelining in
@@ -911,6 +918,7 @@ impl Loader {
             stream_body: kind.is_html(),
             keep_body: kind.is_html() || kind == ResourceKind::Stylesheet,
         };
+        let batches = self.batches();
         let Some(conn) = self.conns.get_mut(&cid) else {
             st.queue.push_front(oid);
             return;
@@ -922,7 +930,7 @@ impl Loader {
             return;
         }
         conn.outstanding.push(oid);
-        conn.batch_open = self.cfg.pipeline_batches;
+        conn.batch_open = batches;
         let setup = if !conn.first_taken && conn.gen == st.gen {
             conn.setup
         } else {
@@ -1216,6 +1224,7 @@ impl Loader {
                 retryable,
                 reusable,
             } => {
+                let batch_depth = self.batch_depth();
                 if let Some(c) = self.conns.get_mut(&conn) {
                     if gen == st.gen {
                         c.outstanding.retain(|&o| o != obj);
@@ -1225,12 +1234,10 @@ impl Loader {
                     }
                     // Mozilla 1.x pipelines on a connection once a response showed an
                     // HTTP/1.1 keep-alive server (`nsHttpConnection::OnHeadersAvailable`).
-                    if let (true, true, Policy::Pipelining { depth, .. }) =
-                        (reusable, self.cfg.pipeline_batches, self.cfg.policy)
+                    if let (true, Some(depth), ConnState::Ready { capacity }) =
+                        (reusable, batch_depth, &mut c.state)
                     {
-                        if let ConnState::Ready { capacity } = &mut c.state {
-                            *capacity = (*capacity).max(depth.max(1));
-                        }
+                        *capacity = (*capacity).max(depth);
                     }
                     if c.closing && c.outstanding.is_empty() {
                         self.conns.remove(&conn);

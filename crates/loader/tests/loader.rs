@@ -20,18 +20,23 @@ fn cfg(policy: Policy, dns: &FakeDns) -> LoaderConfig {
     }
 }
 
-/// A page with `n` images on one host.
-async fn one_host_page(n: usize, delay: Duration) -> (FakeDns, HttpServer, String) {
-    let routes = Routes::default();
-    let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
-    let dns = FakeDns::start(
-        &[("www.test", ip(2))],
+/// A fake DNS server answering `records` with a 30 s TTL.
+async fn dns_ttl30(records: &[(&str, std::net::IpAddr)]) -> FakeDns {
+    FakeDns::start(
+        records,
         DnsOptions {
             ttl: 30,
             ..Default::default()
         },
     )
-    .await;
+    .await
+}
+
+/// A page with `n` images on one host.
+async fn one_host_page(n: usize, delay: Duration) -> (FakeDns, HttpServer, String) {
+    let routes = Routes::default();
+    let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
+    let dns = dns_ttl30(&[("www.test", ip(2))]).await;
     let port = srv.addr.port();
     let mut html = String::from("<html><body>");
     for i in 0..n {
@@ -52,14 +57,7 @@ async fn discovery_from_html_and_css_two_levels() {
     let routes = Routes::default();
     let www = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
     let stat = HttpServer::start(ip(3), routes.clone(), ServerOptions::default()).await;
-    let dns = FakeDns::start(
-        &[("www.test", ip(2)), ("static.test", ip(3))],
-        DnsOptions {
-            ttl: 30,
-            ..Default::default()
-        },
-    )
-    .await;
+    let dns = dns_ttl30(&[("www.test", ip(2)), ("static.test", ip(3))]).await;
     let w = format!("http://www.test:{}", www.addr.port());
     let s = format!("http://static.test:{}", stat.addr.port());
     routes.add(
@@ -351,14 +349,7 @@ async fn pipelining_resends_after_server_closes() {
         },
     )
     .await;
-    let dns = FakeDns::start(
-        &[("www.test", ip(2))],
-        DnsOptions {
-            ttl: 30,
-            ..Default::default()
-        },
-    )
-    .await;
+    let dns = dns_ttl30(&[("www.test", ip(2))]).await;
     let mut html = String::from("<html>");
     for i in 0..15 {
         html.push_str(&format!("<img src=\"/i{i}.gif\">"));
@@ -403,14 +394,7 @@ async fn pipelining_resends_after_server_closes() {
 async fn redirects_followed_for_the_main_page_only() {
     let routes = Routes::default();
     let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
-    let dns = FakeDns::start(
-        &[("www.test", ip(2))],
-        DnsOptions {
-            ttl: 30,
-            ..Default::default()
-        },
-    )
-    .await;
+    let dns = dns_ttl30(&[("www.test", ip(2))]).await;
     let base = format!("http://www.test:{}", srv.addr.port());
     routes.add("www.test", "/", Route::redirect(301, "/start"));
     routes.add(
@@ -469,14 +453,7 @@ async fn redirects_followed_for_the_main_page_only() {
 async fn chunked_bodies_are_decoded_and_scanned() {
     let routes = Routes::default();
     let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
-    let dns = FakeDns::start(
-        &[("www.test", ip(2))],
-        DnsOptions {
-            ttl: 30,
-            ..Default::default()
-        },
-    )
-    .await;
+    let dns = dns_ttl30(&[("www.test", ip(2))]).await;
     let mut html = String::from("<html><head><link rel=stylesheet href=/s.css></head><body>");
     for i in 0..10 {
         html.push_str(&format!(
@@ -530,14 +507,7 @@ async fn failures_are_recorded_and_the_rest_loads() {
     let routes = Routes::default();
     let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
     let refused = refused_addr(ip(4)).await;
-    let dns = FakeDns::start(
-        &[("www.test", ip(2)), ("down.test", ip(4))],
-        DnsOptions {
-            ttl: 30,
-            ..Default::default()
-        },
-    )
-    .await;
+    let dns = dns_ttl30(&[("www.test", ip(2)), ("down.test", ip(4))]).await;
     let base = format!("http://www.test:{}", srv.addr.port());
     routes.add(
         "www.test",
@@ -603,14 +573,7 @@ async fn failures_are_recorded_and_the_rest_loads() {
 async fn page_timeout_ends_the_load() {
     let routes = Routes::default();
     let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
-    let dns = FakeDns::start(
-        &[("www.test", ip(2))],
-        DnsOptions {
-            ttl: 30,
-            ..Default::default()
-        },
-    )
-    .await;
+    let dns = dns_ttl30(&[("www.test", ip(2))]).await;
     routes.add(
         "www.test",
         "/",
@@ -774,14 +737,7 @@ async fn h2_uses_one_connection_per_origin() {
     let routes = Routes::default();
     let www = H2Server::start(ip(6), routes.clone(), ca.server_config.clone()).await;
     let cdn = H2Server::start(ip(7), routes.clone(), ca.server_config.clone()).await;
-    let dns = FakeDns::start(
-        &[("www.test", ip(6)), ("cdn.test", ip(7))],
-        DnsOptions {
-            ttl: 30,
-            ..Default::default()
-        },
-    )
-    .await;
+    let dns = dns_ttl30(&[("www.test", ip(6)), ("cdn.test", ip(7))]).await;
     let w = format!("https://www.test:{}", www.addr.port());
     let c = format!("https://cdn.test:{}", cdn.addr.port());
     let mut html = format!("<link rel=stylesheet href=\"{c}/site.css\">");
@@ -998,14 +954,7 @@ async fn dns_ttl_zero_means_a_lookup_per_new_connection() {
         page.dns_lookups.len() >= 2,
         "TTL 0: the first answer is not reused"
     );
-    let dns30 = FakeDns::start(
-        &[("www.test", ip(2))],
-        DnsOptions {
-            ttl: 30,
-            ..Default::default()
-        },
-    )
-    .await;
+    let dns30 = dns_ttl30(&[("www.test", ip(2))]).await;
     let page = load_page(&url, &cfg(Policy::Http11 { per_host: 3 }, &dns30)).await;
     assert_eq!(page.dns_lookups.len(), 1);
 }
@@ -1014,14 +963,7 @@ async fn dns_ttl_zero_means_a_lookup_per_new_connection() {
 async fn warm_revisit_sends_conditional_requests() {
     let routes = Routes::default();
     let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
-    let dns = FakeDns::start(
-        &[("www.test", ip(2))],
-        DnsOptions {
-            ttl: 30,
-            ..Default::default()
-        },
-    )
-    .await;
+    let dns = dns_ttl30(&[("www.test", ip(2))]).await;
     routes.add(
         "www.test",
         "/",
@@ -1100,14 +1042,7 @@ async fn objects_are_requested_while_the_html_still_arrives() {
     let routes = Routes::default();
     let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
     let img = HttpServer::start(ip(3), routes.clone(), ServerOptions::default()).await;
-    let dns = FakeDns::start(
-        &[("www.test", ip(2)), ("img.test", ip(3))],
-        DnsOptions {
-            ttl: 30,
-            ..Default::default()
-        },
-    )
-    .await;
+    let dns = dns_ttl30(&[("www.test", ip(2)), ("img.test", ip(3))]).await;
     let early = format!("http://img.test:{}/early.gif", img.addr.port());
     let mut html = format!("<html><body><img src=\"{early}\">");
     html.push_str(&"<p>filler text of the page body</p>".repeat(40));
@@ -1148,14 +1083,7 @@ async fn h2_warm_revisit_reuses_the_kept_connection() {
     let ca = make_ca(&["www.test"]);
     let routes = Routes::default();
     let srv = H2Server::start(ip(6), routes.clone(), ca.server_config.clone()).await;
-    let dns = FakeDns::start(
-        &[("www.test", ip(6))],
-        DnsOptions {
-            ttl: 30,
-            ..Default::default()
-        },
-    )
-    .await;
+    let dns = dns_ttl30(&[("www.test", ip(6))]).await;
     routes.add(
         "www.test",
         "/",
@@ -1270,14 +1198,7 @@ async fn an_unreachable_host_fails_its_objects_together() {
     let routes = Routes::default();
     let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
     let down = refused_addr(ip(4)).await;
-    let dns = FakeDns::start(
-        &[("www.test", ip(2)), ("down.test", ip(4))],
-        DnsOptions {
-            ttl: 30,
-            ..Default::default()
-        },
-    )
-    .await;
+    let dns = dns_ttl30(&[("www.test", ip(2)), ("down.test", ip(4))]).await;
     let mut html = String::from("<img src=/ok.gif>");
     for i in 0..10 {
         html.push_str(&format!(
@@ -1358,14 +1279,7 @@ async fn proxy_makes_room_for_tunnels_when_plain_connections_idle() {
 async fn blocking_scripts_hold_back_what_follows_them() {
     let routes = Routes::default();
     let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
-    let dns = FakeDns::start(
-        &[("www.test", ip(2))],
-        DnsOptions {
-            ttl: 30,
-            ..Default::default()
-        },
-    )
-    .await;
+    let dns = dns_ttl30(&[("www.test", ip(2))]).await;
     routes.add(
         "www.test",
         "/",
@@ -1425,14 +1339,7 @@ async fn content_coded_html_and_css_are_decoded_and_scanned() {
     use std::io::Write;
     let routes = Routes::default();
     let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
-    let dns = FakeDns::start(
-        &[("www.test", ip(2))],
-        DnsOptions {
-            ttl: 30,
-            ..Default::default()
-        },
-    )
-    .await;
+    let dns = dns_ttl30(&[("www.test", ip(2))]).await;
     let mut html = String::from("<html><head><link rel=stylesheet href=/s.css></head><body>");
     for i in 0..20 {
         html.push_str(&format!(
@@ -1479,14 +1386,7 @@ async fn names_at_one_address_share_connections_when_pooled_by_address() {
     let routes = Routes::default();
     let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
     let names = ["www.test", "img.test", "ads.test"];
-    let dns = FakeDns::start(
-        &[(names[0], ip(2)), (names[1], ip(2)), (names[2], ip(2))],
-        DnsOptions {
-            ttl: 30,
-            ..Default::default()
-        },
-    )
-    .await;
+    let dns = dns_ttl30(&[(names[0], ip(2)), (names[1], ip(2)), (names[2], ip(2))]).await;
     let port = srv.addr.port();
     let mut html = String::from("<html><body>");
     for n in &names[1..] {
