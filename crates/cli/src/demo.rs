@@ -81,6 +81,7 @@ pub fn run(args: DemoArgs) -> Result<u8> {
     let r = lab_run(&run)?;
     print!("{}", r.table());
     print!("\n{}", r.air_table());
+    print!("\n{}", r.link_table());
     println!("\nBeside 000 Table 1 (Mozilla HTTP/1.1 over GPRS) and Table 6 (pipelining −35…56 %, 6 connections −31…43 %):");
     for (page, paper) in PAPER_PLT {
         if let Some(s) = r

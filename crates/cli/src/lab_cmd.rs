@@ -266,6 +266,7 @@ pub fn run_cmd(args: LabArgs) -> Result<u8> {
             let results = lab_run(&a)?;
             print!("{}", results.table());
             print!("\n{}", results.air_table());
+            print!("\n{}", results.link_table());
             let ab = results.ablation_table();
             if !ab.is_empty() {
                 print!("\n{ab}");

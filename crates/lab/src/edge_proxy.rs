@@ -79,6 +79,10 @@ enabled = {compress}
 enabled = {url}
 proxy-authority = "{edge}"
 
+# The lab has one client, ue; its loader's connections stay far below this.
+[limits]
+max-client-connections = 1024
+
 [air]
 {congestion}notsent-lowat = {lowat}
 keepalive-probes = {probes}

@@ -325,7 +325,7 @@ fn start_webpep(opts: &BenchOptions, dir: &Path) -> Result<Proxy> {
     std::fs::write(
         &conf,
         format!(
-            "[acl]\nallow-clients = [\"127.0.0.0/8\"]\nallow-destinations = [\"127.0.0.0/8\"]\n\n[cache]\nenabled = true\ndir = \"{}\"\nmax-bytes = 268435456\n\n[compress]\nenabled = false\n\n[transcode]\nenabled = false\n",
+            "[acl]\nallow-clients = [\"127.0.0.0/8\"]\nallow-destinations = [\"127.0.0.0/8\"]\n\n[cache]\nenabled = true\ndir = \"{}\"\nmax-bytes = 268435456\n\n[compress]\nenabled = false\n\n[transcode]\nenabled = false\n\n# The benchmark is one client holding thousands of connections.\n[limits]\nmax-client-connections = 100000\nmax-connections = 100000\n",
             cache.display()
         ),
     )

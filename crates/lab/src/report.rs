@@ -332,12 +332,12 @@ pub fn html(r: &Results) -> String {
             esc(d)
         );
     }
-    h.push_str("</table><h2>Summary</h2><table><tr><th>page</th><th>config</th><th>loads</th><th>PLT mean s</th><th>sd</th><th>median</th><th>vs baseline</th><th>DNS s</th><th>connect s</th><th>idle s</th><th>payload s</th><th>air down KiB</th><th>air up KiB</th><th>errors</th></tr>");
+    h.push_str("</table><h2>Summary</h2><table><tr><th>page</th><th>config</th><th>loads</th><th>PLT mean s</th><th>sd</th><th>median</th><th>vs baseline</th><th>DNS s</th><th>connect s</th><th>idle s</th><th>payload s</th><th>air down KiB</th><th>air up KiB</th><th>utilization</th><th>efficiency</th><th>errors</th></tr>");
     for s in &r.summary {
         let b = s.breakdown_ms;
         let _ = write!(
             h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.1}</td><td>{:.1}</td><td>{:.0} %</td><td>{:.0} %</td><td>{}</td></tr>",
             esc(&s.page),
             esc(&s.config),
             s.plt_ms.n,
@@ -352,6 +352,8 @@ pub fn html(r: &Results) -> String {
             b.payload / 1000.0,
             s.air_down_bytes.mean / 1024.0,
             s.air_up_bytes.mean / 1024.0,
+            s.utilization.mean * 100.0,
+            s.efficiency.mean * 100.0,
             s.errors
         );
     }
@@ -371,6 +373,21 @@ pub fn html(r: &Results) -> String {
             a.head_bytes / 1024.0,
             a.payload_page_factor
                 .map_or("-".into(), |f| format!("×{f:.2}"))
+        );
+    }
+    let _ = write!(
+        h,
+        "</table><h2>Link use</h2><p>Mean over the pages. Utilization = air bits down ÷ ({:.1} kbit/s × PLT); efficiency = bound ÷ PLT, where the bound is one idle RTT ({:.2} s) plus the load's response bodies at the down rate.</p><table><tr><th>config</th><th>utilization</th><th>efficiency</th></tr>",
+        r.link_down_kbps,
+        r.link_rtt_ms / 1000.0
+    );
+    for (c, u, e) in r.link_use() {
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{:.0} %</td><td>{:.0} %</td></tr>",
+            esc(&c),
+            u * 100.0,
+            e * 100.0
         );
     }
     h.push_str("</table>");
@@ -445,6 +462,9 @@ mod tests {
                     },
                     body_bytes: 150_000,
                     head_bytes: 9_000,
+                    utilization: 0.4,
+                    bound_ms: 33_600.0,
+                    efficiency: 0.336,
                     har: format!("har/cnn-{c}-{r}.har"),
                 });
             }
@@ -457,6 +477,8 @@ mod tests {
             time_scale: 10.0,
             seed: 1,
             baseline: "http11".into(),
+            link_down_kbps: 38.0,
+            link_rtt_ms: 2_000.0,
             configs: BTreeMap::from([("http11".to_string(), "2 per host".to_string())]),
             loads,
             summary,

@@ -33,9 +33,58 @@ pub struct LoadRecord {
     /// Response heads (status line and header fields), summed over the objects.
     #[serde(default)]
     pub head_bytes: u64,
+    /// Air bits down ÷ (the link's down rate × PLT): how busy the link was (DESIGN §7.5;
+    /// 000 Table 1's "T'put" over its 39.6 kbps).
+    #[serde(default)]
+    pub utilization: f64,
+    /// The physical limit of this load: one RTT of an idle link plus its body bytes at the
+    /// down rate (see [`LinkUse`]).
+    #[serde(default)]
+    pub bound_ms: f64,
+    /// `bound_ms` ÷ PLT: how close the load came to the limit.
+    #[serde(default)]
+    pub efficiency: f64,
     /// The HAR file of this load, relative to the results directory.
     #[serde(default)]
     pub har: String,
+}
+
+/// How one load used the link (DESIGN §7.5). The bound counts the load's own response
+/// bodies, as delivered: the least that must cross for what the browser received, so a
+/// configuration that sends fewer bytes also has a lower bound, and efficiency measures
+/// idle time and overhead, not compression.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkUse {
+    pub utilization: f64,
+    pub bound_ms: f64,
+    pub efficiency: f64,
+}
+
+impl LinkUse {
+    /// From a load's PLT, downstream air bytes and body bytes and the link's down rate
+    /// (kbit/s) and idle RTT (ms). A load without a PLT or a link without a rate gives zeros.
+    pub fn of(
+        plt_ms: f64,
+        air_down_bytes: u64,
+        body_bytes: u64,
+        down_kbps: f64,
+        rtt_ms: f64,
+    ) -> LinkUse {
+        if !(plt_ms > 0.0 && down_kbps > 0.0) {
+            return LinkUse {
+                utilization: 0.0,
+                bound_ms: 0.0,
+                efficiency: 0.0,
+            };
+        }
+        // kbit/s = bits per ms.
+        let bound_ms = rtt_ms.max(0.0) + body_bytes as f64 * 8.0 / down_kbps;
+        LinkUse {
+            utilization: air_down_bytes as f64 * 8.0 / (down_kbps * plt_ms),
+            bound_ms,
+            efficiency: bound_ms / plt_ms,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -88,6 +137,11 @@ pub struct SummaryRecord {
     pub body_bytes: Stats,
     #[serde(default)]
     pub head_bytes: Stats,
+    /// Link utilization and efficiency per load (see [`LoadRecord::utilization`]).
+    #[serde(default)]
+    pub utilization: Stats,
+    #[serde(default)]
+    pub efficiency: Stats,
     pub breakdown_ms: BreakdownMs,
     pub errors: usize,
     /// Mean PLT ÷ the baseline configuration's mean PLT on the same page.
@@ -102,6 +156,12 @@ pub struct Results {
     pub time_scale: f64,
     pub seed: u64,
     pub baseline: String,
+    /// The profile's downlink rate (kbit/s; the mean for traces) and the RTT of an idle link
+    /// (ms), which utilization and the bound use.
+    #[serde(default)]
+    pub link_down_kbps: f64,
+    #[serde(default)]
+    pub link_rtt_ms: f64,
     /// Configuration name → its description (browser policy, proxy mode, switches).
     pub configs: BTreeMap<String, String>,
     pub loads: Vec<LoadRecord>,
@@ -150,6 +210,8 @@ pub fn summarize(loads: &[LoadRecord], baseline: &str) -> Vec<SummaryRecord> {
                 air_up_bytes: stats(page, config, &|l| l.air_up_bytes as f64),
                 body_bytes: stats(page, config, &|l| l.body_bytes as f64),
                 head_bytes: stats(page, config, &|l| l.head_bytes as f64),
+                utilization: stats(page, config, &|l| l.utilization),
+                efficiency: stats(page, config, &|l| l.efficiency),
                 breakdown_ms: BreakdownMs {
                     dns: bd(&|b| b.dns),
                     connect: bd(&|b| b.connect),
@@ -436,6 +498,39 @@ impl Results {
         t
     }
 
+    /// Mean utilization and efficiency over the pages, per configuration (pages weigh
+    /// equally, as in the PLT table).
+    pub fn link_use(&self) -> Vec<(String, f64, f64)> {
+        self.configs_in_order()
+            .into_iter()
+            .map(|c| {
+                let mine: Vec<&SummaryRecord> =
+                    self.summary.iter().filter(|s| s.config == c).collect();
+                let n = mine.len().max(1) as f64;
+                let u = mine.iter().map(|s| s.utilization.mean).sum::<f64>() / n;
+                let e = mine.iter().map(|s| s.efficiency.mean).sum::<f64>() / n;
+                (c, u, e)
+            })
+            .collect()
+    }
+
+    /// Link use per configuration as text.
+    pub fn link_table(&self) -> String {
+        let mut t = format!(
+            "Link use, mean over the pages ({:.1} kbit/s down, idle RTT {:.2} s): utilization = air bits down ÷ (rate × PLT); \
+             efficiency = (idle RTT + body bits ÷ rate) ÷ PLT\n{:<24}{:>13}{:>12}\n",
+            self.link_down_kbps,
+            self.link_rtt_ms / 1000.0,
+            "config",
+            "utilization",
+            "efficiency"
+        );
+        for (c, u, e) in self.link_use() {
+            t += &format!("{:<24}{:>12.0}%{:>11.0}%\n", c, u * 100.0, e * 100.0);
+        }
+        t
+    }
+
     /// The ablation table as text; empty when the run has no ablations.
     pub fn ablation_table(&self) -> String {
         let rows = self.ablations();
@@ -484,8 +579,87 @@ mod tests {
             },
             body_bytes: 800,
             head_bytes: 150,
+            utilization: 0.0,
+            bound_ms: 0.0,
+            efficiency: 0.0,
             har: String::new(),
         }
+    }
+
+    /// A run over gprs-like facts (38 kbit/s, 2 s idle RTT) with `http11` as baseline.
+    fn results_of(loads: Vec<LoadRecord>) -> Results {
+        Results {
+            profile: "gprs".into(),
+            time_scale: 1.0,
+            seed: 1,
+            baseline: "http11".into(),
+            link_down_kbps: 38.0,
+            link_rtt_ms: 2_000.0,
+            configs: BTreeMap::new(),
+            summary: summarize(&loads, "http11"),
+            loads,
+            air_totals: Vec::new(),
+            ablations: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn link_use_is_air_over_capacity_and_bound_over_plt() {
+        // 38 kbit/s for 10 s carries 47,500 bytes; 23,750 of them is half the capacity.
+        let u = LinkUse::of(10_000.0, 23_750, 19_000, 38.0, 2_000.0);
+        assert!((u.utilization - 0.5).abs() < 1e-9, "{u:?}");
+        // 19,000 bytes take 4 s at 38 kbit/s; with the 2 s RTT the bound is 6 s of 10.
+        assert!((u.bound_ms - 6_000.0).abs() < 1e-9, "{u:?}");
+        assert!((u.efficiency - 0.6).abs() < 1e-9, "{u:?}");
+        // No PLT or no rate: zeros, not infinities.
+        assert_eq!(LinkUse::of(0.0, 1, 1, 38.0, 1.0).efficiency, 0.0);
+        assert_eq!(LinkUse::of(1.0, 1, 1, 0.0, 1.0).utilization, 0.0);
+    }
+
+    #[test]
+    fn link_use_is_summarized_and_tabled_per_config() {
+        let mut loads = vec![
+            load("a", "http11", 10_000.0),
+            load("a", "http11", 10_000.0),
+            load("b", "http11", 10_000.0),
+            load("a", "explicit", 5_000.0),
+        ];
+        for (l, (u, e)) in loads
+            .iter_mut()
+            .zip([(0.2, 0.3), (0.4, 0.5), (0.6, 0.1), (0.5, 0.9)])
+        {
+            l.utilization = u;
+            l.efficiency = e;
+        }
+        let r = results_of(loads);
+        let a = r
+            .summary
+            .iter()
+            .find(|s| s.page == "a" && s.config == "http11")
+            .unwrap();
+        assert!((a.utilization.mean - 0.3).abs() < 1e-9);
+        assert!((a.efficiency.mean - 0.4).abs() < 1e-9);
+        // Pages weigh equally: http11 is (0.3 + 0.6) / 2 and (0.4 + 0.1) / 2.
+        let lu = r.link_use();
+        assert_eq!(lu[0].0, "http11");
+        assert!(
+            (lu[0].1 - 0.45).abs() < 1e-9 && (lu[0].2 - 0.25).abs() < 1e-9,
+            "{lu:?}"
+        );
+        assert!(
+            (lu[1].1 - 0.5).abs() < 1e-9 && (lu[1].2 - 0.9).abs() < 1e-9,
+            "{lu:?}"
+        );
+        let t = r.link_table();
+        assert!(
+            t.contains("38.0 kbit/s") && t.contains("idle RTT 2.00 s"),
+            "{t}"
+        );
+        assert!(
+            t.lines()
+                .any(|l| l.starts_with("explicit") && l.contains("50%") && l.contains("90%")),
+            "{t}"
+        );
     }
 
     #[test]
@@ -514,6 +688,8 @@ mod tests {
             time_scale: 1.0,
             seed: 1,
             baseline: "http11".into(),
+            link_down_kbps: 38.0,
+            link_rtt_ms: 2_000.0,
             configs: BTreeMap::new(),
             loads,
             summary: s,
@@ -534,18 +710,7 @@ mod tests {
         ];
         loads[1].air_down_bytes = 250;
         loads[1].body_bytes = 100;
-        let r = Results {
-            profile: "gprs".into(),
-            time_scale: 1.0,
-            seed: 1,
-            baseline: "http11".into(),
-            configs: BTreeMap::new(),
-            summary: summarize(&loads, "http11"),
-            loads,
-            air_totals: Vec::new(),
-            ablations: Vec::new(),
-        }
-        .finish();
+        let r = results_of(loads).finish();
         let ab = r.ablations();
         assert_eq!(ab.len(), 2);
         assert_eq!(ab[0].switch, "compress");

@@ -15,7 +15,7 @@ use crate::edge_proxy::EdgeProxy;
 use crate::hosting::Hosting;
 use crate::nsrt::run_in;
 use crate::report;
-use crate::results::{summarize, BreakdownMs, LoadRecord, Results};
+use crate::results::{summarize, BreakdownMs, LinkUse, LoadRecord, Results};
 use crate::topology::{TcpEra, Topology, TopologyConfig};
 use crate::{LabError, Result};
 
@@ -199,6 +199,14 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
                     .map_err(|e| LabError::Other(format!("HAR: {e}")))?;
                 write(&har_dir.join(&har_name), &text)?;
                 let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+                let body_bytes = load.objects.iter().map(|o| o.body_size).sum();
+                let link = LinkUse::of(
+                    ms(load.plt),
+                    down,
+                    body_bytes,
+                    opts.profile.down_kbps(),
+                    opts.profile.rtt_ms(),
+                );
                 loads.push(LoadRecord {
                     page: page.id.clone(),
                     config: cname.clone(),
@@ -215,8 +223,11 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
                         idle: ms(load.breakdown.idle),
                         payload: ms(load.breakdown.payload),
                     },
-                    body_bytes: load.objects.iter().map(|o| o.body_size).sum(),
+                    body_bytes,
                     head_bytes: load.objects.iter().filter_map(|o| o.headers_size).sum(),
+                    utilization: link.utilization,
+                    bound_ms: link.bound_ms,
+                    efficiency: link.efficiency,
                     har: format!("har/{har_name}"),
                 });
                 bar.inc(1);
@@ -233,6 +244,8 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
         time_scale: k,
         seed: opts.seed,
         baseline: opts.baseline.clone(),
+        link_down_kbps: opts.profile.down_kbps(),
+        link_rtt_ms: opts.profile.rtt_ms(),
         configs: opts
             .configs
             .iter()

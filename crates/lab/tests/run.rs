@@ -279,9 +279,31 @@ fn the_edge_proxy_serves_every_mode() {
     opts.gap_s = 1.0;
     opts.progress = false;
     let r = run(&opts).expect("run");
-    eprintln!("{}\n{}", r.table(), r.air_table());
+    eprintln!("{}\n{}\n{}", r.table(), r.air_table(), r.link_table());
     assert_eq!(r.loads.len(), names.len());
+    assert!(
+        (r.link_down_kbps - 78.0).abs() < 1e-6 && r.link_rtt_ms > 100.0,
+        "cdma-1x facts: {} kbit/s, {} ms",
+        r.link_down_kbps,
+        r.link_rtt_ms
+    );
     for l in &r.loads {
+        // The link cannot carry more than its rate, and no load beats one idle RTT plus
+        // its bodies at the full rate.
+        assert!(
+            l.utilization > 0.0 && l.utilization <= 1.02,
+            "{}: utilization {}",
+            l.config,
+            l.utilization
+        );
+        assert!(
+            l.efficiency > 0.0 && l.efficiency < 1.0 && l.bound_ms < l.plt_ms,
+            "{}: efficiency {} (bound {} ms, PLT {} ms)",
+            l.config,
+            l.efficiency,
+            l.bound_ms,
+            l.plt_ms
+        );
         assert_eq!(l.objects, 9, "{}: every object", l.config);
         assert_eq!(l.errors, 0, "{}", l.config);
         let dns = l.breakdown_ms.dns;

@@ -350,6 +350,15 @@ pub struct LimitsConfig {
     pub client_idle_timeout: Secs,
     /// Time in-flight requests get to finish at shutdown.
     pub shutdown_grace: Secs,
+    /// Concurrent connections of one client address (IPv6: one /64); more → 503 and close.
+    pub max_client_connections: usize,
+    /// Concurrent client connections in total; more → 503 and close.
+    pub max_connections: usize,
+    /// Requests per second of one client address over all its connections (token bucket);
+    /// more → 429 with Retry-After. 0: unlimited.
+    pub client_rate: f64,
+    /// Requests one client may make at once before `client-rate` applies (bucket size).
+    pub client_burst: u32,
 }
 
 impl Default for LimitsConfig {
@@ -361,6 +370,12 @@ impl Default for LimitsConfig {
             max_pipeline: 8,
             client_idle_timeout: Secs::from_secs(120),
             shutdown_grace: Secs::from_secs(5),
+            // A browser opens at most a few dozen connections; 64 leaves room for a few
+            // devices behind one NAT address.
+            max_client_connections: 64,
+            max_connections: 10_000,
+            client_rate: 0.0,
+            client_burst: 100,
         }
     }
 }
@@ -391,6 +406,27 @@ impl ServerConfig {
                 "limits.max-header-bytes",
                 "must be at least 256".into(),
             ));
+        }
+        if self.limits.max_client_connections == 0 {
+            return Err(invalid(
+                "limits.max-client-connections",
+                "must be at least 1".into(),
+            ));
+        }
+        if self.limits.max_connections == 0 {
+            return Err(invalid(
+                "limits.max-connections",
+                "must be at least 1".into(),
+            ));
+        }
+        if !self.limits.client_rate.is_finite() || self.limits.client_rate < 0.0 {
+            return Err(invalid(
+                "limits.client-rate",
+                "must be a number of requests per second, 0 or more (0: unlimited)".into(),
+            ));
+        }
+        if self.limits.client_burst == 0 {
+            return Err(invalid("limits.client-burst", "must be at least 1".into()));
         }
         if self.air.probe_interval.0 < Duration::from_secs(1) {
             return Err(invalid("air.probe-interval", "must be at least 1s".into()));
@@ -490,6 +526,50 @@ mod tests {
             Some("[fe80::1]:53".parse().unwrap())
         );
         assert_eq!(first_nameserver(""), None);
+    }
+
+    #[test]
+    fn client_limits_parse() {
+        let c = ServerConfig::from_toml(
+            "[limits]\nmax-client-connections = 2\nmax-connections = 500\nclient-rate = 0.5\nclient-burst = 3\n",
+            "x",
+        )
+        .unwrap();
+        assert_eq!(c.limits.max_client_connections, 2);
+        assert_eq!(c.limits.max_connections, 500);
+        assert_eq!(c.limits.client_rate, 0.5);
+        assert_eq!(c.limits.client_burst, 3);
+        // A whole number is a rate too.
+        let c = ServerConfig::from_toml("[limits]\nclient-rate = 10\n", "x").unwrap();
+        assert_eq!(c.limits.client_rate, 10.0);
+        let d = LimitsConfig::default();
+        assert_eq!(
+            (
+                d.max_client_connections,
+                d.max_connections,
+                d.client_rate,
+                d.client_burst
+            ),
+            (64, 10_000, 0.0, 100)
+        );
+    }
+
+    #[test]
+    fn zero_connection_limits_and_bad_rates_are_refused_with_key() {
+        for (text, key) in [
+            (
+                "max-client-connections = 0",
+                "limits.max-client-connections",
+            ),
+            ("max-connections = 0", "limits.max-connections"),
+            ("client-burst = 0", "limits.client-burst"),
+            ("client-rate = -1", "limits.client-rate"),
+            ("client-rate = nan", "limits.client-rate"),
+        ] {
+            let e = ServerConfig::from_toml(&format!("[limits]\n{text}\n"), "w.toml").unwrap_err();
+            let m = e.to_string();
+            assert!(m.contains("w.toml") && m.contains(key), "{text}: {m}");
+        }
     }
 
     #[test]

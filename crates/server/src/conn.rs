@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::air::{self, ProbeSchedule};
 use crate::http1::{self, BodyFraming, ChunkedDecoder, HeadError, RequestHead};
+use crate::limits::{retry_after_secs, Limit};
 use crate::metrics::Metrics;
 use crate::mode::{classify, Mode, ModeContext};
 use crate::reply::{write_reply, Reply};
@@ -83,23 +84,39 @@ pub async fn serve_connection(
     if !server.acl.client_allowed(peer.ip()) {
         Metrics::add(&metrics.connections_refused, 1);
         tracing::info!(target: "webpep::access", client = %peer, status = 403, "client not allowed");
-        let mut s = stream;
         let r = Reply::text_close(
             StatusCode::FORBIDDEN,
             "client not allowed to use this proxy",
         );
-        let _ = write_reply(
-            &mut s,
-            r,
-            &Method::GET,
-            Version::HTTP_11,
-            false,
-            &metrics.origin_bytes_in,
-        )
-        .await;
-        let _ = s.shutdown().await;
+        refuse(stream, r, metrics).await;
         return;
     }
+    // Counted until this function returns, whichever way it does (the slot is a guard).
+    let _slot = match server.limits.open(peer.ip()) {
+        Ok(slot) => slot,
+        Err(limit) => {
+            metrics.limit_refused(limit);
+            let l = &server.cfg.limits;
+            let msg = match limit {
+                Limit::ClientConnections => format!(
+                    "too many connections from this client (limits.max-client-connections = {})",
+                    l.max_client_connections
+                ),
+                _ => format!(
+                    "too many connections to this proxy (limits.max-connections = {})",
+                    l.max_connections
+                ),
+            };
+            tracing::info!(target: "webpep::access", client = %peer, status = 503, limit = limit.label(), "connection limit");
+            refuse(
+                stream,
+                Reply::text_close(StatusCode::SERVICE_UNAVAILABLE, &msg),
+                metrics,
+            )
+            .await;
+            return;
+        }
+    };
     air::tune_accepted(&stream, &server.cfg.air);
     let original_dst = original_dst(&stream).filter(|d| *d != local);
     let (rd, wr) = stream.into_split();
@@ -124,6 +141,34 @@ pub async fn serve_connection(
         _ = hard.cancelled() => {}
     }
     let _ = writer.await;
+}
+
+/// How long a refused connection is kept to deliver its answer.
+const REFUSE_LINGER: Duration = Duration::from_secs(2);
+
+/// Answers a connection that will not be served, then closes it. What the client sends is
+/// read and dropped for a moment first: closing with unread input makes the kernel reset
+/// the connection, and the reset can destroy the answer before the client reads it.
+async fn refuse(mut s: TcpStream, reply: Reply, metrics: &Metrics) {
+    let _ = tokio::time::timeout(REFUSE_LINGER, async {
+        let _ = write_reply(
+            &mut s,
+            reply,
+            &Method::GET,
+            Version::HTTP_11,
+            false,
+            &metrics.origin_bytes_in,
+        )
+        .await;
+        let _ = s.shutdown().await;
+        let mut sink = [0u8; 4096];
+        while let Ok(n) = s.read(&mut sink).await {
+            if n == 0 {
+                break;
+            }
+        }
+    })
+    .await;
 }
 
 #[derive(Clone, Copy)]
@@ -252,6 +297,28 @@ async fn reader_loop(
             url: mode.origin_url().unwrap_or_else(|| head.target.clone()),
             ..meta
         };
+        // The request was read whole, so a refused one leaves the connection usable; its 429
+        // is answered in order like any other reply.
+        if let Err(wait) = server.limits.request(conn.peer.ip()) {
+            server.metrics.limit_refused(Limit::Rate);
+            let secs = retry_after_secs(wait);
+            let mut r = Reply::text(
+                StatusCode::TOO_MANY_REQUESTS,
+                &format!(
+                    "too many requests from this client (limits.client-rate = {}/s); retry after {secs} s",
+                    limits.client_rate
+                ),
+            );
+            r.headers
+                .insert(http::header::RETRY_AFTER, http::HeaderValue::from(secs));
+            // After CONNECT the client may already be sending tunnel bytes: close instead.
+            r.close = matches!(mode, Mode::Connect { .. });
+            let close = r.close || !keep_alive;
+            if tx.send(Pending::Now(r, meta)).await.is_err() || close {
+                return;
+            }
+            continue;
+        }
         if let Mode::Connect { host, port } = mode {
             let leftover = std::mem::take(&mut buf);
             let _ = tx

@@ -8,13 +8,15 @@
 //! pipelining, in-order answers) → [`server`] (accept loops, admin, shutdown) → [`proxy`]
 //! (the response pipeline's phases) with [`optimize`] (one unit per optimization),
 //! [`origin`] (resolver, ACL-checked dialer, pooled client), [`tunnel`] (CONNECT),
-//! [`acl`], [`mode`], [`air`], [`metrics`], [`config`].
+//! [`acl`], [`limits`] (per-client connections and rate), [`mode`], [`air`], [`metrics`],
+//! [`config`].
 
 pub mod acl;
 pub mod air;
 pub mod config;
 pub mod conn;
 pub mod http1;
+pub mod limits;
 pub mod metrics;
 pub mod mode;
 pub mod optimize;

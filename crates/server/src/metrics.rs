@@ -3,6 +3,8 @@
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
+use crate::limits::Limit;
+
 const MODES: [&str; 5] = ["explicit", "connect", "transparent", "url", "local"];
 const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 
@@ -35,7 +37,13 @@ pub struct Metrics {
     pub connections_total: AtomicU64,
     /// Client connections refused by the client ACL.
     pub connections_refused: AtomicU64,
+    /// Connections and requests refused by per-client limits, indexed like [`Limit::ALL`].
+    limit_refusals: [AtomicU64; 3],
     active: AtomicI64,
+}
+
+fn limit_index(limit: Limit) -> usize {
+    Limit::ALL.iter().position(|l| *l == limit).unwrap_or(0)
 }
 
 /// Status class index of a status code.
@@ -77,6 +85,16 @@ impl Metrics {
         self.connections_total.fetch_add(1, Relaxed);
         self.active.fetch_add(1, Relaxed);
         ActiveGuard(self)
+    }
+
+    /// Counts a connection or request refused by `limit`.
+    pub fn limit_refused(&self, limit: Limit) {
+        self.limit_refusals[limit_index(limit)].fetch_add(1, Relaxed);
+    }
+
+    /// Refusals counted for `limit`.
+    pub fn limit_refusals(&self, limit: Limit) -> u64 {
+        self.limit_refusals[limit_index(limit)].load(Relaxed)
     }
 
     /// Connections open now.
@@ -172,6 +190,16 @@ impl Metrics {
                 c.load(Relaxed)
             );
         }
+        s.push_str("# HELP webpep_client_limit_refusals_total Client connections (reason connections: per client, total: all clients) and requests (reason rate) refused by [limits].\n");
+        s.push_str("# TYPE webpep_client_limit_refusals_total counter\n");
+        for l in Limit::ALL {
+            let _ = writeln!(
+                s,
+                "webpep_client_limit_refusals_total{{reason=\"{}\"}} {}",
+                l.label(),
+                self.limit_refusals(l)
+            );
+        }
         let _ = writeln!(
             s,
             "# HELP webpep_active_connections Client connections open now.\n# TYPE webpep_active_connections gauge\nwebpep_active_connections {}",
@@ -217,5 +245,12 @@ mod tests {
         assert!(t.contains("webpep_requests_total{mode=\"none\",class=\"4xx\"} 1\n"));
         assert!(t.contains("webpep_cache_hits_total 3\n"));
         assert!(t.contains("webpep_active_connections 0\n"));
+        m.limit_refused(Limit::Rate);
+        m.limit_refused(Limit::Rate);
+        m.limit_refused(Limit::Connections);
+        let t = m.render();
+        assert!(t.contains("webpep_client_limit_refusals_total{reason=\"rate\"} 2\n"));
+        assert!(t.contains("webpep_client_limit_refusals_total{reason=\"total\"} 1\n"));
+        assert!(t.contains("webpep_client_limit_refusals_total{reason=\"connections\"} 0\n"));
     }
 }

@@ -14,6 +14,7 @@ use crate::acl::Acl;
 use crate::config::{first_nameserver, ServerConfig};
 use crate::conn::{serve_connection, ClientRequest};
 use crate::http1;
+use crate::limits::ClientLimits;
 use crate::metrics::Metrics;
 use crate::mode::Mode;
 use crate::optimize::{self, CompressUnit, RewriteUnit, TranscodeUnit, Transform};
@@ -41,6 +42,8 @@ pub struct Server {
     /// Enabled transforms in pipeline order: transcode → URL rewrite → compress.
     pub(crate) transforms: Vec<Box<dyn Transform>>,
     pub(crate) metrics: Metrics,
+    /// Per-client connection and rate limits.
+    pub(crate) limits: ClientLimits,
     /// Names this process in `Via` (loop detection).
     pub(crate) instance: String,
 }
@@ -106,6 +109,7 @@ impl Server {
                 .map_err(|m| config_err("compress", m))?;
             transforms.push(Box::new(CompressUnit(cc)));
         }
+        let limits = ClientLimits::new(&cfg.limits);
         Ok(Arc::new(Server {
             cfg,
             acl,
@@ -114,6 +118,7 @@ impl Server {
             cache,
             transforms,
             metrics: Metrics::default(),
+            limits,
             instance: instance_id(),
         }))
     }

@@ -1,0 +1,401 @@
+//! Per-client limits (DESIGN §9): concurrent connections per client and in total, and a
+//! request rate per client (a token bucket shared by the client's connections).
+//!
+//! The bookkeeping is pure ([`ConnCounter`], [`TokenBucket`], [`RateLimiter`] take
+//! [`Instant`]s and never read the clock) so it is tested in virtual time; [`ClientLimits`]
+//! is the thin shell that locks and reads the clock.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv6Addr};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::config::LimitsConfig;
+
+/// Which limit refused a connection or a request (also the `reason` label of the metric).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    /// `limits.max-client-connections`.
+    ClientConnections,
+    /// `limits.max-connections`.
+    Connections,
+    /// `limits.client-rate` / `client-burst`.
+    Rate,
+}
+
+impl Limit {
+    /// Every limit, in metric order.
+    pub const ALL: [Limit; 3] = [Limit::ClientConnections, Limit::Connections, Limit::Rate];
+
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Limit::ClientConnections => "connections",
+            Limit::Connections => "total",
+            Limit::Rate => "rate",
+        }
+    }
+}
+
+/// The address a client is counted under. An IPv4-mapped IPv6 address is its IPv4 address;
+/// an IPv6 address counts under its /64, since one subscriber usually gets a whole /64
+/// (a per-address limit would be bypassed by changing the interface id).
+pub fn client_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
+    }
+}
+
+/// Open connections per client and in total. Clients without connections have no entry, so
+/// the map is as large as the number of connected clients.
+#[derive(Debug)]
+pub struct ConnCounter {
+    per_client: HashMap<IpAddr, usize>,
+    total: usize,
+    max_per_client: usize,
+    max_total: usize,
+}
+
+impl ConnCounter {
+    /// A counter enforcing the two limits.
+    pub fn new(max_per_client: usize, max_total: usize) -> Self {
+        ConnCounter {
+            per_client: HashMap::new(),
+            total: 0,
+            max_per_client,
+            max_total,
+        }
+    }
+
+    /// Counts a new connection of `client`, or says which limit it would exceed.
+    pub fn open(&mut self, client: IpAddr) -> Result<(), Limit> {
+        if self.total >= self.max_total {
+            return Err(Limit::Connections);
+        }
+        let n = self.per_client.entry(client).or_insert(0);
+        if *n >= self.max_per_client {
+            return Err(Limit::ClientConnections);
+        }
+        *n += 1;
+        self.total += 1;
+        Ok(())
+    }
+
+    /// Counts a connection of `client` as closed (one that [`ConnCounter::open`] accepted).
+    pub fn close(&mut self, client: IpAddr) {
+        if let Some(n) = self.per_client.get_mut(&client) {
+            *n -= 1;
+            self.total -= 1;
+            if *n == 0 {
+                self.per_client.remove(&client);
+            }
+        }
+    }
+
+    /// Connections of `client` now.
+    pub fn of(&self, client: IpAddr) -> usize {
+        self.per_client.get(&client).copied().unwrap_or(0)
+    }
+
+    /// Connections now.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
+    /// Clients with a connection now (the size of the map).
+    pub fn clients(&self) -> usize {
+        self.per_client.len()
+    }
+}
+
+/// A token bucket: up to `burst` tokens, refilled at `rate` per second; a request takes one.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TokenBucket {
+    tokens: f64,
+    at: Instant,
+}
+
+impl TokenBucket {
+    /// A full bucket.
+    pub fn full(burst: f64, now: Instant) -> Self {
+        TokenBucket {
+            tokens: burst,
+            at: now,
+        }
+    }
+
+    /// Tokens at `now` (a clock that went backwards refills nothing).
+    pub fn level(&self, rate: f64, burst: f64, now: Instant) -> f64 {
+        let dt = now.saturating_duration_since(self.at).as_secs_f64();
+        (self.tokens + dt * rate).min(burst)
+    }
+
+    /// Takes a token at `now`, or returns how long until one is there.
+    pub fn take(&mut self, rate: f64, burst: f64, now: Instant) -> Result<(), Duration> {
+        let level = self.level(rate, burst, now);
+        self.tokens = level;
+        self.at = now.max(self.at);
+        if level >= 1.0 {
+            self.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64((1.0 - level) / rate))
+        }
+    }
+}
+
+/// How often idle buckets are looked for.
+const PRUNE_EVERY: Duration = Duration::from_secs(30);
+
+/// One token bucket per client. A bucket that has refilled completely is the same as no
+/// bucket, so such buckets are dropped every [`PRUNE_EVERY`]: the map holds only clients
+/// active within the last `burst / rate` seconds (plus one prune period).
+#[derive(Debug)]
+pub struct RateLimiter {
+    rate: f64,
+    burst: f64,
+    buckets: HashMap<IpAddr, TokenBucket>,
+    next_prune: Instant,
+}
+
+impl RateLimiter {
+    /// `rate` requests per second (> 0) with bursts of `burst` (≥ 1).
+    pub fn new(rate: f64, burst: u32, now: Instant) -> Self {
+        RateLimiter {
+            rate,
+            burst: f64::from(burst.max(1)),
+            buckets: HashMap::new(),
+            next_prune: now + PRUNE_EVERY,
+        }
+    }
+
+    /// Admits a request of `client` at `now`, or returns how long until it would be.
+    pub fn check(&mut self, client: IpAddr, now: Instant) -> Result<(), Duration> {
+        if now >= self.next_prune {
+            self.prune(now);
+        }
+        let (rate, burst) = (self.rate, self.burst);
+        self.buckets
+            .entry(client)
+            .or_insert_with(|| TokenBucket::full(burst, now))
+            .take(rate, burst, now)
+    }
+
+    /// Drops the buckets that are full again at `now`.
+    pub fn prune(&mut self, now: Instant) {
+        let (rate, burst) = (self.rate, self.burst);
+        self.buckets
+            .retain(|_, b| b.level(rate, burst, now) < burst);
+        self.next_prune = now + PRUNE_EVERY;
+    }
+
+    /// Clients with a bucket now.
+    pub fn clients(&self) -> usize {
+        self.buckets.len()
+    }
+}
+
+/// The limits of a running server: the shell around the pure counters.
+#[derive(Debug)]
+pub struct ClientLimits {
+    conns: Mutex<ConnCounter>,
+    /// None when `client-rate` is 0 (unlimited).
+    rate: Option<Mutex<RateLimiter>>,
+}
+
+/// A counted connection; dropping it (on any exit path) releases the count.
+#[derive(Debug)]
+pub struct ConnSlot<'a> {
+    limits: &'a ClientLimits,
+    client: IpAddr,
+}
+
+impl Drop for ConnSlot<'_> {
+    fn drop(&mut self) {
+        lock(&self.limits.conns).close(self.client);
+    }
+}
+
+/// Locks a mutex whose data stays consistent even if a holder panicked (the counters are
+/// updated in single steps).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl ClientLimits {
+    /// The limits of `[limits]`.
+    pub fn new(cfg: &LimitsConfig) -> Self {
+        ClientLimits {
+            conns: Mutex::new(ConnCounter::new(
+                cfg.max_client_connections,
+                cfg.max_connections,
+            )),
+            rate: (cfg.client_rate > 0.0).then(|| {
+                Mutex::new(RateLimiter::new(
+                    cfg.client_rate,
+                    cfg.client_burst,
+                    Instant::now(),
+                ))
+            }),
+        }
+    }
+
+    /// Counts a new connection from `ip` for as long as the returned slot lives.
+    pub fn open(&self, ip: IpAddr) -> Result<ConnSlot<'_>, Limit> {
+        let client = client_key(ip);
+        lock(&self.conns).open(client)?;
+        Ok(ConnSlot {
+            limits: self,
+            client,
+        })
+    }
+
+    /// Admits one request from `ip`, or returns how long until one would be admitted.
+    pub fn request(&self, ip: IpAddr) -> Result<(), Duration> {
+        match &self.rate {
+            None => Ok(()),
+            Some(r) => lock(r).check(client_key(ip), Instant::now()),
+        }
+    }
+
+    /// Connections open now (counted ones).
+    pub fn connections(&self) -> usize {
+        lock(&self.conns).total()
+    }
+}
+
+/// The value of `Retry-After` for a wait: whole seconds, rounded up, at least 1.
+pub fn retry_after_secs(wait: Duration) -> u64 {
+    let whole = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    whole.max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn counter_limits_per_client_and_total_and_forgets_idle_clients() {
+        let mut c = ConnCounter::new(2, 3);
+        let (a, b) = (ip("192.0.2.1"), ip("192.0.2.2"));
+        assert_eq!(c.open(a), Ok(()));
+        assert_eq!(c.open(a), Ok(()));
+        assert_eq!(c.open(a), Err(Limit::ClientConnections));
+        assert_eq!(c.of(a), 2, "a refused connection is not counted");
+        assert_eq!(c.open(b), Ok(()));
+        assert_eq!(c.open(b), Err(Limit::Connections));
+        assert_eq!(c.total(), 3);
+        c.close(a);
+        assert_eq!(c.open(b), Ok(()), "a closed connection frees a place");
+        c.close(a);
+        c.close(b);
+        c.close(b);
+        assert_eq!((c.total(), c.clients()), (0, 0), "no entries at zero");
+        // Closing more than was opened does not underflow.
+        c.close(a);
+        assert_eq!(c.total(), 0);
+    }
+
+    #[test]
+    fn client_key_groups_mapped_v4_and_v6_subnets() {
+        assert_eq!(client_key(ip("::ffff:192.0.2.7")), ip("192.0.2.7"));
+        assert_eq!(client_key(ip("2001:db8:1:2:aaaa::1")), ip("2001:db8:1:2::"));
+        assert_eq!(
+            client_key(ip("2001:db8:1:2::1")),
+            client_key(ip("2001:db8:1:2:ffff::9"))
+        );
+        assert_ne!(
+            client_key(ip("2001:db8:1:2::1")),
+            client_key(ip("2001:db8:1:3::1"))
+        );
+    }
+
+    #[test]
+    fn slot_releases_on_drop() {
+        let cfg = LimitsConfig {
+            max_client_connections: 1,
+            ..LimitsConfig::default()
+        };
+        let l = ClientLimits::new(&cfg);
+        let s = l.open(ip("127.0.0.1")).unwrap();
+        assert_eq!(
+            l.open(ip("::ffff:127.0.0.1")).unwrap_err(),
+            Limit::ClientConnections
+        );
+        drop(s);
+        assert_eq!(l.connections(), 0);
+        let _s = l.open(ip("127.0.0.1")).unwrap();
+    }
+
+    #[test]
+    fn bucket_allows_burst_then_rate() {
+        let t0 = Instant::now();
+        let mut b = TokenBucket::full(2.0, t0);
+        assert_eq!(b.take(1.0, 2.0, t0), Ok(()));
+        assert_eq!(b.take(1.0, 2.0, t0), Ok(()));
+        let wait = b.take(1.0, 2.0, t0).unwrap_err();
+        assert_eq!(wait, Duration::from_secs(1));
+        // Half a token after 0.5 s: still 0.5 s to wait; refused requests take nothing.
+        let t = t0 + Duration::from_millis(500);
+        assert_eq!(b.take(1.0, 2.0, t), Err(Duration::from_millis(500)));
+        assert_eq!(b.take(1.0, 2.0, t0 + Duration::from_secs(1)), Ok(()));
+        // Long idle refills up to the burst, not beyond.
+        let later = t0 + Duration::from_secs(100);
+        assert_eq!(b.level(1.0, 2.0, later), 2.0);
+        // A clock going backwards refills nothing.
+        let mut c = TokenBucket::full(1.0, later);
+        assert_eq!(c.take(1.0, 1.0, later), Ok(()));
+        assert!(c.take(1.0, 1.0, t0).is_err());
+    }
+
+    #[test]
+    fn bucket_fractional_rate() {
+        let t0 = Instant::now();
+        let mut b = TokenBucket::full(1.0, t0);
+        assert_eq!(b.take(0.5, 1.0, t0), Ok(()));
+        assert_eq!(b.take(0.5, 1.0, t0), Err(Duration::from_secs(2)));
+        assert_eq!(b.take(0.5, 1.0, t0 + Duration::from_secs(2)), Ok(()));
+    }
+
+    #[test]
+    fn limiter_is_per_client_and_prunes_full_buckets() {
+        let t0 = Instant::now();
+        let mut r = RateLimiter::new(1.0, 2, t0);
+        let (a, b) = (ip("192.0.2.1"), ip("192.0.2.2"));
+        assert!(r.check(a, t0).is_ok());
+        assert!(r.check(a, t0).is_ok());
+        assert!(r.check(a, t0).is_err());
+        assert!(r.check(b, t0).is_ok(), "another client has its own bucket");
+        assert_eq!(r.clients(), 2);
+        // At 1.5 s b (one token taken) is full again, a (two taken) is not.
+        let t1 = t0 + Duration::from_millis(1500);
+        r.prune(t1);
+        assert_eq!(r.clients(), 1, "b's bucket is full: dropped");
+        // Pruning runs by itself on a later check, and a dropped bucket comes back full.
+        let t2 = t0 + PRUNE_EVERY + PRUNE_EVERY;
+        assert!(r.check(b, t2).is_ok());
+        assert_eq!(r.clients(), 1, "a was pruned, b is back");
+        assert!(r.check(b, t2).is_ok());
+        assert!(r.check(b, t2).is_err());
+    }
+
+    #[test]
+    fn retry_after_rounds_up_to_whole_seconds() {
+        assert_eq!(retry_after_secs(Duration::ZERO), 1);
+        assert_eq!(retry_after_secs(Duration::from_millis(10)), 1);
+        assert_eq!(retry_after_secs(Duration::from_secs(1)), 1);
+        assert_eq!(retry_after_secs(Duration::from_millis(1001)), 2);
+        assert_eq!(retry_after_secs(Duration::from_secs(30)), 30);
+    }
+}
