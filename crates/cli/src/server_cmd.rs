@@ -12,7 +12,7 @@ use crate::BadInput;
 /// Flags of `webpep server`; each overrides the matching key of `--config`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// TOML configuration file (keys: listen, admin-listen, [acl], [origin], [cache],
+    /// TOML configuration file (keys: listen, admin-listen, [acl], [auth], [origin], [cache],
     /// [compress], [transcode], [url-rewrite], [air], [limits]; see --print-config).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -49,6 +49,14 @@ pub struct Args {
     /// Congestion control for client sockets: bbr, cubic or reno.
     #[arg(long, value_name = "ALG")]
     pub congestion: Option<String>,
+    /// Users who may use the proxy explicitly (`name:HASH` lines; turns Basic proxy
+    /// authentication on, as `[auth] users-file`).
+    #[arg(long, value_name = "FILE")]
+    pub users_file: Option<PathBuf>,
+    /// Read a password from the first line of stdin, print its hash (as `NAME:HASH` for a
+    /// users file when NAME is given) and exit.
+    #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "")]
+    pub hash_password: Option<String>,
     /// Print the effective configuration as TOML and exit.
     #[arg(long)]
     pub print_config: bool,
@@ -137,6 +145,9 @@ fn effective_config(args: &Args) -> anyhow::Result<ServerConfig> {
             }
         });
     }
+    if let Some(f) = &args.users_file {
+        cfg.auth.users_file = Some(f.clone());
+    }
     cfg.validate("flags").map_err(|e| bad(e.to_string()))?;
     Ok(cfg)
 }
@@ -153,6 +164,13 @@ fn parse_net(s: &str) -> Result<webpep_server::ipnet::IpNet, String> {
 
 /// Runs `webpep server`.
 pub fn run(args: Args) -> anyhow::Result<u8> {
+    if let Some(name) = &args.hash_password {
+        let name = (!name.is_empty()).then_some(name.as_str());
+        let line = webpep_server::auth::hash_password_cli(name, &mut std::io::stdin().lock())
+            .map_err(|e| bad(format!("--hash-password: {e}")))?;
+        println!("{line}");
+        return Ok(0);
+    }
     let cfg = effective_config(&args)?;
     if args.print_config {
         print!("{}", cfg.to_toml());

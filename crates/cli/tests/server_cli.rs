@@ -82,42 +82,53 @@ fn print_config_shows_overrides_and_reparses() {
     assert_eq!(out, out2);
 }
 
-#[test]
-fn serves_and_stops_on_sigterm() {
+/// Starts `webpep server` on a free loopback port with `extra` flags; returns the child and
+/// the port once it accepts connections.
+fn start_server(extra: &[&str]) -> (std::process::Child, u16) {
     // Find a free port, then let the server bind it.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let mut child = Command::new(BIN)
-        .args([
-            "server",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--no-cache",
-            "--dns-upstream",
-            "127.0.0.1:9",
-        ])
+    let listen = format!("127.0.0.1:{port}");
+    let mut args = vec![
+        "server",
+        "--listen",
+        &listen,
+        "--no-cache",
+        "--dns-upstream",
+        "127.0.0.1:9",
+    ];
+    args.extend_from_slice(extra);
+    let child = Command::new(BIN)
+        .args(&args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn");
     let deadline = Instant::now() + Duration::from_secs(10);
-    let mut s = loop {
+    loop {
         match std::net::TcpStream::connect(("127.0.0.1", port)) {
-            Ok(s) => break s,
+            Ok(_) => return (child, port),
             Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
             Err(e) => panic!("server did not start: {e}"),
         }
-    };
-    // A private destination is refused by default: the proxy is not an open proxy.
-    s.write_all(b"GET http://10.1.2.3/ HTTP/1.1\r\nHost: 10.1.2.3\r\nConnection: close\r\n\r\n")
-        .unwrap();
+    }
+}
+
+/// One request on a new connection; the whole response as text.
+fn exchange(port: u16, request: &str) -> String {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.write_all(request.as_bytes()).unwrap();
     let mut resp = String::new();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let _ = s.read_to_string(&mut resp);
-    assert!(resp.starts_with("HTTP/1.1 403"), "{resp}");
+    resp
+}
+
+/// Sends SIGTERM and expects a clean exit within 10 s.
+fn stop_server(mut child: std::process::Child) {
     // SAFETY: sending SIGTERM to our own child by its pid.
     unsafe {
         libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
@@ -131,4 +142,64 @@ fn serves_and_stops_on_sigterm() {
         assert!(Instant::now() < deadline, "server did not stop on SIGTERM");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+#[test]
+fn serves_and_stops_on_sigterm() {
+    let (child, port) = start_server(&[]);
+    // A private destination is refused by default: the proxy is not an open proxy.
+    let resp = exchange(
+        port,
+        "GET http://10.1.2.3/ HTTP/1.1\r\nHost: 10.1.2.3\r\nConnection: close\r\n\r\n",
+    );
+    assert!(resp.starts_with("HTTP/1.1 403"), "{resp}");
+    stop_server(child);
+}
+
+#[test]
+fn a_hashed_password_logs_in_to_the_real_server() {
+    // The password comes on stdin, never as an argument.
+    let mut child = Command::new(BIN)
+        .args(["server", "--hash-password", "alice"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"secret pw\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{:?}", out);
+    let line = String::from_utf8(out.stdout).unwrap();
+    assert!(line.starts_with("alice:$pbkdf2-sha256$"), "{line}");
+    assert!(!line.contains("secret"), "{line}");
+    let users = temp_file("users", &line);
+    let (child, port) = start_server(&["--users-file", users.to_str().unwrap()]);
+    let get = |auth: &str| {
+        exchange(
+            port,
+            &format!("GET http://10.1.2.3/ HTTP/1.1\r\nHost: 10.1.2.3\r\n{auth}Connection: close\r\n\r\n"),
+        )
+    };
+    let none = get("");
+    assert!(none.starts_with("HTTP/1.1 407"), "{none}");
+    assert!(none.contains("realm=\"webpep\""), "{none}");
+    let wrong = get("Proxy-Authorization: Basic YWxpY2U6d3Jvbmc=\r\n");
+    assert!(wrong.starts_with("HTTP/1.1 407"), "{wrong}");
+    // Logged in, the request goes on to the destination check: 10.0.0.0/8 is refused.
+    let right = get("Proxy-Authorization: Basic YWxpY2U6c2VjcmV0IHB3\r\n");
+    assert!(right.starts_with("HTTP/1.1 403"), "{right}");
+    stop_server(child);
+    // No password on stdin: exit 2 with a reason.
+    let out = Command::new(BIN)
+        .args(["server", "--hash-password"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--hash-password"));
 }

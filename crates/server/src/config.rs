@@ -119,6 +119,8 @@ pub struct ServerConfig {
     pub air: AirConfig,
     /// Protocol limits.
     pub limits: LimitsConfig,
+    /// Proxy authentication (off unless a users file is given).
+    pub auth: AuthConfig,
 }
 
 impl Default for ServerConfig {
@@ -134,6 +136,7 @@ impl Default for ServerConfig {
             url_rewrite: UrlRewriteConfig::default(),
             air: AirConfig::default(),
             limits: LimitsConfig::default(),
+            auth: AuthConfig::default(),
         }
     }
 }
@@ -171,6 +174,43 @@ impl SupernetOrSelf for IpNet {
         IpNet::new(self.addr(), len)
             .map(|n| n.trunc())
             .unwrap_or(self)
+    }
+}
+
+/// What `[auth]` does to requests that cannot carry proxy credentials.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransparentAuth {
+    /// Transparent, intercepted and URL-rewritten requests are allowed on the strength of
+    /// `acl.allow-clients` alone.
+    #[default]
+    Network,
+    /// They are refused (403) while authentication is on.
+    Refuse,
+}
+
+/// `[auth]`: HTTP proxy authentication (RFC 9110 §11, Basic scheme of RFC 7617) for explicit
+/// and CONNECT requests. Off (today's behaviour: clients are checked by network only) unless
+/// `users-file` is set.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// Users, one `name:HASH` a line (HASH: a `$pbkdf2-sha256$…` PHC string, see
+    /// [`crate::auth::hash_password`]); read once at start. None: no authentication.
+    pub users_file: Option<PathBuf>,
+    /// The realm named in `Proxy-Authenticate` (browsers show it in the login prompt).
+    pub realm: String,
+    /// Transparent, intercepted and URL-rewritten requests: `network` or `refuse`.
+    pub transparent: TransparentAuth,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            users_file: None,
+            realm: "webpep".to_string(),
+            transparent: TransparentAuth::Network,
+        }
     }
 }
 
@@ -445,6 +485,15 @@ impl ServerConfig {
                 ));
             }
         }
+        if self
+            .auth
+            .users_file
+            .as_ref()
+            .is_some_and(|p| p.as_os_str().is_empty())
+        {
+            return Err(invalid("auth.users-file", "must not be empty".into()));
+        }
+        crate::auth::check_realm(&self.auth.realm).map_err(|m| invalid("auth.realm", m))?;
         crate::optimize::compress_config(&self.compress.options)
             .map_err(|m| invalid("compress", m))?;
         crate::optimize::transcode_config(&self.transcode.options)
@@ -567,6 +616,42 @@ mod tests {
             ("client-rate = nan", "limits.client-rate"),
         ] {
             let e = ServerConfig::from_toml(&format!("[limits]\n{text}\n"), "w.toml").unwrap_err();
+            let m = e.to_string();
+            assert!(m.contains("w.toml") && m.contains(key), "{text}: {m}");
+        }
+    }
+
+    #[test]
+    fn auth_is_off_by_default_and_parses() {
+        let d = ServerConfig::default();
+        assert_eq!(d.auth.users_file, None);
+        assert_eq!(d.auth.realm, "webpep");
+        assert_eq!(d.auth.transparent, TransparentAuth::Network);
+        let c = ServerConfig::from_toml(
+            "[auth]\nusers-file = \"/etc/webpep/users\"\nrealm = \"edge proxy\"\ntransparent = \"refuse\"\n",
+            "x",
+        )
+        .unwrap();
+        assert_eq!(
+            c.auth.users_file.as_deref(),
+            Some(std::path::Path::new("/etc/webpep/users"))
+        );
+        assert_eq!(c.auth.realm, "edge proxy");
+        assert_eq!(c.auth.transparent, TransparentAuth::Refuse);
+        let back = ServerConfig::from_toml(&c.to_toml(), "printed").unwrap();
+        assert_eq!(back, c);
+    }
+
+    #[test]
+    fn bad_auth_keys_are_refused_with_key() {
+        for (text, key) in [
+            ("transparent = \"allow\"", "transparent"),
+            ("realm = \"a\\\"b\"", "auth.realm"),
+            ("realm = \"\"", "auth.realm"),
+            ("users-file = \"\"", "auth.users-file"),
+            ("user-file = \"/x\"", "user-file"),
+        ] {
+            let e = ServerConfig::from_toml(&format!("[auth]\n{text}\n"), "w.toml").unwrap_err();
             let m = e.to_string();
             assert!(m.contains("w.toml") && m.contains(key), "{text}: {m}");
         }

@@ -18,6 +18,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::air::{self, ProbeSchedule};
+use crate::auth::{AuthFailure, Need};
 use crate::http1::{self, BodyFraming, ChunkedDecoder, HeadError, RequestHead};
 use crate::limits::{retry_after_secs, Limit};
 use crate::metrics::Metrics;
@@ -52,6 +53,8 @@ struct Meta {
     version: Version,
     keep_alive: bool,
     start: Instant,
+    /// The authenticated user (`[auth]`), for the access log.
+    user: Option<Arc<str>>,
 }
 
 enum Pending {
@@ -258,6 +261,7 @@ async fn reader_loop(
             version: head.version,
             keep_alive,
             start: Instant::now(),
+            user: None,
         };
         // The body, bounded.
         let body = match read_body(
@@ -292,7 +296,7 @@ async fn reader_loop(
                 return;
             }
         };
-        let meta = Meta {
+        let mut meta = Meta {
             mode: mode.label(),
             url: mode.origin_url().unwrap_or_else(|| head.target.clone()),
             ..meta
@@ -318,6 +322,32 @@ async fn reader_loop(
                 return;
             }
             continue;
+        }
+        // Proxy authentication (after the rate limit, so guessing passwords is throttled
+        // too). Refusals are answered in order; the connection stays usable except after
+        // CONNECT, like the 429 above.
+        if let Some(auth) = &server.auth {
+            let failure = match auth.need(&mode) {
+                Need::Nothing => None,
+                Need::Refuse => Some(AuthFailure::Transparent),
+                Need::Credentials => match auth.check(&head.headers, &server.metrics).await {
+                    Ok(user) => {
+                        meta.user = Some(user);
+                        None
+                    }
+                    Err(f) => Some(f),
+                },
+            };
+            if let Some(f) = failure {
+                server.metrics.auth_failed(&f);
+                tracing::debug!(client = %conn.peer, reason = f.label(), "proxy authentication failed");
+                let r = auth.refusal(&f, matches!(mode, Mode::Connect { .. }));
+                let close = r.close || !keep_alive;
+                if tx.send(Pending::Now(r, meta)).await.is_err() || close {
+                    return;
+                }
+                continue;
+            }
         }
         if let Mode::Connect { host, port } = mode {
             let leftover = std::mem::take(&mut buf);
@@ -359,6 +389,7 @@ fn error_meta() -> Meta {
         version: Version::HTTP_11,
         keep_alive: false,
         start: Instant::now(),
+        user: None,
     }
 }
 
@@ -509,7 +540,16 @@ async fn writer_loop(
                 meta,
             } => {
                 crate::tunnel::run(
-                    &server, rd, wr, leftover, &host, port, peer, meta.start, hard,
+                    &server,
+                    rd,
+                    wr,
+                    leftover,
+                    &host,
+                    port,
+                    peer,
+                    meta.start,
+                    meta.user.as_deref(),
+                    hard,
                 )
                 .await;
                 return;
@@ -533,6 +573,7 @@ async fn writer_loop(
             status,
             bytes,
             cache,
+            user = meta.user.as_deref().unwrap_or("-"),
             ms = meta.start.elapsed().as_millis() as u64,
         );
         if close {

@@ -8,11 +8,12 @@
 //! pipelining, in-order answers) → [`server`] (accept loops, admin, shutdown) → [`proxy`]
 //! (the response pipeline's phases) with [`optimize`] (one unit per optimization),
 //! [`origin`] (resolver, ACL-checked dialer, pooled client), [`tunnel`] (CONNECT),
-//! [`acl`], [`limits`] (per-client connections and rate), [`mode`], [`air`], [`metrics`],
+//! [`acl`], [`auth`] (proxy authentication), [`limits`] (per-client connections and rate), [`mode`], [`air`], [`metrics`],
 //! [`config`].
 
 pub mod acl;
 pub mod air;
+pub mod auth;
 pub mod config;
 pub mod conn;
 pub mod http1;

@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
+use crate::auth::AuthFailure;
 use crate::limits::Limit;
 
 const MODES: [&str; 5] = ["explicit", "connect", "transparent", "url", "local"];
@@ -39,6 +40,10 @@ pub struct Metrics {
     pub connections_refused: AtomicU64,
     /// Connections and requests refused by per-client limits, indexed like [`Limit::ALL`].
     limit_refusals: [AtomicU64; 3],
+    /// Requests refused by `[auth]`, indexed like [`AuthFailure::LABELS`].
+    auth_failures: [AtomicU64; 5],
+    /// Slow password hashes computed (checks the credentials cache did not answer).
+    pub auth_verifications: AtomicU64,
     active: AtomicI64,
 }
 
@@ -95,6 +100,24 @@ impl Metrics {
     /// Refusals counted for `limit`.
     pub fn limit_refusals(&self, limit: Limit) -> u64 {
         self.limit_refusals[limit_index(limit)].load(Relaxed)
+    }
+
+    /// Counts a request refused by `[auth]`.
+    pub fn auth_failed(&self, failure: &AuthFailure) {
+        if let Some(i) = AuthFailure::LABELS
+            .iter()
+            .position(|l| *l == failure.label())
+        {
+            self.auth_failures[i].fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Refusals counted for the `[auth]` reason `label`.
+    pub fn auth_failures(&self, label: &str) -> u64 {
+        AuthFailure::LABELS
+            .iter()
+            .position(|l| *l == label)
+            .map_or(0, |i| self.auth_failures[i].load(Relaxed))
     }
 
     /// Connections open now.
@@ -200,6 +223,20 @@ impl Metrics {
                 self.limit_refusals(l)
             );
         }
+        s.push_str("# HELP webpep_auth_failures_total Requests refused by [auth]: 407 for missing (a browser's first try), scheme (not Basic), malformed or invalid (unknown user or wrong password) credentials; 403 for transparent requests with transparent = \"refuse\".\n");
+        s.push_str("# TYPE webpep_auth_failures_total counter\n");
+        for (i, l) in AuthFailure::LABELS.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "webpep_auth_failures_total{{reason=\"{l}\"}} {}",
+                self.auth_failures[i].load(Relaxed)
+            );
+        }
+        let _ = writeln!(
+            s,
+            "# HELP webpep_auth_verifications_total Password hashes computed for [auth] (credentials not found in the cache of recent successes).\n# TYPE webpep_auth_verifications_total counter\nwebpep_auth_verifications_total {}",
+            self.auth_verifications.load(Relaxed)
+        );
         let _ = writeln!(
             s,
             "# HELP webpep_active_connections Client connections open now.\n# TYPE webpep_active_connections gauge\nwebpep_active_connections {}",
@@ -252,5 +289,19 @@ mod tests {
         assert!(t.contains("webpep_client_limit_refusals_total{reason=\"rate\"} 2\n"));
         assert!(t.contains("webpep_client_limit_refusals_total{reason=\"total\"} 1\n"));
         assert!(t.contains("webpep_client_limit_refusals_total{reason=\"connections\"} 0\n"));
+        m.auth_failed(&AuthFailure::Missing);
+        m.auth_failed(&AuthFailure::Malformed("x"));
+        m.auth_failed(&AuthFailure::Malformed("y"));
+        Metrics::add(&m.auth_verifications, 4);
+        let t = m.render();
+        assert!(
+            t.contains("webpep_auth_failures_total{reason=\"missing\"} 1\n"),
+            "{t}"
+        );
+        assert!(t.contains("webpep_auth_failures_total{reason=\"malformed\"} 2\n"));
+        assert!(t.contains("webpep_auth_failures_total{reason=\"invalid\"} 0\n"));
+        assert!(t.contains("webpep_auth_failures_total{reason=\"transparent\"} 0\n"));
+        assert!(t.contains("webpep_auth_verifications_total 4\n"));
+        assert_eq!(m.auth_failures("malformed"), 2);
     }
 }

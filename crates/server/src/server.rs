@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::acl::Acl;
+use crate::auth::Authenticator;
 use crate::config::{first_nameserver, ServerConfig};
 use crate::conn::{serve_connection, ClientRequest};
 use crate::http1;
@@ -30,12 +31,17 @@ pub enum ServerError {
     /// The cache could not be opened.
     #[error("cache: {0}")]
     Cache(String),
+    /// `[auth] users-file` is missing, unreadable or has a bad line.
+    #[error("auth.users-file: {0}")]
+    Auth(#[from] crate::auth::UsersFileError),
 }
 
 /// The edge proxy.
 pub struct Server {
     pub(crate) cfg: ServerConfig,
     pub(crate) acl: Arc<Acl>,
+    /// Proxy authentication, when `[auth] users-file` is set.
+    pub(crate) auth: Option<Authenticator>,
     pub(crate) dialer: Dialer,
     pub(crate) client: OriginClient,
     pub(crate) cache: Option<webpep_cache::HttpCache>,
@@ -61,6 +67,8 @@ impl Server {
     pub fn new(cfg: ServerConfig) -> Result<Arc<Server>, ServerError> {
         cfg.validate("configuration")?;
         let acl = Arc::new(Acl::new(&cfg.acl));
+        // Read once, at start: a bad users file stops the proxy from starting.
+        let auth = Authenticator::from_config(&cfg.auth)?;
         let upstream = cfg.origin.dns_upstream.or_else(|| {
             std::fs::read_to_string("/etc/resolv.conf")
                 .ok()
@@ -113,6 +121,7 @@ impl Server {
         Ok(Arc::new(Server {
             cfg,
             acl,
+            auth,
             dialer,
             client,
             cache,

@@ -26,6 +26,7 @@ pub async fn run(
     port: u16,
     peer: SocketAddr,
     start: Instant,
+    user: Option<&str>,
     hard: CancellationToken,
 ) {
     let metrics = &server.metrics;
@@ -83,7 +84,7 @@ pub async fn run(
         return;
     };
     tracing::info!(target: "webpep::access", client = %peer, mode = "connect", method = "CONNECT",
-        url = %format!("{host}:{port}"), status = 200u16, "tunnel open");
+        url = %format!("{host}:{port}"), status = 200u16, user = user.unwrap_or("-"), "tunnel open");
     tokio::select! {
         r = tokio::io::copy_bidirectional(&mut client, &mut upstream) => {
             if let Ok((up, down)) = r {

@@ -4,21 +4,9 @@
 
 mod common;
 
-use std::future::Future;
 use std::time::Duration;
 
 use common::*;
-
-fn hello() -> impl Fn(&OriginRequest) -> OriginReply + Send + Sync + 'static {
-    |r: &OriginRequest| OriginReply::ok("text/plain", format!("hello {}", r.path))
-}
-
-/// Runs one step of a test, failing it after a few seconds.
-async fn step<F: Future>(f: F) -> F::Output {
-    tokio::time::timeout(Duration::from_secs(5), f)
-        .await
-        .expect("step timed out")
-}
 
 /// `webpep_client_limit_refusals_total{reason="…"}` from /metrics' text.
 fn refusals(p: &Proxy, reason: &str) -> u64 {

@@ -8,10 +8,6 @@ use std::time::Duration;
 use common::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-fn hello() -> impl Fn(&OriginRequest) -> OriginReply + Send + Sync + 'static {
-    |r: &OriginRequest| OriginReply::ok("text/plain", format!("hello {}", r.path))
-}
-
 #[tokio::test]
 async fn explicit_get_strips_hop_by_hop_and_adds_via() {
     let o = Origin::start(hello()).await;
@@ -205,21 +201,7 @@ async fn clients_outside_allow_list_refused() {
 
 #[tokio::test]
 async fn connect_tunnels_only_to_allowed_ports() {
-    // An echo server as the tunnel's destination.
-    let echo = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let eaddr = echo.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = echo.accept().await {
-            tokio::spawn(async move {
-                let mut b = [0u8; 1024];
-                while let Ok(n) = s.read(&mut b).await {
-                    if n == 0 || s.write_all(&b[..n]).await.is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-    });
+    let eaddr = echo_server().await;
     let p = start_proxy(test_config()).await;
     let mut c = Client::connect(p.addr).await;
     c.send(&format!(

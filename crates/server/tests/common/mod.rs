@@ -348,3 +348,34 @@ pub async fn get_once(proxy: SocketAddr, url: &str, extra: &str) -> Resp {
     let mut c = Client::connect(proxy).await;
     c.get(url, extra).await
 }
+
+/// An origin that answers every path with `hello <path>`.
+pub fn hello() -> impl Fn(&OriginRequest) -> OriginReply + Send + Sync + 'static {
+    |r: &OriginRequest| OriginReply::ok("text/plain", format!("hello {}", r.path))
+}
+
+/// Runs one step of a test, failing it after a few seconds.
+pub async fn step<F: std::future::Future>(f: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(5), f)
+        .await
+        .expect("step timed out")
+}
+
+/// A TCP echo server on loopback (a CONNECT tunnel's destination); its address.
+pub async fn echo_server() -> SocketAddr {
+    let echo = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = echo.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = echo.accept().await {
+            tokio::spawn(async move {
+                let mut b = [0u8; 1024];
+                while let Ok(n) = s.read(&mut b).await {
+                    if n == 0 || s.write_all(&b[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
