@@ -434,6 +434,11 @@ fn sigint_is_forwarded_to_the_command() {
         return;
     }
     let _guard = commands_lock();
+    // A test run started in the background by a shell without job control inherits SIGINT
+    // ignored, and the shell rightly leaves ignored signals ignored (as under nohup); this
+    // test is about forwarding, so it starts from the default disposition.
+    // SAFETY: plain syscall; the default disposition is always valid.
+    unsafe { libc::signal(libc::SIGINT, libc::SIG_DFL) };
     let outer = NetNs::new().expect("outer namespace");
     let s = shell();
     let pid_file = temp_path("fg.pid");
