@@ -340,3 +340,61 @@ fn the_edge_proxy_serves_every_mode() {
     assert!(left.is_empty(), "cache directories left behind");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// DESIGN §9: an outage of the air link loses no request. Through the edge proxy (no DNS at
+/// the client), a page loaded across repeated outages gets every object, only later.
+#[test]
+fn an_air_outage_loses_no_request_through_the_edge_proxy() {
+    if !netns_available("an_air_outage_loses_no_request_through_the_edge_proxy") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("webpep-run-outage-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let corpus = small_corpus(&dir.join("corpus"));
+    let all = configs::load(None).unwrap();
+    let names: Vec<String> = ["explicit", "transparent-url"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let load_over = |outages: bool, out: &str| {
+        let mut profile = webpep_link_model::presets::preset("cdma-1x", None).unwrap();
+        if outages {
+            // Down 3 s of every 6 s (unscaled) for as long as the run lasts: the page needs
+            // more than one 3 s window of link time, so every load meets an outage, whenever
+            // it starts.
+            profile.outages.scheduled = (0..300).map(|i| [1.0 + 6.0 * i as f64, 3.0]).collect();
+        }
+        let mut opts = RunOptions::new(
+            profile.resolve(None).unwrap(),
+            corpus.clone(),
+            dir.join(out),
+        );
+        opts.configs = configs::select(&all, &names).unwrap();
+        opts.time_scale = 10.0;
+        opts.gap_s = 1.0;
+        opts.progress = false;
+        opts.baseline = "explicit".into();
+        run(&opts).expect("run")
+    };
+    let plain = load_over(false, "plain");
+    let cut = load_over(true, "outages");
+    eprintln!("{}\n{}", plain.table(), cut.table());
+    for l in &cut.loads {
+        assert_eq!(l.objects, 9, "{}: every object", l.config);
+        assert_eq!(l.errors, 0, "{}: no request lost", l.config);
+        let before = plain
+            .loads
+            .iter()
+            .find(|p| p.config == l.config)
+            .unwrap()
+            .plt_ms;
+        assert!(
+            l.plt_ms > before + 1500.0,
+            "{}: {:.1} s across outages against {:.1} s without: the outages were not met",
+            l.config,
+            l.plt_ms / 1000.0,
+            before / 1000.0
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
