@@ -8,10 +8,25 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_webpep");
 
-fn temp_file(name: &str, text: &str) -> std::path::PathBuf {
+/// A file in the temp directory, removed when the guard goes (also when a test fails).
+struct TempFile(std::path::PathBuf);
+
+impl TempFile {
+    fn to_str(&self) -> Option<&str> {
+        self.0.to_str()
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn temp_file(name: &str, text: &str) -> TempFile {
     let p = std::env::temp_dir().join(format!("webpep-server-cli-{}-{name}", std::process::id()));
     std::fs::write(&p, text).expect("write temp file");
-    p
+    TempFile(p)
 }
 
 fn run(args: &[&str]) -> (i32, String, String) {

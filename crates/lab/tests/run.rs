@@ -10,6 +10,30 @@ use webpep_link::testing::netns_available;
 
 const LM: &str = "Mon, 01 Jan 2024 00:00:00 GMT";
 
+/// A fresh directory for one test, removed when the guard goes (also when the test fails).
+struct TestDir(std::path::PathBuf);
+
+impl TestDir {
+    fn new(name: &str) -> TestDir {
+        let dir = std::env::temp_dir().join(format!("webpep-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        TestDir(dir)
+    }
+}
+
+impl std::ops::Deref for TestDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 fn small_corpus(dir: &Path) -> Corpus {
     let mut w = CorpusWriter::create(dir).unwrap();
     let mut objects = Vec::new();
@@ -79,8 +103,7 @@ fn lab_run_writes_results_hars_and_report() {
     if !netns_available("lab_run_writes_results_hars_and_report") {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("webpep-run-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = TestDir::new("run");
     let corpus = small_corpus(&dir.join("corpus"));
     let all = configs::load(None).unwrap();
     let names: Vec<String> = ["http11", "pipelining", "h2", "http11-warm"]
@@ -136,7 +159,6 @@ fn lab_run_writes_results_hars_and_report() {
     let har: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("out").join(&cold.har)).unwrap()).unwrap();
     assert_eq!(har["log"]["entries"].as_array().unwrap().len(), 9);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -144,8 +166,7 @@ fn an_object_the_server_cannot_serve_is_an_error_and_the_run_goes_on() {
     if !netns_available("an_object_the_server_cannot_serve_is_an_error_and_the_run_goes_on") {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("webpep-run-missing-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = TestDir::new("run-missing");
     let corpus = small_corpus(&dir.join("corpus"));
     // Lose one image's body.
     let victim = &corpus.manifest.pages[0].objects[3].versions[0].body;
@@ -167,7 +188,6 @@ fn an_object_the_server_cannot_serve_is_an_error_and_the_run_goes_on() {
         assert_eq!(l.objects, 9);
         assert_eq!(l.errors, 1, "the lost body is one failed object");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A page over six domains with DNS TTL 0: every lookup crosses the air link, and the DNS
@@ -177,8 +197,7 @@ fn dns_over_the_link_shows_in_the_breakdown() {
     if !netns_available("dns_over_the_link_shows_in_the_breakdown") {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("webpep-run-dns-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = TestDir::new("run-dns");
     let mut w = CorpusWriter::create(&dir.join("corpus")).unwrap();
     let hosts: Vec<String> = (0..6).map(|i| format!("d{i}.six.test")).collect();
     let mut html = String::from("<html><body>");
@@ -242,7 +261,6 @@ fn dns_over_the_link_shows_in_the_breakdown() {
         .filter(|e| e["timings"]["dns"].as_f64().unwrap_or(-1.0) >= 0.0)
         .count();
     assert_eq!(lookups, 6, "one lookup per domain crossed the link");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// webpep's edge proxy in each of its modes (issue 4): every object arrives through it; the
@@ -253,8 +271,7 @@ fn the_edge_proxy_serves_every_mode() {
     if !netns_available("the_edge_proxy_serves_every_mode") {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("webpep-run-proxy-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = TestDir::new("run-proxy");
     let corpus = small_corpus(&dir.join("corpus"));
     let all = configs::load(None).unwrap();
     let names: Vec<String> = [
@@ -338,7 +355,6 @@ fn the_edge_proxy_serves_every_mode() {
         .filter(|e| e.file_name().to_string_lossy().starts_with("edge-cache"))
         .collect();
     assert!(left.is_empty(), "cache directories left behind");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// DESIGN §9: an outage of the air link loses no request. Through the edge proxy (no DNS at
@@ -348,8 +364,7 @@ fn an_air_outage_loses_no_request_through_the_edge_proxy() {
     if !netns_available("an_air_outage_loses_no_request_through_the_edge_proxy") {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("webpep-run-outage-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = TestDir::new("run-outage");
     let corpus = small_corpus(&dir.join("corpus"));
     let all = configs::load(None).unwrap();
     let names: Vec<String> = ["explicit", "transparent-url"]
@@ -396,5 +411,4 @@ fn an_air_outage_loses_no_request_through_the_edge_proxy() {
             before / 1000.0
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
