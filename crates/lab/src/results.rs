@@ -683,20 +683,7 @@ mod tests {
         assert_eq!(s.len(), 2);
         assert_eq!(s[0].plt_ratio_to_baseline, Some(1.0));
         assert!((s[1].plt_reduction.unwrap() - 0.5).abs() < 1e-9);
-        let r = Results {
-            profile: "gprs".into(),
-            time_scale: 1.0,
-            seed: 1,
-            baseline: "http11".into(),
-            link_down_kbps: 38.0,
-            link_rtt_ms: 2_000.0,
-            configs: BTreeMap::new(),
-            loads,
-            summary: s,
-            air_totals: Vec::new(),
-            ablations: Vec::new(),
-        };
-        let t = r.table();
+        let t = results_of(loads).table();
         assert!(t.contains("cnn") && t.contains("-50%"), "{t}");
     }
 

@@ -30,6 +30,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::config::{AuthConfig, TransparentAuth};
+use crate::limits::lock;
 use crate::metrics::Metrics;
 use crate::mode::Mode;
 use crate::reply::Reply;
@@ -621,10 +622,7 @@ impl Authenticator {
     }
 
     fn cached(&self, key: &[u8; 32]) -> Option<Arc<str>> {
-        self.cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(key, Instant::now())
+        lock(&self.cache).get(key, Instant::now())
     }
 
     /// Checks a request's `Proxy-Authorization`; the user on success. A slow hash runs on a
@@ -658,11 +656,7 @@ impl Authenticator {
             return Err(AuthFailure::Invalid);
         }
         let user: Arc<str> = Arc::from(user);
-        self.cache.lock().unwrap_or_else(|e| e.into_inner()).insert(
-            key,
-            user.clone(),
-            Instant::now(),
-        );
+        lock(&self.cache).insert(key, user.clone(), Instant::now());
         Ok(user)
     }
 

@@ -146,6 +146,20 @@ pub async fn serve_connection(
     let _ = writer.await;
 }
 
+/// Writes the one answer a connection gets (as HTTP/1.1 to a GET) and closes the write side.
+pub(crate) async fn answer_and_close(s: &mut TcpStream, reply: Reply, metrics: &Metrics) {
+    let _ = write_reply(
+        s,
+        reply,
+        &Method::GET,
+        Version::HTTP_11,
+        false,
+        &metrics.origin_bytes_in,
+    )
+    .await;
+    let _ = s.shutdown().await;
+}
+
 /// How long a refused connection is kept to deliver its answer.
 const REFUSE_LINGER: Duration = Duration::from_secs(2);
 
@@ -154,16 +168,7 @@ const REFUSE_LINGER: Duration = Duration::from_secs(2);
 /// the connection, and the reset can destroy the answer before the client reads it.
 async fn refuse(mut s: TcpStream, reply: Reply, metrics: &Metrics) {
     let _ = tokio::time::timeout(REFUSE_LINGER, async {
-        let _ = write_reply(
-            &mut s,
-            reply,
-            &Method::GET,
-            Version::HTTP_11,
-            false,
-            &metrics.origin_bytes_in,
-        )
-        .await;
-        let _ = s.shutdown().await;
+        answer_and_close(&mut s, reply, metrics).await;
         let mut sink = [0u8; 4096];
         while let Ok(n) = s.read(&mut sink).await {
             if n == 0 {
@@ -172,6 +177,47 @@ async fn refuse(mut s: TcpStream, reply: Reply, metrics: &Metrics) {
         }
     })
     .await;
+}
+
+/// The 429 for a request over the client's rate, with when to retry.
+fn rate_refusal(wait: Duration, rate: f64, mode: &Mode) -> Reply {
+    let secs = retry_after_secs(wait);
+    let mut r = Reply::text(
+        StatusCode::TOO_MANY_REQUESTS,
+        &format!(
+            "too many requests from this client (limits.client-rate = {rate}/s); retry after {secs} s"
+        ),
+    );
+    r.headers
+        .insert(http::header::RETRY_AFTER, http::HeaderValue::from(secs));
+    r.close = matches!(mode, Mode::Connect { .. });
+    r
+}
+
+/// Proxy authentication (`[auth]`): `None` when the request may go on (the user, if any, is
+/// noted in `meta` for the access log), else the refusal to answer.
+async fn authenticate(
+    server: &Server,
+    mode: &Mode,
+    headers: &http::HeaderMap,
+    meta: &mut Meta,
+    peer: SocketAddr,
+) -> Option<Reply> {
+    let auth = server.auth.as_ref()?;
+    let failure = match auth.need(mode) {
+        Need::Nothing => return None,
+        Need::Refuse => AuthFailure::Transparent,
+        Need::Credentials => match auth.check(headers, &server.metrics).await {
+            Ok(user) => {
+                meta.user = Some(user);
+                return None;
+            }
+            Err(f) => f,
+        },
+    };
+    server.metrics.auth_failed(&failure);
+    tracing::debug!(client = %peer, reason = failure.label(), "proxy authentication failed");
+    Some(auth.refusal(&failure, matches!(mode, Mode::Connect { .. })))
 }
 
 #[derive(Clone, Copy)]
@@ -301,53 +347,23 @@ async fn reader_loop(
             url: mode.origin_url().unwrap_or_else(|| head.target.clone()),
             ..meta
         };
-        // The request was read whole, so a refused one leaves the connection usable; its 429
-        // is answered in order like any other reply.
-        if let Err(wait) = server.limits.request(conn.peer.ip()) {
-            server.metrics.limit_refused(Limit::Rate);
-            let secs = retry_after_secs(wait);
-            let mut r = Reply::text(
-                StatusCode::TOO_MANY_REQUESTS,
-                &format!(
-                    "too many requests from this client (limits.client-rate = {}/s); retry after {secs} s",
-                    limits.client_rate
-                ),
-            );
-            r.headers
-                .insert(http::header::RETRY_AFTER, http::HeaderValue::from(secs));
-            // After CONNECT the client may already be sending tunnel bytes: close instead.
-            r.close = matches!(mode, Mode::Connect { .. });
+        // The request was read whole, so a refused one (429, 407, 403) leaves the connection
+        // usable and is answered in order like any other reply; after CONNECT the client may
+        // already be sending tunnel bytes, so those refusals close. Authentication comes after
+        // the rate limit, so guessing passwords is throttled too.
+        let refused = match server.limits.request(conn.peer.ip()) {
+            Err(wait) => {
+                server.metrics.limit_refused(Limit::Rate);
+                Some(rate_refusal(wait, limits.client_rate, &mode))
+            }
+            Ok(()) => authenticate(&server, &mode, &head.headers, &mut meta, conn.peer).await,
+        };
+        if let Some(r) = refused {
             let close = r.close || !keep_alive;
             if tx.send(Pending::Now(r, meta)).await.is_err() || close {
                 return;
             }
             continue;
-        }
-        // Proxy authentication (after the rate limit, so guessing passwords is throttled
-        // too). Refusals are answered in order; the connection stays usable except after
-        // CONNECT, like the 429 above.
-        if let Some(auth) = &server.auth {
-            let failure = match auth.need(&mode) {
-                Need::Nothing => None,
-                Need::Refuse => Some(AuthFailure::Transparent),
-                Need::Credentials => match auth.check(&head.headers, &server.metrics).await {
-                    Ok(user) => {
-                        meta.user = Some(user);
-                        None
-                    }
-                    Err(f) => Some(f),
-                },
-            };
-            if let Some(f) = failure {
-                server.metrics.auth_failed(&f);
-                tracing::debug!(client = %conn.peer, reason = f.label(), "proxy authentication failed");
-                let r = auth.refusal(&f, matches!(mode, Mode::Connect { .. }));
-                let close = r.close || !keep_alive;
-                if tx.send(Pending::Now(r, meta)).await.is_err() || close {
-                    return;
-                }
-                continue;
-            }
         }
         if let Mode::Connect { host, port } = mode {
             let leftover = std::mem::take(&mut buf);

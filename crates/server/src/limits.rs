@@ -225,7 +225,7 @@ impl Drop for ConnSlot<'_> {
 
 /// Locks a mutex whose data stays consistent even if a holder panicked (the counters are
 /// updated in single steps).
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 

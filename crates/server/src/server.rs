@@ -4,8 +4,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use http::{Method, StatusCode, Version};
-use tokio::io::AsyncWriteExt;
+use http::{Method, StatusCode};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -13,14 +12,14 @@ use tokio_util::task::TaskTracker;
 use crate::acl::Acl;
 use crate::auth::Authenticator;
 use crate::config::{first_nameserver, ServerConfig};
-use crate::conn::{serve_connection, ClientRequest};
+use crate::conn::{answer_and_close, serve_connection, ClientRequest};
 use crate::http1;
 use crate::limits::ClientLimits;
 use crate::metrics::Metrics;
 use crate::mode::Mode;
 use crate::optimize::{self, CompressUnit, RewriteUnit, TranscodeUnit, Transform};
 use crate::origin::{build_client, Dialer, OriginClient, Resolve, StubResolve, SystemResolve};
-use crate::reply::{write_reply, Reply};
+use crate::reply::Reply;
 
 /// Why the server could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -283,16 +282,7 @@ async fn admin_loop(server: Arc<Server>, l: TcpListener, cancel: CancellationTok
                 Some(_) => Reply::text(StatusCode::NOT_FOUND, "only /metrics here"),
                 None => Reply::text(StatusCode::BAD_REQUEST, "malformed request"),
             };
-            let _ = write_reply(
-                &mut s,
-                reply,
-                &Method::GET,
-                Version::HTTP_11,
-                false,
-                &srv.metrics.origin_bytes_in,
-            )
-            .await;
-            let _ = s.shutdown().await;
+            answer_and_close(&mut s, reply, &srv.metrics).await;
         });
     }
 }
