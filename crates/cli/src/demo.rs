@@ -70,6 +70,7 @@ pub fn run(args: DemoArgs) -> Result<u8> {
         gap: 10.0,
         tcp: Default::default(),
         quiet: false,
+        chromium: None,
     };
     eprintln!(
         "webpep demo: paper-sites over gprs at time scale {} (http11 = 2 persistent connections per host, \

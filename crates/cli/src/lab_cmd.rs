@@ -90,6 +90,10 @@ pub struct RunArgs {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// The Chromium binary for `browser = "chromium"` configurations (default:
+    /// $WEBPEP_CHROMIUM, else /usr/lib/chromium/chromium or /usr/bin/chromium).
+    #[arg(long, value_name = "PATH")]
+    pub chromium: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -381,5 +385,6 @@ pub fn lab_run(a: &RunArgs) -> Result<webpep_lab::results::Results> {
     opts.gap_s = a.gap;
     opts.tcp = a.tcp;
     opts.progress = !a.quiet;
+    opts.chromium = a.chromium.clone();
     run(&opts).map_err(lab_err)
 }

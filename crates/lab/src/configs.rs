@@ -117,6 +117,11 @@ pub enum Browser {
     Mozilla2003,
     /// Today's: short headers, a preload scanner that requests everything as it is parsed.
     Modern,
+    /// Real Chromium, driven over DevTools (DESIGN §7.4): its own headers, scheduling and
+    /// 6 connections per host or proxy; `policy` and `per_host` do not apply. Runs direct,
+    /// `explicit`, `transparent-url` and `intercept` (not `transparent-dns`: resolv.conf names
+    /// no port for the rewriting DNS proxy).
+    Chromium,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -193,7 +198,9 @@ impl LabConfig {
 
     /// One line for the report: the policy and switches as they will run.
     pub fn summary(&self) -> String {
+        let chromium = self.browser() == Browser::Chromium;
         let mut s = match self.policy {
+            _ if chromium => "Chromium's own policy (6 per host or proxy)".to_string(),
             PolicyName::Http10 => format!("http10, ≤{} connections", self.per_host()),
             PolicyName::Http11 => format!("http11, {} per host", self.per_host()),
             PolicyName::Pipelining => format!(
@@ -213,6 +220,7 @@ impl LabConfig {
                 ", Mozilla 2003 (headers, scripts block the parser, one DNS lookup at a time, connections shared by names at one address)"
             }
             Browser::Modern => ", modern browser (preload scanner)",
+            Browser::Chromium => ", real Chromium (headless, fresh profile, over DevTools)",
         };
         if self.warm {
             s += ", warm revisit";
@@ -235,6 +243,12 @@ pub fn parse(text: &str, source: &str) -> Result<BTreeMap<String, LabConfig>> {
         if c.per_host == Some(0) || c.pipeline_depth == Some(0) || c.close_after == Some(0) {
             return Err(LabError::BadInput(format!(
                 "{source}: [{name}]: per_host, pipeline_depth and close_after must be ≥ 1"
+            )));
+        }
+        if c.browser() == Browser::Chromium && c.proxy == ProxyMode::TransparentDns {
+            return Err(LabError::BadInput(format!(
+                "{source}: [{name}]: browser = \"chromium\" cannot use transparent-dns \
+                 (Chromium reads its DNS server from resolv.conf, which names no port)"
             )));
         }
     }
@@ -282,6 +296,8 @@ mod tests {
         assert_eq!(all["http10"].per_host(), 8);
         assert_eq!(all["pipelining"].pipeline_depth(), 4);
         assert!(all["http11-warm"].warm);
+        assert_eq!(all["chromium-explicit"].browser(), Browser::Chromium);
+        assert!(all["chromium"].summary().contains("real Chromium"));
     }
 
     #[test]
@@ -298,6 +314,13 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("colour"), "{e}");
+        let e = parse(
+            "[c]\npolicy = \"http11\"\nbrowser = \"chromium\"\nproxy = \"transparent-dns\"\n",
+            "c.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("[c]") && e.contains("resolv.conf"), "{e}");
         let all = load(None).unwrap();
         let e = select(&all, &["nope".into()]).unwrap_err().to_string();
         assert!(e.contains("nope") && e.contains("http11"), "{e}");

@@ -1,6 +1,8 @@
 //! The webpep lab (DESIGN §7): the namespaces and links a measurement runs on, the
 //! experiments, their results and their report.
 
+pub mod cdp;
+pub mod chromium;
 pub mod configs;
 pub mod edge_proxy;
 pub mod hosting;

@@ -10,6 +10,7 @@ use webpep_link_model::ResolvedProfile;
 use webpep_loader::{Loader, LoaderConfig, PageLoad, Policy};
 use webpep_replay::{ReplayConfig, ReplayServer};
 
+use crate::chromium::{self, Chromium, Launch};
 use crate::configs::{Browser, LabConfig, PolicyName, ProxyMode};
 use crate::edge_proxy::EdgeProxy;
 use crate::hosting::Hosting;
@@ -42,6 +43,9 @@ pub struct RunOptions {
     /// The end hosts' TCP.
     pub tcp: TcpEra,
     pub progress: bool,
+    /// The Chromium binary for `browser = "chromium"` configurations; `None`: found by
+    /// [`chromium::find_binary`].
+    pub chromium: Option<PathBuf>,
 }
 
 impl RunOptions {
@@ -61,6 +65,7 @@ impl RunOptions {
             gap_s: 10.0,
             tcp: TcpEra::default(),
             progress: true,
+            chromium: None,
         }
     }
 }
@@ -159,6 +164,27 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
             })
             .collect::<Result<_>>()?
     };
+    let chromium_binary = if opts
+        .configs
+        .iter()
+        .any(|(_, c)| c.browser() == Browser::Chromium)
+    {
+        let b = chromium::find_binary(opts.chromium.as_deref())
+            .filter(|b| b.exists())
+            .ok_or_else(|| {
+                LabError::BadInput(format!(
+                    "a browser = \"chromium\" configuration needs Chromium, and none is at {} \
+                     (install it with `apt-get install chromium`, or name it with --chromium)",
+                    opts.chromium
+                        .as_deref()
+                        .unwrap_or(Path::new(chromium::DEFAULT_BINARY))
+                        .display()
+                ))
+            })?;
+        Some(b)
+    } else {
+        None
+    };
     let har_dir = opts.out.join("har");
     std::fs::create_dir_all(&har_dir)
         .map_err(|e| LabError::Other(format!("{}: {e}", har_dir.display())))?;
@@ -192,7 +218,12 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
         for (cname, cfg) in &opts.configs {
             for r in 0..opts.repeat {
                 bar.set_message(format!("{} / {cname} #{r}", page.id));
-                let (load, down, up) = measure(&topo, &hosting, page, cfg, opts)?;
+                let (load, down, up) = match &chromium_binary {
+                    Some(b) if cfg.browser() == Browser::Chromium => {
+                        measure_chromium(&topo, &hosting, page, cfg, opts, b)?
+                    }
+                    _ => measure(&topo, &hosting, page, cfg, opts)?,
+                };
                 let har_name = format!("{}-{}-{r}.har", safe(&page.id), safe(cname));
                 let har = load.to_har(&page.id);
                 let text = serde_json::to_vec_pretty(&har)
@@ -273,6 +304,59 @@ fn failed_objects(load: &PageLoad) -> usize {
         .iter()
         .filter(|o| o.error.is_some() || o.status.is_some_and(|s| s >= 400))
         .count()
+}
+
+/// [`measure`] with real Chromium in `ue` instead of the browser model: a fresh browser and
+/// profile per load, pointed at the proxy as this mode's browser would be.
+fn measure_chromium(
+    topo: &Topology,
+    hosting: &Hosting,
+    page: &webpep_corpus::Page,
+    cfg: &LabConfig,
+    opts: &RunOptions,
+    binary: &Path,
+) -> Result<(PageLoad, u64, u64)> {
+    let k = opts.time_scale;
+    hosting.resolver.flush();
+    hosting.replay.set_close_after(cfg.close_after);
+    hosting.replay.set_visit(0);
+    // The loader's settings say where this mode's browser sends its requests and lookups.
+    let mut lc = loader_config(cfg, hosting, k);
+    let proxy = match cfg.proxy {
+        ProxyMode::None => None,
+        _ => Some(EdgeProxy::start(topo, cfg, opts.tcp, &opts.out, k)?),
+    };
+    let url = match &proxy {
+        Some(p) => p.adjust_loader(&mut lc, &page.url)?,
+        None => page.url.clone(),
+    };
+    let mut browser = Chromium::launch(Launch {
+        ns: &topo.ue,
+        binary,
+        dir: opts.out.clone(),
+        resolver: lc.resolver,
+        proxy: lc.proxy,
+    })?;
+    let gap = Duration::from_secs_f64(opts.gap_s / k);
+    if cfg.warm {
+        std::thread::sleep(gap);
+        browser.load(&url, lc.page_timeout)?;
+        hosting.replay.set_visit(1);
+    }
+    std::thread::sleep(gap);
+    let before = topo.air.counters_now();
+    let mut load = browser.load(&url, lc.page_timeout)?;
+    // Let the last ACKs cross before reading the counters.
+    std::thread::sleep(Duration::from_millis(50));
+    let after = topo.air.counters_now();
+    browser.close();
+    drop(proxy);
+    load.scale_times(k);
+    Ok((
+        load,
+        after.down.delivered_bytes - before.down.delivered_bytes,
+        after.up.delivered_bytes - before.up.delivered_bytes,
+    ))
 }
 
 /// One measured load (after a warm-up load for warm configurations): the load with unscaled

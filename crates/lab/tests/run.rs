@@ -412,3 +412,108 @@ fn an_air_outage_loses_no_request_through_the_edge_proxy() {
         );
     }
 }
+
+/// The Chromium binary, or `None` with a printed reason; in CI (`WEBPEP_REQUIRE_CHROMIUM=1`)
+/// a missing browser fails the test instead.
+fn chromium_available(test: &str) -> bool {
+    if webpep_lab::chromium::find_binary(None).is_some_and(|b| b.exists()) {
+        return true;
+    }
+    let reason = "no Chromium (apt-get install chromium, or set WEBPEP_CHROMIUM)";
+    if std::env::var("WEBPEP_REQUIRE_CHROMIUM").as_deref() == Ok("1") {
+        panic!("{test}: {reason} (WEBPEP_REQUIRE_CHROMIUM=1)");
+    }
+    eprintln!("SKIP: {test}: {reason}");
+    false
+}
+
+/// DESIGN §7.4: real Chromium in `ue` loads the page over the emulated link, direct (its DNS
+/// crossing the air to the lab's resolver) and through the edge proxy, and its load is
+/// recorded like the browser model's.
+#[test]
+fn real_chromium_loads_the_page_direct_and_through_the_edge_proxy() {
+    let test = "real_chromium_loads_the_page_direct_and_through_the_edge_proxy";
+    if !netns_available(test) || !chromium_available(test) {
+        return;
+    }
+    let dir = TestDir::new("run-chromium");
+    let corpus = small_corpus(&dir.join("corpus"));
+    let all = configs::load(None).unwrap();
+    let names: Vec<String> = [
+        "http11",
+        "chromium",
+        "chromium-explicit",
+        "chromium-transparent-url",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut opts = RunOptions::new(
+        webpep_link_model::resolve("cdma-1x").unwrap(),
+        corpus,
+        dir.join("out"),
+    );
+    opts.configs = configs::select(&all, &names).unwrap();
+    opts.time_scale = 10.0;
+    opts.gap_s = 1.0;
+    opts.progress = false;
+    let r = run(&opts).expect("run");
+    eprintln!("{}\n{}", r.table(), r.air_table());
+    assert!(r.configs["chromium"].contains("real Chromium"));
+    for l in &r.loads {
+        // The stylesheet's background image is fetched only if something shows it: the
+        // small page's body does.
+        assert_eq!(l.objects, 9, "{}: every object", l.config);
+        assert_eq!(l.errors, 0, "{}", l.config);
+        assert!(l.plt_ms > 1000.0, "{}: PLT {} ms", l.config, l.plt_ms);
+        assert!(l.air_down_bytes > 0 && l.air_up_bytes > 0, "{}", l.config);
+        let b = &l.breakdown_ms;
+        assert!((b.dns + b.connect + b.idle + b.payload - l.plt_ms).abs() < 1.0);
+        match l.config.as_str() {
+            // Chromium's lookups cross the air to the lab's resolver in edge.
+            "chromium" => assert!(b.dns > 100.0, "DNS over the air: {}", b.dns),
+            "chromium-explicit" | "chromium-transparent-url" => {
+                assert!(b.dns < 1.0, "{}: no DNS at the client: {}", l.config, b.dns)
+            }
+            _ => {}
+        }
+    }
+    let har_of = |config: &str| -> serde_json::Value {
+        let l = r.loads.iter().find(|l| l.config == config).unwrap();
+        serde_json::from_slice(&std::fs::read(dir.join("out").join(&l.har)).unwrap()).unwrap()
+    };
+    // Through the proxy: absolute URIs to the proxy's address, compressed text from it.
+    let har = har_of("chromium-explicit");
+    let entries = har["log"]["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 9);
+    let css = entries
+        .iter()
+        .find(|e| e["request"]["url"] == "http://www.small.test/s.css")
+        .expect("the stylesheet");
+    let has = |e: &serde_json::Value, side: &str, name: &str, value: &str| {
+        e[side]["headers"].as_array().unwrap().iter().any(|h| {
+            h["name"].as_str().unwrap().eq_ignore_ascii_case(name)
+                && h["value"].as_str().unwrap().contains(value)
+        })
+    };
+    assert!(has(css, "request", "Proxy-Connection", "keep-alive"));
+    assert!(has(css, "response", "Via", "webpep"));
+    // URL rewriting: every URL Chromium asked for names the proxy.
+    for e in har_of("chromium-transparent-url")["log"]["entries"]
+        .as_array()
+        .unwrap()
+    {
+        let u = e["request"]["url"].as_str().unwrap();
+        assert!(
+            u.contains("/www.small.test/") || u.contains("/img.small.test/"),
+            "rewritten: {u}"
+        );
+    }
+    // No browser profile is left behind.
+    let left: Vec<_> = std::fs::read_dir(dir.join("out"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("chromium-"))
+        .collect();
+    assert!(left.is_empty(), "browser directories left behind");
+}

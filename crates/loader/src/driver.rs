@@ -196,11 +196,20 @@ fn request_headers(job: &Job, cfg: &DriverCfg, mode: H1Mode) -> Vec<(String, Str
     {
         h.push(("Accept".to_string(), "*/*".to_string()));
     }
-    h.extend(cfg.request_headers.iter().cloned());
+    // Through a proxy, browsers ask for persistence in Proxy-Connection *instead of*
+    // Connection (Mozilla's nsHttpHandler; Chromium does the same): a configured Connection
+    // header is not sent then, so the request is as long as the browser's, byte for byte.
+    let via_proxy = !mode.http10 && mode.absolute;
+    h.extend(
+        cfg.request_headers
+            .iter()
+            .filter(|(n, _)| !(via_proxy && n.eq_ignore_ascii_case("connection")))
+            .cloned(),
+    );
     if let Some(ae) = &cfg.accept_encoding {
         h.push(("Accept-Encoding".into(), ae.clone()));
     }
-    if !mode.http10 && mode.absolute {
+    if via_proxy {
         h.push(("Proxy-Connection".into(), "keep-alive".into()));
     }
     h.extend(job.extra_headers.iter().cloned());

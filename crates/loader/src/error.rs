@@ -58,6 +58,9 @@ pub enum FetchError {
     /// The page has more objects than the configured maximum; this one was not fetched.
     #[error("too many objects on the page (limit {0})")]
     TooManyObjects(usize),
+    /// A real browser's own error for the request (Chromium's `net::ERR_…` text).
+    #[error("browser: {0}")]
+    Browser(String),
 }
 
 impl FetchError {
@@ -81,6 +84,7 @@ impl FetchError {
             FetchError::Io(_) => "io",
             FetchError::PageTimeout => "page-timeout",
             FetchError::TooManyObjects(_) => "too-many-objects",
+            FetchError::Browser(_) => "browser",
         }
     }
 

@@ -68,7 +68,9 @@ pub use engine::{load_page, Loader};
 pub use error::{ConfigError, FetchError};
 pub use har::iso8601;
 pub use net::{Origin, Protocol};
-pub use result::{Breakdown, ConnectionInfo, DnsLookup, ObjectTiming, PageLoad, Timings};
+pub use result::{
+    breakdown_of_objects, Breakdown, ConnectionInfo, DnsLookup, ObjectTiming, PageLoad, Timings,
+};
 
 #[cfg(test)]
 mod tests {

@@ -230,6 +230,28 @@ impl PageLoad {
     }
 }
 
+/// The breakdown of `[0, plt]` from the objects' own timings alone: each object's lookup,
+/// connection setup and receiving span (for records built from a real browser's events, which
+/// carry no separate lookup and connection lists).
+pub fn breakdown_of_objects(plt: Duration, objects: &[ObjectTiming]) -> Breakdown {
+    let mut intervals = Vec::with_capacity(objects.len() * 3);
+    for o in objects {
+        let t = &o.timings;
+        let mut at = o.start + t.blocked.unwrap_or_default();
+        if let Some(d) = t.dns {
+            intervals.push((Phase::Dns, at, at + d));
+            at += d;
+        }
+        if let Some(c) = t.connect {
+            intervals.push((Phase::Connect, at, at + c));
+        }
+        if o.status.is_some() {
+            intervals.push((Phase::Payload, o.end.saturating_sub(t.receive), o.end));
+        }
+    }
+    breakdown(plt, &intervals)
+}
+
 /// Which phase an interval of the timeline belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Phase {
@@ -312,5 +334,58 @@ mod tests {
         assert_eq!(b.total(), ms(1000));
         assert_eq!(breakdown(ms(0), &iv).total(), ms(0));
         assert_eq!(breakdown(ms(10), &[]).idle, ms(10));
+    }
+
+    #[test]
+    fn breakdown_from_object_timings_places_each_phase() {
+        let obj = |start: u64,
+                   blocked: u64,
+                   dns: Option<u64>,
+                   connect: Option<u64>,
+                   end: u64,
+                   receive: u64| ObjectTiming {
+            id: 0,
+            url: "http://a.test/".into(),
+            kind: ResourceKind::Image,
+            initiator: None,
+            start: ms(start),
+            end: ms(end),
+            timings: Timings {
+                blocked: Some(ms(blocked)),
+                dns: dns.map(ms),
+                connect: connect.map(ms),
+                ssl: None,
+                send: ms(0),
+                wait: ms(0),
+                receive: ms(receive),
+            },
+            status: Some(200),
+            status_text: "OK".into(),
+            http_version: "HTTP/1.1".into(),
+            request_headers: Vec::new(),
+            request_headers_size: None,
+            response_headers: Vec::new(),
+            headers_size: None,
+            body_size: 0,
+            content_size: 0,
+            content_type: None,
+            redirect_url: None,
+            connection_id: None,
+            server_addr: None,
+            conditional: false,
+            cache_hit: false,
+            retries: 0,
+            error: None,
+        };
+        // 0–100 dns, 100–300 connect, 300–500 waiting, 500–600 receiving; a second object
+        // queued 50 ms at 200 and receiving 700–900.
+        let objects = [
+            obj(0, 0, Some(100), Some(200), 600, 100),
+            obj(200, 50, None, None, 900, 200),
+        ];
+        let b = breakdown_of_objects(ms(1000), &objects);
+        assert_eq!((b.dns, b.connect, b.payload), (ms(100), ms(200), ms(300)));
+        assert_eq!(b.idle, ms(400));
+        assert_eq!(b.total(), ms(1000));
     }
 }

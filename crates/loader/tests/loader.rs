@@ -653,6 +653,11 @@ async fn proxy_mode_sends_absolute_uris_and_limits_connections_to_the_proxy() {
     routes.add("www.test", "/", Route::html(html));
     let mut c = cfg(Policy::Http11 { per_host: 6 }, &dns);
     c.proxy = Some(proxy.addr);
+    // A period browser's own Connection header is replaced by Proxy-Connection.
+    c.request_headers = vec![
+        ("Keep-Alive".into(), "300".into()),
+        ("Connection".into(), "keep-alive".into()),
+    ];
     let page = load_page("http://www.test/", &c).await;
     check_page(&page);
     assert_eq!(page.errors(), 0);
@@ -669,6 +674,24 @@ async fn proxy_mode_sends_absolute_uris_and_limits_connections_to_the_proxy() {
         st.requests.iter().all(|r| r.target.starts_with("http://")),
         "absolute URIs"
     );
+    for r in &st.requests {
+        let named = |n: &str| {
+            r.headers
+                .iter()
+                .filter(|(k, _)| k.eq_ignore_ascii_case(n))
+                .count()
+        };
+        assert_eq!(
+            (
+                named("Connection"),
+                named("Proxy-Connection"),
+                named("Keep-Alive")
+            ),
+            (0, 1, 1),
+            "{:?}",
+            r.headers
+        );
+    }
     assert!(
         st.connections <= 6 && st.max_active <= 6,
         "{} connections",
