@@ -1101,6 +1101,10 @@ fn build_page(spec: &PageSpec, seed: u64) -> Result<GenPage, CorpusError> {
                         url: relative_ref(&plan[i].url, &plan[j].url),
                         width: w,
                         height: h,
+                        slot: plan[..j]
+                            .iter()
+                            .filter(|p| p.role == Role::CssImage)
+                            .count(),
                     }
                 })
                 .collect();

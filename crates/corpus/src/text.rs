@@ -832,6 +832,10 @@ pub struct CssImage {
     pub url: String,
     pub width: u32,
     pub height: u32,
+    /// Which of its page's background images this is (0-based): each gets its own
+    /// `:nth-child` rule, so every one is shown by some element and a real browser, which
+    /// fetches a background only when an element shows it, fetches them all.
+    pub slot: usize,
 }
 
 const ELEMENTS: &[&str] = &[
@@ -995,8 +999,8 @@ pub fn css_sheet(
     for img in images {
         let _ = writeln!(
             s,
-            "{} {{ background: url({}) {} {}px {}px; width: {}px; height: {}px; }}",
-            selector(&mut r),
+            "*:nth-child({}) {{ background: url({}) {} {}px {}px; min-width: {}px; min-height: {}px; }}",
+            img.slot + 1,
             img.url,
             r.pick(&["no-repeat", "repeat-x", "repeat-y"]),
             r.range(0, 10),
