@@ -502,7 +502,7 @@ impl Recorder {
                 if let Some(i) = current {
                     let e = &mut self.entries[i];
                     e.end = p["timestamp"].as_f64();
-                    e.error = Some(p["errorText"].as_str().unwrap_or("failed").to_string());
+                    e.error = Some(failure_text(p));
                 }
             }
             _ => {}
@@ -738,6 +738,26 @@ impl Recorder {
     }
 }
 
+/// Why a request failed, from `Network.loadingFailed`: the network error, what blocked it
+/// (`mixed-content`, …) or that the browser cancelled it.
+fn failure_text(p: &Value) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    if let Some(t) = p["errorText"].as_str().filter(|t| !t.is_empty()) {
+        parts.push(t.to_string());
+    }
+    if let Some(b) = p["blockedReason"].as_str() {
+        parts.push(format!("blocked: {b}"));
+    }
+    if p["canceled"] == true {
+        parts.push("cancelled".into());
+    }
+    if parts.is_empty() {
+        "failed".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
 /// Seconds from the browser's numbers as a duration: negative or not a number is zero, and
 /// anything past a day is a day (the browser's clock is trusted only so far).
 fn secs(x: f64) -> Duration {
@@ -875,6 +895,15 @@ mod tests {
             json!({"requestId": "2", "timestamp": 12.0,
             "errorText": "net::ERR_CONNECTION_REFUSED"}),
         ));
+        // The browser's own error page under the failed request's id.
+        r.event(&ev(
+            "Network.dataReceived",
+            json!({"requestId": "2", "dataLength": 140000}),
+        ));
+        r.event(&ev(
+            "Network.loadingFinished",
+            json!({"requestId": "2", "timestamp": 12.1, "encodedDataLength": 140000}),
+        ));
         // Still open at the load event: later activity, not part of the load.
         r.event(&ev(
             "Network.requestWillBeSent",
@@ -934,6 +963,21 @@ mod tests {
         assert_eq!(load.connections.len(), 2);
         assert_eq!(load.dns_lookups.len(), 2);
         assert_eq!(load.breakdown.total(), load.plt);
+    }
+
+    #[test]
+    fn a_failure_says_what_the_browser_said() {
+        let t = |v: Value| failure_text(&v);
+        assert_eq!(
+            t(json!({"errorText": "net::ERR_FAILED"})),
+            "net::ERR_FAILED"
+        );
+        assert_eq!(
+            t(json!({"errorText": "", "blockedReason": "mixed-content", "canceled": false})),
+            "blocked: mixed-content"
+        );
+        assert_eq!(t(json!({"errorText": "", "canceled": true})), "cancelled");
+        assert_eq!(t(json!({})), "failed");
     }
 
     #[test]
