@@ -43,7 +43,9 @@ const PAPER_NO_RECONF: &[(&str, f64)] = &[
 ];
 
 pub fn run(args: DemoArgs) -> Result<u8> {
-    let run = RunArgs {
+    // Real Chromium joins when installed: the check of the browser model (DESIGN §7.4).
+    let chromium = webpep_lab::chromium::find_binary(None).filter(|b| b.exists());
+    let mut run = RunArgs {
         link: LinkOpts {
             profile: "gprs".into(),
             time_scale: args.time_scale,
@@ -79,6 +81,21 @@ pub fn run(args: DemoArgs) -> Result<u8> {
          images transcoded `balanced`, cold caches)",
         args.time_scale
     );
+    match &chromium {
+        Some(b) => {
+            run.configs
+                .extend(["chromium", "chromium-explicit"].map(String::from));
+            eprintln!(
+                "webpep demo: real Chromium ({}) loads the pages too, direct and through the \
+                 explicit proxy, beside the model's http11-6 (6 per host, as Chromium)",
+                b.display()
+            );
+        }
+        None => eprintln!(
+            "webpep demo: no Chromium found (apt-get install chromium adds the real-browser \
+             check to this run)"
+        ),
+    }
     let r = lab_run(&run)?;
     print!("{}", r.table());
     print!("\n{}", r.air_table());
@@ -112,6 +129,23 @@ pub fn run(args: DemoArgs) -> Result<u8> {
             cut("transparent-url"),
             -paper
         );
+    }
+    if chromium.is_some() {
+        println!("\nThe browser model beside real Chromium (6 connections per host both):");
+        let mean = |page: &str, c: &str| {
+            r.summary
+                .iter()
+                .find(|s| s.page == page && s.config == c)
+                .map(|s| s.plt_ms.mean / 1000.0)
+        };
+        for (page, _) in PAPER_PLT {
+            if let (Some(m), Some(c)) = (mean(page, "http11-6"), mean(page, "chromium")) {
+                println!(
+                    "  {page:<8} model http11-6 {m:>6.1} s   chromium {c:>6.1} s   ({:+.0} %)",
+                    (c / m - 1.0) * 100.0
+                );
+            }
+        }
     }
     println!("\nreport: {}", args.out.join("report.html").display());
     Ok(0)
