@@ -118,9 +118,9 @@ pub enum Browser {
     /// Today's: short headers, a preload scanner that requests everything as it is parsed.
     Modern,
     /// Real Chromium, driven over DevTools (DESIGN §7.4): its own headers, scheduling and
-    /// 6 connections per host or proxy; `policy` and `per_host` do not apply. Runs direct,
-    /// `explicit`, `transparent-url` and `intercept` (not `transparent-dns`: resolv.conf names
-    /// no port for the rewriting DNS proxy).
+    /// 6 connections per host or proxy; `policy` and `per_host` do not apply. Runs in every
+    /// proxy mode (under `transparent-dns`, edge redirects its port-53 queries to the
+    /// rewriting DNS proxy, since resolv.conf names no port).
     Chromium,
 }
 
@@ -245,12 +245,6 @@ pub fn parse(text: &str, source: &str) -> Result<BTreeMap<String, LabConfig>> {
                 "{source}: [{name}]: per_host, pipeline_depth and close_after must be ≥ 1"
             )));
         }
-        if c.browser() == Browser::Chromium && c.proxy == ProxyMode::TransparentDns {
-            return Err(LabError::BadInput(format!(
-                "{source}: [{name}]: browser = \"chromium\" cannot use transparent-dns \
-                 (Chromium reads its DNS server from resolv.conf, which names no port)"
-            )));
-        }
     }
     Ok(map)
 }
@@ -314,13 +308,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("colour"), "{e}");
-        let e = parse(
-            "[c]\npolicy = \"http11\"\nbrowser = \"chromium\"\nproxy = \"transparent-dns\"\n",
-            "c.toml",
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains("[c]") && e.contains("resolv.conf"), "{e}");
+
         let all = load(None).unwrap();
         let e = select(&all, &["nope".into()]).unwrap_err().to_string();
         assert!(e.contains("nope") && e.contains("http11"), "{e}");

@@ -13,7 +13,7 @@ use webpep_link::NetNs;
 use webpep_loader::LoaderConfig;
 use webpep_replay::CancellationToken;
 
-use crate::configs::{LabConfig, ProxyMode};
+use crate::configs::{Browser, LabConfig, ProxyMode};
 use crate::nsrt::NsService;
 use crate::topology::{ip_batch, sysctl, TcpEra, Topology, DOMAIN_PREFIX};
 use crate::{LabError, Result};
@@ -255,6 +255,21 @@ impl EdgeProxy {
                 })?);
         }
 
+        if cfg.proxy == ProxyMode::TransparentDns && cfg.browser() == Browser::Chromium {
+            // Chromium takes its DNS server from resolv.conf, which names no port: the
+            // browser asks edge:53, and the network hands its queries to the rewriting proxy,
+            // as an operator would intercept DNS. The proxy's own upstream queries start in
+            // edge and are not redirected.
+            nft(
+                &topo.edge,
+                &format!(
+                    "table ip {NFT_TABLE} {{\n chain prerouting {{\n  type nat hook prerouting priority dstnat; policy accept;\n  iifname \"{0}\" udp dport 53 redirect to :{DNS_PROXY_PORT}\n  iifname \"{0}\" tcp dport 53 redirect to :{DNS_PROXY_PORT}\n }}\n}}\n",
+                    topo.air.outer_ifname()
+                ),
+            )?;
+            proxy.nft = true;
+        }
+
         if cfg.proxy == ProxyMode::Intercept {
             nft(
                 &topo.edge,
@@ -266,6 +281,15 @@ impl EdgeProxy {
             proxy.nft = true;
         }
         Ok(proxy)
+    }
+
+    /// The DNS server real Chromium is given in this mode (port 53: resolv.conf names no
+    /// port; under DNS rewriting, edge redirects port 53 from the air to the rewriting proxy).
+    pub fn chromium_resolver(&self, lc: &LoaderConfig) -> SocketAddr {
+        match self.mode {
+            ProxyMode::TransparentDns => SocketAddr::from((self.edge_addr, 53)),
+            _ => lc.resolver,
+        }
     }
 
     /// Points the loader at the proxy as this mode's browser would be; returns the URL to

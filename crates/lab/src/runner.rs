@@ -330,11 +330,14 @@ fn measure_chromium(
         Some(p) => p.adjust_loader(&mut lc, &page.url)?,
         None => page.url.clone(),
     };
+    let resolver = proxy
+        .as_ref()
+        .map_or(lc.resolver, |p| p.chromium_resolver(&lc));
     let mut browser = Chromium::launch(Launch {
         ns: &topo.ue,
         binary,
         dir: opts.out.clone(),
-        resolver: lc.resolver,
+        resolver,
         proxy: lc.proxy,
     })?;
     let gap = Duration::from_secs_f64(opts.gap_s / k);

@@ -443,6 +443,7 @@ fn real_chromium_loads_the_page_direct_and_through_the_edge_proxy() {
         "http11",
         "chromium",
         "chromium-explicit",
+        "chromium-transparent-dns",
         "chromium-transparent-url",
     ]
     .iter()
@@ -470,8 +471,11 @@ fn real_chromium_loads_the_page_direct_and_through_the_edge_proxy() {
         let b = &l.breakdown_ms;
         assert!((b.dns + b.connect + b.idle + b.payload - l.plt_ms).abs() < 1.0);
         match l.config.as_str() {
-            // Chromium's lookups cross the air to the lab's resolver in edge.
-            "chromium" => assert!(b.dns > 100.0, "DNS over the air: {}", b.dns),
+            // Chromium's lookups cross the air to the lab's resolver in edge (under DNS
+            // rewriting, redirected to the rewriting proxy).
+            "chromium" | "chromium-transparent-dns" => {
+                assert!(b.dns > 100.0, "{}: DNS over the air: {}", l.config, b.dns)
+            }
             "chromium-explicit" | "chromium-transparent-url" => {
                 assert!(b.dns < 1.0, "{}: no DNS at the client: {}", l.config, b.dns)
             }
@@ -498,6 +502,22 @@ fn real_chromium_loads_the_page_direct_and_through_the_edge_proxy() {
     };
     assert!(has(css, "request", "Proxy-Connection", "keep-alive"));
     assert!(has(css, "response", "Via", "webpep"));
+    // DNS rewriting: the names resolve to the proxy, which answers every object.
+    let edge_answers = |config: &str| {
+        let har = har_of(config);
+        har["log"]["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| has(e, "response", "Via", "webpep"))
+            .count()
+    };
+    assert_eq!(edge_answers("chromium-transparent-dns"), 9);
+    assert_eq!(
+        edge_answers("chromium"),
+        0,
+        "direct loads do not meet the proxy"
+    );
     // URL rewriting: every URL Chromium asked for names the proxy.
     for e in har_of("chromium-transparent-url")["log"]["entries"]
         .as_array()
