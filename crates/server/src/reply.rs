@@ -112,66 +112,67 @@ pub async fn write_reply<W: AsyncWrite + Unpin>(
         None
     };
     let keep = keep_alive && !close;
-    let head = write_response_head(status, &headers, framing, head_len, keep, version);
-    let mut written = head.len() as u64;
-    w.write_all(&head).await?;
+    // The head goes out with the body (or its first part) in one write: the air side has
+    // TCP_NODELAY, so each write is a segment, and a small response should be one.
+    let mut out = write_response_head(status, &headers, framing, head_len, keep, version);
     let must_close = !keep || framing == ResponseFraming::Close;
-    match (framing, body) {
+    let chunked = framing == ResponseFraming::Chunked;
+    let stream = match (framing, body) {
         (ResponseFraming::NoBody, _) | (_, Body::Empty) => {
-            if framing == ResponseFraming::Chunked {
-                w.write_all(b"0\r\n\r\n").await?;
-                written += 5;
+            if chunked {
+                out.extend_from_slice(b"0\r\n\r\n");
             }
+            None
         }
         (_, Body::Full(b)) => {
-            if framing == ResponseFraming::Chunked {
-                written += write_chunk(w, &b).await?;
-                w.write_all(b"0\r\n\r\n").await?;
-                written += 5;
+            if chunked {
+                push_chunk(&mut out, &b);
+                out.extend_from_slice(b"0\r\n\r\n");
             } else {
-                w.write_all(&b).await?;
-                written += b.len() as u64;
+                out.extend_from_slice(&b);
             }
+            None
         }
-        (_, Body::Stream { prefix, mut rest }) => {
-            let chunked = framing == ResponseFraming::Chunked;
-            let first = prefix;
-            if !first.is_empty() {
-                written += if chunked {
-                    write_chunk(w, &first).await?
-                } else {
-                    raw(w, &first).await?
-                };
+        (_, Body::Stream { prefix, rest }) => {
+            if chunked {
+                push_chunk(&mut out, &prefix);
+            } else {
+                out.extend_from_slice(&prefix);
             }
-            loop {
-                match rest.frame().await {
-                    Some(Ok(frame)) => {
-                        if let Ok(data) = frame.into_data() {
-                            origin_bytes
-                                .fetch_add(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
-                            if !data.is_empty() {
-                                written += if chunked {
-                                    write_chunk(w, &data).await?
-                                } else {
-                                    raw(w, &data).await?
-                                };
-                            }
+            Some(rest)
+        }
+    };
+    let mut written = raw(w, &out).await?;
+    drop(out);
+    if let Some(mut rest) = stream {
+        loop {
+            match rest.frame().await {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        origin_bytes
+                            .fetch_add(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                        if !data.is_empty() {
+                            written += if chunked {
+                                write_chunk(w, &data).await?
+                            } else {
+                                raw(w, &data).await?
+                            };
                         }
                     }
-                    Some(Err(e)) => {
-                        // The origin broke off: the client must not take a truncated body as
-                        // complete, so the connection is closed without the final chunk.
-                        tracing::warn!(error = %e, "origin body failed mid-stream");
-                        w.flush().await?;
-                        return Ok((written, true));
-                    }
-                    None => break,
                 }
+                Some(Err(e)) => {
+                    // The origin broke off: the client must not take a truncated body as
+                    // complete, so the connection is closed without the final chunk.
+                    tracing::warn!(error = %e, "origin body failed mid-stream");
+                    w.flush().await?;
+                    return Ok((written, true));
+                }
+                None => break,
             }
-            if chunked {
-                w.write_all(b"0\r\n\r\n").await?;
-                written += 5;
-            }
+        }
+        if chunked {
+            w.write_all(b"0\r\n\r\n").await?;
+            written += 5;
         }
     }
     w.flush().await?;
@@ -183,13 +184,101 @@ async fn raw<W: AsyncWrite + Unpin>(w: &mut W, data: &[u8]) -> std::io::Result<u
     Ok(data.len() as u64)
 }
 
-async fn write_chunk<W: AsyncWrite + Unpin>(w: &mut W, data: &[u8]) -> std::io::Result<u64> {
+/// Appends `data` as one chunk (nothing for empty data, which would end the body).
+fn push_chunk(out: &mut Vec<u8>, data: &[u8]) {
     if data.is_empty() {
-        return Ok(0);
+        return;
     }
-    let head = format!("{:x}\r\n", data.len());
-    w.write_all(head.as_bytes()).await?;
-    w.write_all(data).await?;
-    w.write_all(b"\r\n").await?;
-    Ok((head.len() + data.len() + 2) as u64)
+    out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// One chunk in one write (size line, data and CRLF as one segment, not three).
+async fn write_chunk<W: AsyncWrite + Unpin>(w: &mut W, data: &[u8]) -> std::io::Result<u64> {
+    let mut out = Vec::with_capacity(data.len() + 12);
+    push_chunk(&mut out, data);
+    raw(w, &out).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    /// Records each write the reply makes.
+    #[derive(Default)]
+    struct Writes(Vec<Vec<u8>>);
+
+    impl AsyncWrite for Writes {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            self.0.push(buf.to_vec());
+            Poll::Ready(Ok(buf.len()))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_response_at_hand_goes_out_in_one_write() {
+        let counter = std::sync::atomic::AtomicU64::new(0);
+        let mut w = Writes::default();
+        let body = Bytes::from(vec![b'x'; 500]);
+        let reply = Reply {
+            status: StatusCode::OK,
+            headers: HeaderMap::new(),
+            body: Body::Full(body.clone()),
+            close: false,
+            cache: "-",
+        };
+        let (n, close) = write_reply(
+            &mut w,
+            reply,
+            &Method::GET,
+            Version::HTTP_11,
+            true,
+            &counter,
+        )
+        .await
+        .expect("written");
+        assert!(!close);
+        assert_eq!(w.0.len(), 1, "head and body in one write");
+        let out = &w.0[0];
+        assert_eq!(n, out.len() as u64);
+        assert!(out.starts_with(b"HTTP/1.1 200 OK\r\n"));
+        assert!(out.ends_with(&body));
+
+        let mut w = Writes::default();
+        let reply = Reply::text(StatusCode::BAD_GATEWAY, "origin refused");
+        write_reply(
+            &mut w,
+            reply,
+            &Method::GET,
+            Version::HTTP_11,
+            true,
+            &counter,
+        )
+        .await
+        .expect("written");
+        assert_eq!(w.0.len(), 1);
+        assert!(w.0[0].ends_with(b"502 Bad Gateway: origin refused\n"));
+    }
+
+    #[test]
+    fn a_chunk_is_its_size_line_data_and_crlf() {
+        let mut out = Vec::new();
+        push_chunk(&mut out, b"hello world, 26 bytes long");
+        assert_eq!(out, b"1a\r\nhello world, 26 bytes long\r\n");
+        push_chunk(&mut out, b"");
+        assert_eq!(out.len(), 4 + 26 + 2, "an empty chunk would end the body");
+    }
 }
