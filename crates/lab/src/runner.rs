@@ -306,6 +306,32 @@ fn failed_objects(load: &PageLoad) -> usize {
         .count()
 }
 
+/// What every load starts from: fresh hosting state (resolver cache, close-after, visit 0),
+/// the loader's settings, webpep's edge proxy (cold) when the configuration has one, and the
+/// URL this mode's browser opens.
+fn prepare(
+    topo: &Topology,
+    hosting: &Hosting,
+    page: &webpep_corpus::Page,
+    cfg: &LabConfig,
+    opts: &RunOptions,
+) -> Result<(LoaderConfig, Option<EdgeProxy>, String)> {
+    let k = opts.time_scale;
+    hosting.resolver.flush();
+    hosting.replay.set_close_after(cfg.close_after);
+    hosting.replay.set_visit(0);
+    let mut lc = loader_config(cfg, hosting, k);
+    let proxy = match cfg.proxy {
+        ProxyMode::None => None,
+        _ => Some(EdgeProxy::start(topo, cfg, opts.tcp, &opts.out, k)?),
+    };
+    let url = match &proxy {
+        Some(p) => p.adjust_loader(&mut lc, &page.url)?,
+        None => page.url.clone(),
+    };
+    Ok((lc, proxy, url))
+}
+
 /// [`measure`] with real Chromium in `ue` instead of the browser model: a fresh browser and
 /// profile per load, pointed at the proxy as this mode's browser would be.
 fn measure_chromium(
@@ -317,19 +343,8 @@ fn measure_chromium(
     binary: &Path,
 ) -> Result<(PageLoad, u64, u64)> {
     let k = opts.time_scale;
-    hosting.resolver.flush();
-    hosting.replay.set_close_after(cfg.close_after);
-    hosting.replay.set_visit(0);
     // The loader's settings say where this mode's browser sends its requests and lookups.
-    let mut lc = loader_config(cfg, hosting, k);
-    let proxy = match cfg.proxy {
-        ProxyMode::None => None,
-        _ => Some(EdgeProxy::start(topo, cfg, opts.tcp, &opts.out, k)?),
-    };
-    let url = match &proxy {
-        Some(p) => p.adjust_loader(&mut lc, &page.url)?,
-        None => page.url.clone(),
-    };
+    let (lc, proxy, url) = prepare(topo, hosting, page, cfg, opts)?;
     let resolver = proxy
         .as_ref()
         .map_or(lc.resolver, |p| p.chromium_resolver(&lc));
@@ -372,19 +387,7 @@ fn measure(
     opts: &RunOptions,
 ) -> Result<(PageLoad, u64, u64)> {
     let k = opts.time_scale;
-    hosting.resolver.flush();
-    hosting.replay.set_close_after(cfg.close_after);
-    hosting.replay.set_visit(0);
-    let mut lc = loader_config(cfg, hosting, k);
-    // webpep's edge proxy, cold for every load.
-    let proxy = match cfg.proxy {
-        ProxyMode::None => None,
-        _ => Some(EdgeProxy::start(topo, cfg, opts.tcp, &opts.out, k)?),
-    };
-    let url = match &proxy {
-        Some(p) => p.adjust_loader(&mut lc, &page.url)?,
-        None => page.url.clone(),
-    };
+    let (lc, proxy, url) = prepare(topo, hosting, page, cfg, opts)?;
     let gap = Duration::from_secs_f64(opts.gap_s / k);
     let warm = cfg.warm;
     let replay = hosting.replay.clone();
