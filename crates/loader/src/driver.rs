@@ -301,8 +301,19 @@ fn bad_response(
     ev: &UnboundedSender<Event>,
     why: String,
 ) -> Step {
+    fail_front(conn, inflight, ev, FetchError::BadResponse(why))
+}
+
+/// The response at the front fails with `err` (malformed, or over the body limit): the rest
+/// are abandoned and the connection closes, since what follows on it cannot be read.
+fn fail_front(
+    conn: u64,
+    inflight: &mut VecDeque<InFlight>,
+    ev: &UnboundedSender<Event>,
+    err: FetchError,
+) -> Step {
     if let Some(f) = inflight.pop_front() {
-        let _ = ev.send(f.done(conn, Err(FetchError::BadResponse(why)), false, false));
+        let _ = ev.send(f.done(conn, Err(err), false, false));
     }
     abandon(
         conn,
@@ -364,21 +375,8 @@ fn process(
                     };
                     if let Framing::Length(l) = framing {
                         if l > cfg.max_body_bytes {
-                            if let Some(f) = inflight.pop_front() {
-                                let _ = ev.send(f.done(
-                                    conn,
-                                    Err(FetchError::TooLarge(cfg.max_body_bytes)),
-                                    false,
-                                    false,
-                                ));
-                            }
-                            abandon(
-                                conn,
-                                inflight,
-                                ev,
-                                FetchError::ConnectionClosed { retries: 0 },
-                            );
-                            return Step::Close;
+                            let too_large = FetchError::TooLarge(cfg.max_body_bytes);
+                            return fail_front(conn, inflight, ev, too_large);
                         }
                     }
                     if front.job.stream_body {
@@ -421,21 +419,8 @@ fn process(
                     Ok(d) => {
                         front.body_size += d.wire as u64;
                         if front.body_size > cfg.max_body_bytes {
-                            if let Some(f) = inflight.pop_front() {
-                                let _ = ev.send(f.done(
-                                    conn,
-                                    Err(FetchError::TooLarge(cfg.max_body_bytes)),
-                                    false,
-                                    false,
-                                ));
-                            }
-                            abandon(
-                                conn,
-                                inflight,
-                                ev,
-                                FetchError::ConnectionClosed { retries: 0 },
-                            );
-                            return Step::Close;
+                            let too_large = FetchError::TooLarge(cfg.max_body_bytes);
+                            return fail_front(conn, inflight, ev, too_large);
                         }
                         if !d.done {
                             return Step::Continue;
