@@ -215,7 +215,8 @@ impl EdgeProxy {
             .services
             .push(NsService::start(&topo.edge, "edge-proxy", move || {
                 let mut listeners = Vec::new();
-                for port in [PROXY_PORT, 80, INTERCEPT_PORT] {
+                // 443: TLS relayed by its server name (https names under DNS rewriting).
+                for port in [PROXY_PORT, 80, 443, INTERCEPT_PORT] {
                     listeners.push(
                         TcpListener::bind((edge_addr, port)).map_err(other("bind edge proxy"))?,
                     );

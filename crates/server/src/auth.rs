@@ -612,6 +612,12 @@ impl Authenticator {
         need(mode, self.transparent)
     }
 
+    /// Whether traffic that cannot carry credentials (transparent requests, relayed TLS) is
+    /// refused rather than admitted on the client networks.
+    pub fn refuses_transparent(&self) -> bool {
+        matches!(self.transparent, TransparentAuth::Refuse)
+    }
+
     fn key(&self, c: &Credentials) -> [u8; 32] {
         let mut h = Sha256::new();
         h.update(self.secret);

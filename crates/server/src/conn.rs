@@ -122,6 +122,22 @@ pub async fn serve_connection(
     };
     air::tune_accepted(&stream, &server.cfg.air);
     let original_dst = original_dst(&stream).filter(|d| *d != local);
+    // A TLS ClientHello instead of a request: relayed by its server name (DNS rewriting
+    // sends https names here too).
+    let mut first = [0u8; 1];
+    let peeked = tokio::select! {
+        r = tokio::time::timeout(server.cfg.limits.client_idle_timeout.0, stream.peek(&mut first)) => r,
+        _ = cancel.cancelled() => return,
+    };
+    match peeked {
+        Ok(Ok(1..)) if first[0] == crate::tls_relay::HANDSHAKE_RECORD => {
+            let port = local.port();
+            crate::tls_relay::run(&server, stream, peer, port, original_dst, cancel, hard).await;
+            return;
+        }
+        Ok(Ok(1..)) => {}
+        _ => return, // closed, failed or idle before a first byte: nothing was asked
+    }
     let (rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::channel::<Pending>(server.cfg.limits.max_pipeline.max(1));
     let writer_done = CancellationToken::new();

@@ -8,6 +8,7 @@
 //! pipelining, in-order answers) → [`server`] (accept loops, admin, shutdown) → [`proxy`]
 //! (the response pipeline's phases) with [`optimize`] (one unit per optimization),
 //! [`origin`] (resolver, ACL-checked dialer, pooled client), [`tunnel`] (CONNECT),
+//! [`tls_relay`] (TLS relayed by its server name, for DNS rewriting and port-443 interception),
 //! [`acl`], [`auth`] (proxy authentication), [`limits`] (per-client connections and rate), [`mode`], [`air`], [`metrics`],
 //! [`config`].
 
@@ -25,6 +26,7 @@ pub mod origin;
 pub mod proxy;
 pub mod reply;
 pub mod server;
+pub mod tls_relay;
 pub mod tunnel;
 pub mod url_rewrite;
 

@@ -6,13 +6,13 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use crate::auth::AuthFailure;
 use crate::limits::Limit;
 
-const MODES: [&str; 5] = ["explicit", "connect", "transparent", "url", "local"];
+const MODES: [&str; 6] = ["explicit", "connect", "transparent", "url", "local", "tls"];
 const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 
 /// The proxy's counters.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    requests: [[AtomicU64; 5]; 5],
+    requests: [[AtomicU64; 5]; MODES.len()],
     rejected_requests: AtomicU64,
     /// Bytes read from clients.
     pub client_bytes_in: AtomicU64,
