@@ -181,33 +181,7 @@ impl Chromium {
         unsafe {
             cmd.pre_exec(move || {
                 let fail = || Err(std::io::Error::last_os_error());
-                // A private mount namespace: the bind mount below is the browser's alone.
-                if libc::unshare(libc::CLONE_NEWNS) != 0 {
-                    return fail();
-                }
-                let root = c"/";
-                let flags = libc::MS_REC | libc::MS_PRIVATE;
-                if libc::mount(
-                    std::ptr::null(),
-                    root.as_ptr(),
-                    std::ptr::null(),
-                    flags,
-                    std::ptr::null(),
-                ) != 0
-                {
-                    return fail();
-                }
-                let target = c"/etc/resolv.conf";
-                if libc::mount(
-                    resolv_c.as_ptr(),
-                    target.as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_BIND,
-                    std::ptr::null(),
-                ) != 0
-                {
-                    return fail();
-                }
+                crate::nsrt::own_resolv_conf(&resolv_c)?;
                 // The DevTools pipe: commands in on fd 3, answers and events out on fd 4
                 // (dup2 clears close-on-exec on the copies).
                 if libc::dup2(cmd_fd, 3) < 0 || libc::dup2(ev_fd, 4) < 0 {

@@ -106,6 +106,37 @@ impl ProxySwitches {
     }
 }
 
+/// A peer proxy run at the edge in place of webpep's (DESIGN §7.4: "Peers run as lab
+/// configurations where installed"), as the explicit proxy, with its stock settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Peer {
+    /// Squid (Debian's), a caching proxy: memory cache, no content changes.
+    Squid,
+    /// Ziproxy (Debian's), a compressing proxy: gzip for text, images recompressed as JPEG at
+    /// its default qualities (30, 25, 25, 20 by image size).
+    Ziproxy,
+}
+
+impl Peer {
+    pub fn name(self) -> &'static str {
+        match self {
+            Peer::Squid => "squid",
+            Peer::Ziproxy => "ziproxy",
+        }
+    }
+
+    /// What it does, for the report.
+    pub fn summary(self) -> &'static str {
+        match self {
+            Peer::Squid => "Squid, stock: memory cache, no content changes",
+            Peer::Ziproxy => {
+                "Ziproxy, stock: gzip, images recompressed as JPEG at quality 30/25/25/20 by size"
+            }
+        }
+    }
+}
+
 /// Which browser the page loader imitates besides its fetch policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -154,6 +185,10 @@ pub struct LabConfig {
     /// Default: `mozilla-2003`, except `modern` for h2.
     #[serde(default)]
     pub browser: Option<Browser>,
+    /// A peer proxy in place of webpep's (with `proxy = "explicit"`; the webpep switches
+    /// except `air_tuning` do not apply to it).
+    #[serde(default)]
+    pub peer: Option<Peer>,
 }
 
 fn yes() -> bool {
@@ -212,8 +247,12 @@ impl LabConfig {
         };
         s += ", ";
         s += self.proxy.name();
-        if self.proxy != ProxyMode::None {
-            s += &format!(" ({})", self.switches().summary());
+        match self.peer {
+            Some(p) => s += &format!(" ({})", p.summary()),
+            None if self.proxy != ProxyMode::None => {
+                s += &format!(" ({})", self.switches().summary())
+            }
+            None => {}
         }
         s += match self.browser() {
             Browser::Mozilla2003 => {
@@ -243,6 +282,11 @@ pub fn parse(text: &str, source: &str) -> Result<BTreeMap<String, LabConfig>> {
         if c.per_host == Some(0) || c.pipeline_depth == Some(0) || c.close_after == Some(0) {
             return Err(LabError::BadInput(format!(
                 "{source}: [{name}]: per_host, pipeline_depth and close_after must be ≥ 1"
+            )));
+        }
+        if c.peer.is_some() && c.proxy != ProxyMode::Explicit {
+            return Err(LabError::BadInput(format!(
+                "{source}: [{name}]: a peer proxy runs as the explicit proxy: set proxy = \"explicit\""
             )));
         }
     }
@@ -292,6 +336,10 @@ mod tests {
         assert!(all["http11-warm"].warm);
         assert_eq!(all["chromium-explicit"].browser(), Browser::Chromium);
         assert!(all["chromium"].summary().contains("real Chromium"));
+        // Peers run as the explicit proxy with the same browser policy as `explicit`.
+        assert_eq!(all["squid"].peer, Some(Peer::Squid));
+        assert_eq!(all["ziproxy"].per_host(), all["explicit"].per_host());
+        assert!(all["ziproxy"].summary().contains("Ziproxy, stock"));
     }
 
     #[test]
@@ -308,6 +356,17 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("colour"), "{e}");
+        let e = parse("[x]\npolicy = \"http11\"\npeer = \"squid\"\n", "c.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("[x]") && e.contains("explicit"), "{e}");
+        let e = parse(
+            "[x]\npolicy = \"http11\"\nproxy = \"explicit\"\npeer = \"varnish\"\n",
+            "c.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("varnish"), "{e}");
 
         let all = load(None).unwrap();
         let e = select(&all, &["nope".into()]).unwrap_err().to_string();

@@ -1,5 +1,6 @@
 //! webpep's edge proxy in the lab (issue 4): `webpep server` (and, for DNS rewriting,
-//! `webpep dns`) started in `edge` for one load with a configuration's switches, cold; the
+//! `webpep dns`) started in `edge` for one load with a configuration's switches, cold (or a
+//! peer proxy in its place, [`crate::peers`]); the
 //! air-side TCP settings of the edge; the nft redirect of the intercepting mode. The loader
 //! is pointed at the proxy the way each mode's browser would be.
 
@@ -15,6 +16,7 @@ use webpep_replay::CancellationToken;
 
 use crate::configs::{Browser, LabConfig, ProxyMode};
 use crate::nsrt::NsService;
+use crate::peers::PeerProxy;
 use crate::topology::{ip_batch, sysctl, TcpEra, Topology, DOMAIN_PREFIX};
 use crate::{LabError, Result};
 
@@ -37,6 +39,8 @@ pub struct EdgeProxy {
     cache_dir: PathBuf,
     mode: ProxyMode,
     edge_addr: Ipv4Addr,
+    /// A peer proxy (Squid, Ziproxy) running in place of webpep's; held to be stopped on drop.
+    _peer: Option<PeerProxy>,
 }
 
 fn other(what: &str) -> impl Fn(std::io::Error) -> String + '_ {
@@ -192,6 +196,22 @@ impl EdgeProxy {
         let _ = std::fs::remove_dir_all(&cache_dir);
         std::fs::create_dir_all(&cache_dir)
             .map_err(|e| LabError::Other(format!("{}: {e}", cache_dir.display())))?;
+        let edge_addr = topo.edge_addr();
+        if let Some(peer) = cfg.peer {
+            set_air_tcp(topo, cfg.air_tuning, tcp)?;
+            let addr = SocketAddr::from((edge_addr, PROXY_PORT));
+            let p = PeerProxy::start(peer, &topo.edge, addr, topo.ue_addr(), edge_addr, work_dir)?;
+            return Ok(EdgeProxy {
+                services: Vec::new(),
+                cancel: CancellationToken::new(),
+                edge: topo.edge.clone(),
+                nft: false,
+                cache_dir,
+                mode: cfg.proxy,
+                edge_addr,
+                _peer: Some(p),
+            });
+        }
         let text = server_toml(cfg, topo, &cache_dir, time_scale);
         let scfg = webpep_server::ServerConfig::from_toml(&text, "lab edge proxy configuration")
             .map_err(|e| LabError::Other(format!("edge proxy configuration: {e}\n{text}")))?;
@@ -199,7 +219,6 @@ impl EdgeProxy {
             .map_err(|e| LabError::Other(format!("edge proxy: {e}")))?;
         set_air_tcp(topo, cfg.switches().air_tuning, tcp)?;
 
-        let edge_addr = topo.edge_addr();
         let cancel = CancellationToken::new();
         let mut proxy = EdgeProxy {
             services: Vec::new(),
@@ -209,6 +228,7 @@ impl EdgeProxy {
             cache_dir,
             mode: cfg.proxy,
             edge_addr,
+            _peer: None,
         };
         let c = cancel.clone();
         proxy

@@ -114,6 +114,45 @@ where
     out.map_err(LabError::Other)
 }
 
+/// In a child between fork and exec: gives it a private mount namespace in which `resolv`
+/// is bind-mounted over `/etc/resolv.conf`, so programs that take DNS from resolv.conf (real
+/// Chromium, Ziproxy) ask the lab's resolver while the host's file stays untouched.
+///
+/// # Safety
+/// Only for a `pre_exec` hook: it makes async-signal-safe syscalls on a path prepared before
+/// the fork and allocates nothing.
+pub unsafe fn own_resolv_conf(resolv: &std::ffi::CStr) -> std::io::Result<()> {
+    let fail = || Err(std::io::Error::last_os_error());
+    if libc::unshare(libc::CLONE_NEWNS) != 0 {
+        return fail();
+    }
+    // Private propagation first, or the bind mount would reach the host's namespace.
+    let flags = libc::MS_REC | libc::MS_PRIVATE;
+    let null = std::ptr::null();
+    if libc::mount(
+        null,
+        c"/".as_ptr(),
+        null,
+        flags,
+        null as *const libc::c_void,
+    ) != 0
+    {
+        return fail();
+    }
+    let target = c"/etc/resolv.conf";
+    if libc::mount(
+        resolv.as_ptr(),
+        target.as_ptr(),
+        null,
+        libc::MS_BIND,
+        std::ptr::null(),
+    ) != 0
+    {
+        return fail();
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -98,6 +98,24 @@ fn small_corpus(dir: &Path) -> Corpus {
     .unwrap()
 }
 
+/// Runs the configurations `names` on the small corpus over cdma-1x at time scale 10 with
+/// 1 s gaps, writing under `dir/out`.
+fn run_small(dir: &Path, names: &[&str]) -> webpep_lab::results::Results {
+    let corpus = small_corpus(&dir.join("corpus"));
+    let all = configs::load(None).unwrap();
+    let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+    let mut opts = RunOptions::new(
+        webpep_link_model::resolve("cdma-1x").unwrap(),
+        corpus,
+        dir.join("out"),
+    );
+    opts.configs = configs::select(&all, &names).unwrap();
+    opts.time_scale = 10.0;
+    opts.gap_s = 1.0;
+    opts.progress = false;
+    run(&opts).expect("run")
+}
+
 #[test]
 fn lab_run_writes_results_hars_and_report() {
     if !netns_available("lab_run_writes_results_hars_and_report") {
@@ -272,9 +290,7 @@ fn the_edge_proxy_serves_every_mode() {
         return;
     }
     let dir = TestDir::new("run-proxy");
-    let corpus = small_corpus(&dir.join("corpus"));
-    let all = configs::load(None).unwrap();
-    let names: Vec<String> = [
+    let names = [
         "http11",
         "explicit",
         "explicit-pipelining",
@@ -282,20 +298,8 @@ fn the_edge_proxy_serves_every_mode() {
         "transparent-url",
         "intercept",
         "explicit-plain",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let mut opts = RunOptions::new(
-        webpep_link_model::resolve("cdma-1x").unwrap(),
-        corpus,
-        dir.join("out"),
-    );
-    opts.configs = configs::select(&all, &names).unwrap();
-    opts.time_scale = 10.0;
-    opts.gap_s = 1.0;
-    opts.progress = false;
-    let r = run(&opts).expect("run");
+    ];
+    let r = run_small(&dir, &names);
     eprintln!("{}\n{}\n{}", r.table(), r.air_table(), r.link_table());
     assert_eq!(r.loads.len(), names.len());
     assert!(
@@ -415,16 +419,116 @@ fn an_air_outage_loses_no_request_through_the_edge_proxy() {
 
 /// The Chromium binary, or `None` with a printed reason; in CI (`WEBPEP_REQUIRE_CHROMIUM=1`)
 /// a missing browser fails the test instead.
+fn peers_available(test: &str) -> bool {
+    let missing: Vec<&str> = [
+        ("/usr/sbin/squid", "squid"),
+        ("/usr/bin/ziproxy", "ziproxy"),
+    ]
+    .iter()
+    .filter(|(path, _)| !Path::new(path).is_file())
+    .map(|(_, pkg)| *pkg)
+    .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    let reason = format!(
+        "not installed: {} (apt-get install squid ziproxy)",
+        missing.join(", ")
+    );
+    skip_unless_required(test, "WEBPEP_REQUIRE_PEERS", &reason)
+}
+
+/// A test that cannot run: fails when `var` is 1 (CI), else prints why it skips. Returns
+/// false (the test does not go on).
+fn skip_unless_required(test: &str, var: &str, reason: &str) -> bool {
+    if std::env::var(var).as_deref() == Ok("1") {
+        panic!("{test}: {reason} ({var}=1)");
+    }
+    eprintln!("SKIP: {test}: {reason}");
+    false
+}
+
+/// Processes whose command line mentions `needle` (a peer's configuration path).
+fn processes_mentioning(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().filter_map(|e| e.ok()) {
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(needle) {
+                found.push(cmd);
+            }
+        }
+    }
+    found
+}
+
+/// DESIGN §7.4: Squid and Ziproxy run at the edge as the explicit proxy in place of webpep's,
+/// every object arrives through them, and neither process nor directory outlives the run.
+#[test]
+fn peer_proxies_run_at_the_edge_in_place_of_webpep() {
+    let test = "peer_proxies_run_at_the_edge_in_place_of_webpep";
+    if !netns_available(test) || !peers_available(test) {
+        return;
+    }
+    let dir = TestDir::new("run-peers");
+    let r = run_small(&dir, &["http11", "squid", "ziproxy"]);
+    let out = dir.join("out");
+    eprintln!("{}\n{}", r.table(), r.air_table());
+    assert!(r.configs["squid"].contains("Squid, stock"));
+    for l in &r.loads {
+        assert_eq!(l.objects, 9, "{}: every object", l.config);
+        assert_eq!(l.errors, 0, "{}", l.config);
+        if l.config != "http11" {
+            assert!(l.breakdown_ms.dns < 1.0, "{}: the proxy resolves", l.config);
+        }
+    }
+    let har_of = |config: &str| -> serde_json::Value {
+        let l = r.loads.iter().find(|l| l.config == config).unwrap();
+        serde_json::from_slice(&std::fs::read(out.join(&l.har)).unwrap()).unwrap()
+    };
+    let header = |e: &serde_json::Value, name: &str| -> Option<String> {
+        e["response"]["headers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["name"].as_str().unwrap().eq_ignore_ascii_case(name))
+            .map(|h| h["value"].as_str().unwrap().to_string())
+    };
+    // Squid names itself in Via on every response.
+    for e in har_of("squid")["log"]["entries"].as_array().unwrap() {
+        let via = header(e, "Via").unwrap_or_default();
+        assert!(via.contains("squid"), "Via from Squid: {via:?}");
+    }
+    // Ziproxy gzips the page for the browser and closes each connection after a response.
+    let zi = har_of("ziproxy");
+    let entries = zi["log"]["entries"].as_array().unwrap();
+    let page = entries
+        .iter()
+        .find(|e| e["request"]["url"] == "http://www.small.test/")
+        .unwrap();
+    assert_eq!(header(page, "Content-Encoding").as_deref(), Some("gzip"));
+    assert!(entries
+        .iter()
+        .all(|e| header(e, "Connection").as_deref() == Some("close")));
+    // Nothing is left behind.
+    assert!(
+        processes_mentioning(&out.to_string_lossy()).is_empty(),
+        "a peer process is left"
+    );
+    let left: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("peer-"))
+        .collect();
+    assert!(left.is_empty(), "peer directories left behind");
+}
+
 fn chromium_available(test: &str) -> bool {
     if webpep_lab::chromium::find_binary(None).is_some_and(|b| b.exists()) {
         return true;
     }
     let reason = "no Chromium (apt-get install chromium, or set WEBPEP_CHROMIUM)";
-    if std::env::var("WEBPEP_REQUIRE_CHROMIUM").as_deref() == Ok("1") {
-        panic!("{test}: {reason} (WEBPEP_REQUIRE_CHROMIUM=1)");
-    }
-    eprintln!("SKIP: {test}: {reason}");
-    false
+    skip_unless_required(test, "WEBPEP_REQUIRE_CHROMIUM", reason)
 }
 
 /// DESIGN §7.4: real Chromium in `ue` loads the page over the emulated link, direct (its DNS
@@ -437,28 +541,16 @@ fn real_chromium_loads_the_page_direct_and_through_the_edge_proxy() {
         return;
     }
     let dir = TestDir::new("run-chromium");
-    let corpus = small_corpus(&dir.join("corpus"));
-    let all = configs::load(None).unwrap();
-    let names: Vec<String> = [
-        "http11",
-        "chromium",
-        "chromium-explicit",
-        "chromium-transparent-dns",
-        "chromium-transparent-url",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let mut opts = RunOptions::new(
-        webpep_link_model::resolve("cdma-1x").unwrap(),
-        corpus,
-        dir.join("out"),
+    let r = run_small(
+        &dir,
+        &[
+            "http11",
+            "chromium",
+            "chromium-explicit",
+            "chromium-transparent-dns",
+            "chromium-transparent-url",
+        ],
     );
-    opts.configs = configs::select(&all, &names).unwrap();
-    opts.time_scale = 10.0;
-    opts.gap_s = 1.0;
-    opts.progress = false;
-    let r = run(&opts).expect("run");
     eprintln!("{}\n{}", r.table(), r.air_table());
     assert!(r.configs["chromium"].contains("real Chromium"));
     for l in &r.loads {

@@ -1,0 +1,259 @@
+//! Peer proxies in the lab (DESIGN §7.4): Debian's Squid or Ziproxy started in `edge` as the
+//! explicit proxy for one load, in place of `webpep server`, with stock settings and a cold
+//! cache, so that webpep is measured beside the proxies an operator could deploy instead.
+//! Each peer asks the lab's resolver in edge for origin names (Squid by `dns_nameservers`,
+//! Ziproxy through a private resolv.conf) and admits only `ue`.
+
+use std::ffi::CString;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use webpep_link::NetNs;
+
+use crate::configs::Peer;
+use crate::{LabError, Result};
+
+/// Where Debian installs each peer.
+fn binary(peer: Peer) -> &'static str {
+    match peer {
+        Peer::Squid => "/usr/sbin/squid",
+        Peer::Ziproxy => "/usr/bin/ziproxy",
+    }
+}
+
+/// A running peer proxy; dropping it stops the process and removes its directory.
+pub struct PeerProxy {
+    peer: Peer,
+    /// Squid runs in the foreground as our child; Ziproxy only as a daemon, found by its
+    /// pid file.
+    child: Option<Child>,
+    pid_file: PathBuf,
+    dir: PathBuf,
+}
+
+fn io(what: &'static str) -> impl Fn(std::io::Error) -> LabError {
+    move |e| LabError::Other(format!("{what}: {e}"))
+}
+
+impl PeerProxy {
+    /// Starts `peer` in `edge` on `addr`, admitting `client`, resolving through `resolver`
+    /// (port 53). Call from a thread that outlives the load (a child is killed when its
+    /// spawning thread exits). Returns once the proxy accepts connections.
+    pub fn start(
+        peer: Peer,
+        edge: &NetNs,
+        addr: SocketAddr,
+        client: Ipv4Addr,
+        resolver: Ipv4Addr,
+        work_dir: &Path,
+    ) -> Result<PeerProxy> {
+        let bin = binary(peer);
+        if !Path::new(bin).is_file() {
+            return Err(LabError::BadInput(format!(
+                "peer {}: {bin} is not installed (apt-get install {})",
+                peer.name(),
+                peer.name()
+            )));
+        }
+        static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = work_dir.join(format!("peer-{}-{}-{n}", peer.name(), std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(io("peer directory"))?;
+        let pid_file = dir.join(format!("{}.pid", peer.name()));
+        let mut proxy = PeerProxy {
+            peer,
+            child: None,
+            pid_file,
+            dir,
+        };
+        match peer {
+            Peer::Squid => proxy.start_squid(edge, addr, client, resolver)?,
+            Peer::Ziproxy => proxy.start_ziproxy(edge, addr, client, resolver)?,
+        }
+        proxy.wait_listening(edge, addr)?;
+        Ok(proxy)
+    }
+
+    fn start_squid(
+        &mut self,
+        edge: &NetNs,
+        addr: SocketAddr,
+        client: Ipv4Addr,
+        resolver: Ipv4Addr,
+    ) -> Result<()> {
+        let conf = self.dir.join("squid.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "http_port {addr}\n\
+                 acl lab_client src {client}/32\n\
+                 http_access allow lab_client\n\
+                 http_access deny all\n\
+                 dns_nameservers {resolver}\n\
+                 cache_mem 64 MB\n\
+                 access_log none\n\
+                 cache_log {log}\n\
+                 cache_store_log none\n\
+                 pid_filename {pid}\n\
+                 coredump_dir {dir}\n\
+                 shutdown_lifetime 0 seconds\n",
+                log = self.dir.join("cache.log").display(),
+                pid = self.pid_file.display(),
+                dir = self.dir.display(),
+            ),
+        )
+        .map_err(io("squid.conf"))?;
+        // Squid started as root drops to `proxy`: its files must be writable by it.
+        let _ = Command::new("chown")
+            .arg("-R")
+            .arg("proxy")
+            .arg(&self.dir)
+            .status();
+        let child = edge
+            .command(binary(Peer::Squid))
+            .arg("-N")
+            .arg("-f")
+            .arg(&conf)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(io("starting squid"))?;
+        self.child = Some(child);
+        Ok(())
+    }
+
+    fn start_ziproxy(
+        &mut self,
+        edge: &NetNs,
+        addr: SocketAddr,
+        client: Ipv4Addr,
+        resolver: Ipv4Addr,
+    ) -> Result<()> {
+        let conf = self.dir.join("ziproxy.conf");
+        // Only what a deployment must set; everything else is Ziproxy's default (gzip on,
+        // JPEG/PNG/GIF recompressed, ImageQuality {30,25,25,20}).
+        std::fs::write(
+            &conf,
+            format!(
+                "Port = {port}\nAddress = \"{ip}\"\nOnlyFrom = \"{client}\"\n\
+                 PIDFile = \"{pid}\"\nErrorLog = \"{err}\"\nAccessLog = \"{acc}\"\n",
+                port = addr.port(),
+                ip = addr.ip(),
+                pid = self.pid_file.display(),
+                err = self.dir.join("error.log").display(),
+                acc = self.dir.join("access.log").display(),
+            ),
+        )
+        .map_err(io("ziproxy.conf"))?;
+        let resolv = self.dir.join("resolv.conf");
+        std::fs::write(&resolv, format!("nameserver {resolver}\n")).map_err(io("resolv.conf"))?;
+        let resolv_c = CString::new(resolv.as_os_str().as_bytes())
+            .map_err(|_| LabError::Other("ziproxy: a NUL in the work directory's path".into()))?;
+        let mut cmd = edge.command(binary(Peer::Ziproxy));
+        cmd.arg("-d")
+            .arg("-c")
+            .arg(&conf)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: async-signal-safe syscalls on a path prepared before the fork.
+        unsafe {
+            cmd.pre_exec(move || crate::nsrt::own_resolv_conf(&resolv_c));
+        }
+        // The daemon forks; the first process exits once it has.
+        let status = cmd
+            .status()
+            .map_err(io("starting ziproxy (apt-get install ziproxy)"))?;
+        if !status.success() {
+            return Err(LabError::Other(format!(
+                "ziproxy exited: {status} (see {})",
+                self.dir.join("error.log").display()
+            )));
+        }
+        Ok(())
+    }
+
+    fn wait_listening(&mut self, edge: &NetNs, addr: SocketAddr) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            let up = edge
+                .run(|| std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)))
+                .map_err(|e| LabError::Other(format!("peer {}: {e}", self.peer.name())))?;
+            if up.is_ok() {
+                return Ok(());
+            }
+            if let Some(Ok(Some(st))) = self.child.as_mut().map(|c| c.try_wait()) {
+                return Err(LabError::Other(format!(
+                    "peer {} exited: {st} (its log is in {})",
+                    self.peer.name(),
+                    self.dir.display()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Err(LabError::Other(format!(
+            "peer {} did not listen on {addr} within 20 s",
+            self.peer.name()
+        )))
+    }
+
+    /// The daemon's pid, from its pid file.
+    fn daemon_pid(&self) -> Option<i32> {
+        let text = std::fs::read_to_string(&self.pid_file).ok()?;
+        text.trim().parse().ok().filter(|p: &i32| *p > 1)
+    }
+}
+
+/// Whether `pid` is alive: not gone and not a zombie (a daemon's parent is init, which in a
+/// container may never reap it).
+fn running(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesized command name.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])),
+        Err(_) => false,
+    }
+}
+
+/// Signals `pid` and waits up to `wait` for it to be gone.
+fn stop_pid(pid: i32, wait: Duration) {
+    // SAFETY: plain syscalls; pid came from the peer's own pid file or our child.
+    unsafe {
+        libc::kill(pid, libc::SIGTERM);
+    }
+    let until = Instant::now() + wait;
+    while Instant::now() < until {
+        if !running(pid) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: as above.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+}
+
+impl Drop for PeerProxy {
+    fn drop(&mut self) {
+        match self.child.take() {
+            Some(mut child) => {
+                stop_pid(child.id() as i32, Duration::from_secs(3));
+                let _ = child.wait();
+            }
+            None => {
+                if let Some(pid) = self.daemon_pid() {
+                    stop_pid(pid, Duration::from_secs(3));
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
