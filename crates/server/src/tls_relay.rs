@@ -194,7 +194,9 @@ pub async fn run(
             status, reason = %reason, ms = start.elapsed().as_millis() as u64, "tls relay refused");
         metrics.request("tls", status);
     };
-    // Read the whole ClientHello, within the idle timeout.
+    // Read the whole ClientHello within one idle timeout in all (not per read: a client
+    // trickling a byte at a time must not hold the connection open for ever).
+    let deadline = tokio::time::Instant::now() + idle;
     let mut buf = BytesMut::with_capacity(4096);
     let hello = loop {
         match parse_client_hello(&buf) {
@@ -205,7 +207,7 @@ pub async fn run(
             break Err(HelloError::TooLarge);
         }
         let read = tokio::select! {
-            r = tokio::time::timeout(idle, stream.read_buf(&mut buf)) => r,
+            r = tokio::time::timeout_at(deadline, stream.read_buf(&mut buf)) => r,
             _ = cancel.cancelled() => return,
         };
         match read {

@@ -210,3 +210,32 @@ async fn a_broken_hello_gets_an_alert_and_the_proxy_goes_on() {
     assert_eq!(talk(addr, &cert).await, Ok("pong:ping".to_string()));
     cancel.cancel();
 }
+
+#[tokio::test]
+async fn a_hello_trickled_a_byte_at_a_time_is_cut_off_at_the_idle_timeout() {
+    let (port, _cert, handshakes) = tls_origin().await;
+    let mut cfg = relay_config(port);
+    cfg.limits.client_idle_timeout = webpep_server::config::Secs(Duration::from_secs(1));
+    let (addr, cancel) = proxy_on("127.0.0.9", port, cfg).await;
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    // A record header announcing 200 bytes, then one byte every 200 ms.
+    s.write_all(&[22, 3, 1, 0, 200, 1]).await.unwrap();
+    let t0 = std::time::Instant::now();
+    let mut closed = false;
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if s.write_all(&[0]).await.is_err() {
+            closed = true;
+            break;
+        }
+        let mut b = [0u8; 16];
+        if let Ok(Ok(0)) = tokio::time::timeout(Duration::from_millis(1), s.read(&mut b)).await {
+            closed = true;
+            break;
+        }
+    }
+    assert!(closed, "still open after {:?}", t0.elapsed());
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    assert_eq!(handshakes.load(std::sync::atomic::Ordering::SeqCst), 0);
+    cancel.cancel();
+}
