@@ -269,19 +269,26 @@ async fn reader_loop(
         None
     };
     loop {
-        // Parse the next head, reading more as needed.
+        // Parse the next head, reading more as needed. Once a head has begun, all of it must
+        // arrive within one idle timeout (a client trickling header bytes cannot hold the
+        // connection for ever).
+        let mut head_began = None;
         let head = loop {
             match http1::parse_request_head(&buf, limits.max_header_bytes) {
                 Ok(Some(h)) => break Ok(h),
                 Ok(None) => {}
                 Err(e) => break Err(e),
             }
+            if !buf.is_empty() && head_began.is_none() {
+                head_began = Some(Instant::now());
+            }
+            let wait = head_began.map_or(idle, |t| idle.saturating_sub(t.elapsed()));
             match read_more(
                 &mut rd,
                 &mut buf,
                 &mut probes,
                 air_cfg.keepalive_probes,
-                idle,
+                wait,
                 &cancel,
                 &server,
             )
