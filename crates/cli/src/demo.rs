@@ -9,6 +9,7 @@ use clap::Args;
 
 use crate::lab_cmd::{lab_run, RunArgs};
 use crate::link_cmd::LinkOpts;
+use webpep_lab::configs::Peer;
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {
@@ -96,6 +97,24 @@ pub fn run(args: DemoArgs) -> Result<u8> {
              check to this run)"
         ),
     }
+    // Stock Squid and Ziproxy join when installed: what an operator could deploy instead.
+    let peers: Vec<&str> = [Peer::Squid, Peer::Ziproxy]
+        .into_iter()
+        .filter(|p| webpep_lab::peers::installed(*p))
+        .map(|p| p.name())
+        .collect();
+    if peers.is_empty() {
+        eprintln!(
+            "webpep demo: no peer proxies found (apt-get install squid ziproxy adds them to \
+             this run)"
+        );
+    } else {
+        run.configs.extend(peers.iter().map(|p| p.to_string()));
+        eprintln!(
+            "webpep demo: stock {} run as the explicit proxy too, in webpep's place",
+            peers.join(" and ")
+        );
+    }
     let r = lab_run(&run)?;
     print!("{}", r.table());
     print!("\n{}", r.air_table());
@@ -145,6 +164,25 @@ pub fn run(args: DemoArgs) -> Result<u8> {
                     (c / m - 1.0) * 100.0
                 );
             }
+        }
+    }
+    if !peers.is_empty() {
+        println!(
+            "\nwebpep's edge proxy beside stock peer proxies in the same place (change vs http11):"
+        );
+        for (page, _) in PAPER_PLT {
+            let mut line = format!("  {page:<8}");
+            for c in std::iter::once("explicit").chain(peers.iter().copied()) {
+                if let Some(x) = r
+                    .summary
+                    .iter()
+                    .find(|s| s.page == *page && s.config == c)
+                    .and_then(|s| s.plt_reduction)
+                {
+                    line += &format!("  {c} {:+.0} %", -x * 100.0);
+                }
+            }
+            println!("{line}");
         }
     }
     println!("\nreport: {}", args.out.join("report.html").display());

@@ -25,6 +25,11 @@ fn binary(peer: Peer) -> &'static str {
     }
 }
 
+/// Whether `peer` is installed where Debian puts it.
+pub fn installed(peer: Peer) -> bool {
+    Path::new(binary(peer)).is_file()
+}
+
 /// A running peer proxy; dropping it stops the process and removes its directory.
 pub struct PeerProxy {
     peer: Peer,
@@ -52,7 +57,7 @@ impl PeerProxy {
         work_dir: &Path,
     ) -> Result<PeerProxy> {
         let bin = binary(peer);
-        if !Path::new(bin).is_file() {
+        if !installed(peer) {
             return Err(LabError::BadInput(format!(
                 "peer {}: {bin} is not installed (apt-get install {})",
                 peer.name(),
