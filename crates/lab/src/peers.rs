@@ -30,6 +30,33 @@ pub fn installed(peer: Peer) -> bool {
     Path::new(binary(peer)).is_file()
 }
 
+/// Why `peer` cannot run in this process, if it cannot: Squid started as root drops to its
+/// user `proxy`, which the user namespace of an unprivileged run (only root mapped) lacks.
+pub fn cannot_run(peer: Peer) -> Option<String> {
+    if !installed(peer) {
+        return Some(format!(
+            "{} is not installed (apt-get install {})",
+            binary(peer),
+            peer.name()
+        ));
+    }
+    let only_root_mapped = std::fs::read_to_string("/proc/self/uid_map")
+        .map(|m| {
+            m.lines()
+                .map(|l| l.split_whitespace().nth(2) == Some("1"))
+                .eq([true])
+        })
+        .unwrap_or(false);
+    if peer == Peer::Squid && only_root_mapped {
+        return Some(
+            "Squid needs real root: it drops privileges to its user `proxy`, which the user \
+             namespace of an unprivileged run does not map"
+                .into(),
+        );
+    }
+    None
+}
+
 /// A running peer proxy; dropping it stops the process and removes its directory.
 pub struct PeerProxy {
     peer: Peer,
@@ -56,13 +83,8 @@ impl PeerProxy {
         resolver: Ipv4Addr,
         work_dir: &Path,
     ) -> Result<PeerProxy> {
-        let bin = binary(peer);
-        if !installed(peer) {
-            return Err(LabError::BadInput(format!(
-                "peer {}: {bin} is not installed (apt-get install {})",
-                peer.name(),
-                peer.name()
-            )));
+        if let Some(why) = cannot_run(peer) {
+            return Err(LabError::BadInput(format!("peer {}: {why}", peer.name())));
         }
         static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -420,22 +420,15 @@ fn an_air_outage_loses_no_request_through_the_edge_proxy() {
 /// The Chromium binary, or `None` with a printed reason; in CI (`WEBPEP_REQUIRE_CHROMIUM=1`)
 /// a missing browser fails the test instead.
 fn peers_available(test: &str) -> bool {
-    let missing: Vec<&str> = [
-        ("/usr/sbin/squid", "squid"),
-        ("/usr/bin/ziproxy", "ziproxy"),
-    ]
-    .iter()
-    .filter(|(path, _)| !Path::new(path).is_file())
-    .map(|(_, pkg)| *pkg)
-    .collect();
-    if missing.is_empty() {
+    use webpep_lab::configs::Peer;
+    let why: Vec<String> = [Peer::Squid, Peer::Ziproxy]
+        .into_iter()
+        .filter_map(webpep_lab::peers::cannot_run)
+        .collect();
+    if why.is_empty() {
         return true;
     }
-    let reason = format!(
-        "not installed: {} (apt-get install squid ziproxy)",
-        missing.join(", ")
-    );
-    skip_unless_required(test, "WEBPEP_REQUIRE_PEERS", &reason)
+    skip_unless_required(test, "WEBPEP_REQUIRE_PEERS", &why.join("; "))
 }
 
 /// A test that cannot run: fails when `var` is 1 (CI), else prints why it skips. Returns
