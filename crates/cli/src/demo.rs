@@ -97,18 +97,15 @@ pub fn run(args: DemoArgs) -> Result<u8> {
              check to this run)"
         ),
     }
-    // Stock Squid and Ziproxy join when installed: what an operator could deploy instead.
-    let peers: Vec<&str> = [Peer::Squid, Peer::Ziproxy]
-        .into_iter()
-        .filter(|p| webpep_lab::peers::installed(*p))
-        .map(|p| p.name())
-        .collect();
-    if peers.is_empty() {
-        eprintln!(
-            "webpep demo: no peer proxies found (apt-get install squid ziproxy adds them to \
-             this run)"
-        );
-    } else {
+    // Stock Squid and Ziproxy join when they can run: what an operator could deploy instead.
+    let mut peers: Vec<&str> = Vec::new();
+    for p in [Peer::Squid, Peer::Ziproxy] {
+        match webpep_lab::peers::cannot_run(p) {
+            None => peers.push(p.name()),
+            Some(why) => eprintln!("webpep demo: no {} in this run: {why}", p.name()),
+        }
+    }
+    if !peers.is_empty() {
         run.configs.extend(peers.iter().map(|p| p.to_string()));
         eprintln!(
             "webpep demo: stock {} run as the explicit proxy too, in webpep's place",
@@ -116,16 +113,24 @@ pub fn run(args: DemoArgs) -> Result<u8> {
         );
     }
     let r = lab_run(&run)?;
+    // The summary record of one page under one configuration.
+    let cell = |page: &str, config: &str| {
+        r.summary
+            .iter()
+            .find(|s| s.page == page && s.config == config)
+    };
+    // The PLT change against http11, as "-44 %".
+    let cut = |page: &str, config: &str| {
+        cell(page, config)
+            .and_then(|s| s.plt_reduction)
+            .map(|x| format!("{:+.0} %", -x * 100.0))
+    };
     print!("{}", r.table());
     print!("\n{}", r.air_table());
     print!("\n{}", r.link_table());
     println!("\nBeside 000 Table 1 (Mozilla HTTP/1.1 over GPRS) and Table 6 (pipelining −35…56 %, 6 connections −31…43 %):");
     for (page, paper) in PAPER_PLT {
-        if let Some(s) = r
-            .summary
-            .iter()
-            .find(|s| s.page == *page && s.config == "http11")
-        {
+        if let Some(s) = cell(page, "http11") {
             println!(
                 "  {page:<8} http11 {:>6.1} s   paper {paper:>6.1} s",
                 s.plt_ms.mean / 1000.0
@@ -134,13 +139,7 @@ pub fn run(args: DemoArgs) -> Result<u8> {
     }
     println!("\nwebpep's edge proxy beside 000 Table 9 (no client software: −51…67 %):");
     for (page, paper) in PAPER_NO_RECONF {
-        let cut = |c: &str| {
-            r.summary
-                .iter()
-                .find(|s| s.page == *page && s.config == c)
-                .and_then(|s| s.plt_reduction)
-                .map_or("-".to_string(), |x| format!("{:+.0} %", -x * 100.0))
-        };
+        let cut = |c: &str| cut(page, c).unwrap_or_else(|| "-".into());
         println!(
             "  {page:<8} explicit {:>6}  transparent-dns {:>6}  transparent-url {:>6}   paper {:+.0} %",
             cut("explicit"),
@@ -151,12 +150,7 @@ pub fn run(args: DemoArgs) -> Result<u8> {
     }
     if chromium.is_some() {
         println!("\nThe browser model beside real Chromium (6 connections per host both):");
-        let mean = |page: &str, c: &str| {
-            r.summary
-                .iter()
-                .find(|s| s.page == page && s.config == c)
-                .map(|s| s.plt_ms.mean / 1000.0)
-        };
+        let mean = |page: &str, c: &str| cell(page, c).map(|s| s.plt_ms.mean / 1000.0);
         for (page, _) in PAPER_PLT {
             if let (Some(m), Some(c)) = (mean(page, "http11-6"), mean(page, "chromium")) {
                 println!(
@@ -171,18 +165,13 @@ pub fn run(args: DemoArgs) -> Result<u8> {
             "\nwebpep's edge proxy beside stock peer proxies in the same place (change vs http11):"
         );
         for (page, _) in PAPER_PLT {
-            let mut line = format!("  {page:<8}");
-            for c in std::iter::once("explicit").chain(peers.iter().copied()) {
-                if let Some(x) = r
-                    .summary
-                    .iter()
-                    .find(|s| s.page == *page && s.config == c)
-                    .and_then(|s| s.plt_reduction)
-                {
-                    line += &format!("  {c} {:+.0} %", -x * 100.0);
-                }
+            let cells: Vec<String> = std::iter::once("explicit")
+                .chain(peers.iter().copied())
+                .filter_map(|c| cut(page, c).map(|x| format!("  {c} {x}")))
+                .collect();
+            if !cells.is_empty() {
+                println!("  {page:<8}{}", cells.concat());
             }
-            println!("{line}");
         }
     }
     println!("\nreport: {}", args.out.join("report.html").display());

@@ -40,7 +40,7 @@ pub struct EdgeProxy {
     mode: ProxyMode,
     edge_addr: Ipv4Addr,
     /// A peer proxy (Squid, Ziproxy) running in place of webpep's; held to be stopped on drop.
-    _peer: Option<PeerProxy>,
+    peer: Option<PeerProxy>,
 }
 
 fn other(what: &str) -> impl Fn(std::io::Error) -> String + '_ {
@@ -197,28 +197,6 @@ impl EdgeProxy {
         std::fs::create_dir_all(&cache_dir)
             .map_err(|e| LabError::Other(format!("{}: {e}", cache_dir.display())))?;
         let edge_addr = topo.edge_addr();
-        if let Some(peer) = cfg.peer {
-            set_air_tcp(topo, cfg.air_tuning, tcp)?;
-            let addr = SocketAddr::from((edge_addr, PROXY_PORT));
-            let p = PeerProxy::start(peer, &topo.edge, addr, topo.ue_addr(), edge_addr, work_dir)?;
-            return Ok(EdgeProxy {
-                services: Vec::new(),
-                cancel: CancellationToken::new(),
-                edge: topo.edge.clone(),
-                nft: false,
-                cache_dir,
-                mode: cfg.proxy,
-                edge_addr,
-                _peer: Some(p),
-            });
-        }
-        let text = server_toml(cfg, topo, &cache_dir, time_scale);
-        let scfg = webpep_server::ServerConfig::from_toml(&text, "lab edge proxy configuration")
-            .map_err(|e| LabError::Other(format!("edge proxy configuration: {e}\n{text}")))?;
-        let server = webpep_server::Server::new(scfg)
-            .map_err(|e| LabError::Other(format!("edge proxy: {e}")))?;
-        set_air_tcp(topo, cfg.switches().air_tuning, tcp)?;
-
         let cancel = CancellationToken::new();
         let mut proxy = EdgeProxy {
             services: Vec::new(),
@@ -228,8 +206,21 @@ impl EdgeProxy {
             cache_dir,
             mode: cfg.proxy,
             edge_addr,
-            _peer: None,
+            peer: None,
         };
+        if let Some(peer) = cfg.peer {
+            set_air_tcp(topo, cfg.air_tuning, tcp)?;
+            let addr = SocketAddr::from((edge_addr, PROXY_PORT));
+            let p = PeerProxy::start(peer, &topo.edge, addr, topo.ue_addr(), edge_addr, work_dir)?;
+            proxy.peer = Some(p);
+            return Ok(proxy);
+        }
+        let text = server_toml(cfg, topo, &proxy.cache_dir, time_scale);
+        let scfg = webpep_server::ServerConfig::from_toml(&text, "lab edge proxy configuration")
+            .map_err(|e| LabError::Other(format!("edge proxy configuration: {e}\n{text}")))?;
+        let server = webpep_server::Server::new(scfg)
+            .map_err(|e| LabError::Other(format!("edge proxy: {e}")))?;
+        set_air_tcp(topo, cfg.switches().air_tuning, tcp)?;
         let c = cancel.clone();
         proxy
             .services

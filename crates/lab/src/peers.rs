@@ -26,7 +26,7 @@ fn binary(peer: Peer) -> &'static str {
 }
 
 /// Whether `peer` is installed where Debian puts it.
-pub fn installed(peer: Peer) -> bool {
+fn installed(peer: Peer) -> bool {
     Path::new(binary(peer)).is_file()
 }
 
@@ -55,6 +55,15 @@ pub fn cannot_run(peer: Peer) -> Option<String> {
         );
     }
     None
+}
+
+/// Where a peer runs: its namespace and address, the one client it admits, the resolver it
+/// asks.
+struct Placement<'a> {
+    edge: &'a NetNs,
+    addr: SocketAddr,
+    client: Ipv4Addr,
+    resolver: Ipv4Addr,
 }
 
 /// A running peer proxy; dropping it stops the process and removes its directory.
@@ -98,21 +107,21 @@ impl PeerProxy {
             pid_file,
             dir,
         };
+        let at = Placement {
+            edge,
+            addr,
+            client,
+            resolver,
+        };
         match peer {
-            Peer::Squid => proxy.start_squid(edge, addr, client, resolver)?,
-            Peer::Ziproxy => proxy.start_ziproxy(edge, addr, client, resolver)?,
+            Peer::Squid => proxy.start_squid(&at)?,
+            Peer::Ziproxy => proxy.start_ziproxy(&at)?,
         }
         proxy.wait_listening(edge, addr)?;
         Ok(proxy)
     }
 
-    fn start_squid(
-        &mut self,
-        edge: &NetNs,
-        addr: SocketAddr,
-        client: Ipv4Addr,
-        resolver: Ipv4Addr,
-    ) -> Result<()> {
+    fn start_squid(&mut self, at: &Placement<'_>) -> Result<()> {
         let conf = self.dir.join("squid.conf");
         std::fs::write(
             &conf,
@@ -129,6 +138,9 @@ impl PeerProxy {
                  pid_filename {pid}\n\
                  coredump_dir {dir}\n\
                  shutdown_lifetime 0 seconds\n",
+                addr = at.addr,
+                client = at.client,
+                resolver = at.resolver,
                 log = self.dir.join("cache.log").display(),
                 pid = self.pid_file.display(),
                 dir = self.dir.display(),
@@ -141,7 +153,8 @@ impl PeerProxy {
             .arg("proxy")
             .arg(&self.dir)
             .status();
-        let child = edge
+        let child = at
+            .edge
             .command(binary(Peer::Squid))
             .arg("-N")
             .arg("-f")
@@ -155,13 +168,7 @@ impl PeerProxy {
         Ok(())
     }
 
-    fn start_ziproxy(
-        &mut self,
-        edge: &NetNs,
-        addr: SocketAddr,
-        client: Ipv4Addr,
-        resolver: Ipv4Addr,
-    ) -> Result<()> {
+    fn start_ziproxy(&mut self, at: &Placement<'_>) -> Result<()> {
         let conf = self.dir.join("ziproxy.conf");
         // Only what a deployment must set; everything else is Ziproxy's default (gzip on,
         // JPEG/PNG/GIF recompressed, ImageQuality {30,25,25,20}).
@@ -170,8 +177,9 @@ impl PeerProxy {
             format!(
                 "Port = {port}\nAddress = \"{ip}\"\nOnlyFrom = \"{client}\"\n\
                  PIDFile = \"{pid}\"\nErrorLog = \"{err}\"\nAccessLog = \"{acc}\"\n",
-                port = addr.port(),
-                ip = addr.ip(),
+                port = at.addr.port(),
+                ip = at.addr.ip(),
+                client = at.client,
                 pid = self.pid_file.display(),
                 err = self.dir.join("error.log").display(),
                 acc = self.dir.join("access.log").display(),
@@ -179,10 +187,11 @@ impl PeerProxy {
         )
         .map_err(io("ziproxy.conf"))?;
         let resolv = self.dir.join("resolv.conf");
-        std::fs::write(&resolv, format!("nameserver {resolver}\n")).map_err(io("resolv.conf"))?;
+        std::fs::write(&resolv, format!("nameserver {}\n", at.resolver))
+            .map_err(io("resolv.conf"))?;
         let resolv_c = CString::new(resolv.as_os_str().as_bytes())
             .map_err(|_| LabError::Other("ziproxy: a NUL in the work directory's path".into()))?;
-        let mut cmd = edge.command(binary(Peer::Ziproxy));
+        let mut cmd = at.edge.command(binary(Peer::Ziproxy));
         cmd.arg("-d")
             .arg("-c")
             .arg(&conf)

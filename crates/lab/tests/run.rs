@@ -101,6 +101,11 @@ fn small_corpus(dir: &Path) -> Corpus {
 /// Runs the configurations `names` on the small corpus over cdma-1x at time scale 10 with
 /// 1 s gaps, writing under `dir/out`.
 fn run_small(dir: &Path, names: &[&str]) -> webpep_lab::results::Results {
+    run(&small_options(dir, names)).expect("run")
+}
+
+/// [`run_small`]'s options.
+fn small_options(dir: &Path, names: &[&str]) -> RunOptions {
     let corpus = small_corpus(&dir.join("corpus"));
     let all = configs::load(None).unwrap();
     let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
@@ -113,7 +118,7 @@ fn run_small(dir: &Path, names: &[&str]) -> webpep_lab::results::Results {
     opts.time_scale = 10.0;
     opts.gap_s = 1.0;
     opts.progress = false;
-    run(&opts).expect("run")
+    opts
 }
 
 #[test]
@@ -122,21 +127,8 @@ fn lab_run_writes_results_hars_and_report() {
         return;
     }
     let dir = TestDir::new("run");
-    let corpus = small_corpus(&dir.join("corpus"));
-    let all = configs::load(None).unwrap();
-    let names: Vec<String> = ["http11", "pipelining", "h2", "http11-warm"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    let mut opts = RunOptions::new(
-        webpep_link_model::resolve("cdma-1x").unwrap(),
-        corpus,
-        dir.join("out"),
-    );
-    opts.configs = configs::select(&all, &names).unwrap();
-    opts.time_scale = 10.0;
+    let mut opts = small_options(&dir, &["http11", "pipelining", "h2", "http11-warm"]);
     opts.gap_s = 2.0;
-    opts.progress = false;
     let r = run(&opts).expect("run");
     eprintln!("{}", r.table());
     assert_eq!(r.loads.len(), 4);

@@ -118,30 +118,19 @@ pub async fn write_reply<W: AsyncWrite + Unpin>(
     let must_close = !keep || framing == ResponseFraming::Close;
     let chunked = framing == ResponseFraming::Chunked;
     let stream = match (framing, body) {
-        (ResponseFraming::NoBody, _) | (_, Body::Empty) => {
-            if chunked {
-                out.extend_from_slice(b"0\r\n\r\n");
-            }
-            None
-        }
+        (ResponseFraming::NoBody, _) | (_, Body::Empty) => None,
         (_, Body::Full(b)) => {
-            if chunked {
-                push_chunk(&mut out, &b);
-                out.extend_from_slice(b"0\r\n\r\n");
-            } else {
-                out.extend_from_slice(&b);
-            }
+            push_part(&mut out, &b, chunked);
             None
         }
         (_, Body::Stream { prefix, rest }) => {
-            if chunked {
-                push_chunk(&mut out, &prefix);
-            } else {
-                out.extend_from_slice(&prefix);
-            }
+            push_part(&mut out, &prefix, chunked);
             Some(rest)
         }
     };
+    if chunked && stream.is_none() {
+        out.extend_from_slice(LAST_CHUNK);
+    }
     let mut written = raw(w, &out).await?;
     drop(out);
     if let Some(mut rest) = stream {
@@ -171,8 +160,7 @@ pub async fn write_reply<W: AsyncWrite + Unpin>(
             }
         }
         if chunked {
-            w.write_all(b"0\r\n\r\n").await?;
-            written += 5;
+            written += raw(w, LAST_CHUNK).await?;
         }
     }
     w.flush().await?;
@@ -182,6 +170,18 @@ pub async fn write_reply<W: AsyncWrite + Unpin>(
 async fn raw<W: AsyncWrite + Unpin>(w: &mut W, data: &[u8]) -> std::io::Result<u64> {
     w.write_all(data).await?;
     Ok(data.len() as u64)
+}
+
+/// The chunk that ends a chunked body (no trailers).
+const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+
+/// Appends a part of the body as it goes on the wire: a chunk, or the bytes as they are.
+fn push_part(out: &mut Vec<u8>, data: &[u8], chunked: bool) {
+    if chunked {
+        push_chunk(out, data);
+    } else {
+        out.extend_from_slice(data);
+    }
 }
 
 /// Appends `data` as one chunk (nothing for empty data, which would end the body).
@@ -228,18 +228,11 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_response_at_hand_goes_out_in_one_write() {
+    /// Writes `reply` to a GET on a keep-alive HTTP/1.1 connection; the writes and what
+    /// `write_reply` returned.
+    async fn writes_of(reply: Reply) -> (Writes, u64, bool) {
         let counter = std::sync::atomic::AtomicU64::new(0);
         let mut w = Writes::default();
-        let body = Bytes::from(vec![b'x'; 500]);
-        let reply = Reply {
-            status: StatusCode::OK,
-            headers: HeaderMap::new(),
-            body: Body::Full(body.clone()),
-            close: false,
-            cache: "-",
-        };
         let (n, close) = write_reply(
             &mut w,
             reply,
@@ -250,6 +243,20 @@ mod tests {
         )
         .await
         .expect("written");
+        (w, n, close)
+    }
+
+    #[tokio::test]
+    async fn a_response_at_hand_goes_out_in_one_write() {
+        let body = Bytes::from(vec![b'x'; 500]);
+        let reply = Reply {
+            status: StatusCode::OK,
+            headers: HeaderMap::new(),
+            body: Body::Full(body.clone()),
+            close: false,
+            cache: "-",
+        };
+        let (w, n, close) = writes_of(reply).await;
         assert!(!close);
         assert_eq!(w.0.len(), 1, "head and body in one write");
         let out = &w.0[0];
@@ -257,18 +264,7 @@ mod tests {
         assert!(out.starts_with(b"HTTP/1.1 200 OK\r\n"));
         assert!(out.ends_with(&body));
 
-        let mut w = Writes::default();
-        let reply = Reply::text(StatusCode::BAD_GATEWAY, "origin refused");
-        write_reply(
-            &mut w,
-            reply,
-            &Method::GET,
-            Version::HTTP_11,
-            true,
-            &counter,
-        )
-        .await
-        .expect("written");
+        let (w, _, _) = writes_of(Reply::text(StatusCode::BAD_GATEWAY, "origin refused")).await;
         assert_eq!(w.0.len(), 1);
         assert!(w.0[0].ends_with(b"502 Bad Gateway: origin refused\n"));
     }

@@ -174,6 +174,25 @@ const ALERT_ACCESS_DENIED: u8 = 49;
 const ALERT_INTERNAL_ERROR: u8 = 80;
 const ALERT_UNRECOGNIZED_NAME: u8 = 112;
 
+/// Why a relay was not opened: logged, counted and told to the client as a TLS alert.
+struct Refusal {
+    status: u16,
+    url: String,
+    reason: String,
+    alert: u8,
+}
+
+impl Refusal {
+    fn new(status: u16, url: &str, reason: impl Into<String>, alert: u8) -> Option<Refusal> {
+        Some(Refusal {
+            status,
+            url: url.to_string(),
+            reason: reason.into(),
+            alert,
+        })
+    }
+}
+
 /// Relays `stream`, whose first byte is a TLS handshake record, to the host its ClientHello
 /// names: on the original destination's port when the connection was intercepted, else on
 /// the port it arrived at. The port checks and destination rules of CONNECT apply.
@@ -188,15 +207,39 @@ pub async fn run(
 ) {
     let start = Instant::now();
     let metrics = &server.metrics;
-    let idle = server.cfg.limits.client_idle_timeout.0;
-    let log_refusal = |status: u16, target: &str, reason: &str| {
-        tracing::info!(target: "webpep::access", client = %peer, mode = "tls", url = %target,
-            status, reason = %reason, ms = start.elapsed().as_millis() as u64, "tls relay refused");
-        metrics.request("tls", status);
+    let (mut upstream, url) = match open(server, &mut stream, port, original_dst, cancel).await {
+        Ok(opened) => opened,
+        Err(None) => return,
+        Err(Some(r)) => {
+            tracing::info!(target: "webpep::access", client = %peer, mode = "tls", url = %r.url,
+                status = r.status, reason = %r.reason, ms = start.elapsed().as_millis() as u64,
+                "tls relay refused");
+            metrics.request("tls", r.status);
+            let _ = stream.write_all(&alert(r.alert)).await;
+            return;
+        }
     };
+    metrics.request("tls", 200);
+    tracing::info!(target: "webpep::access", client = %peer, mode = "tls", url = %url,
+        status = 200u16, "tls relay open");
+    crate::tunnel::splice(&mut stream, &mut upstream, metrics, &hard).await;
+    tracing::info!(target: "webpep::access", client = %peer, mode = "tls", url = %url,
+        ms = start.elapsed().as_millis() as u64, "tls relay closed");
+}
+
+/// Reads the ClientHello, checks the destination it names and connects to it, handing the
+/// hello on. `Err(None)`: the client went away or stayed silent (nothing to answer).
+async fn open(
+    server: &Server,
+    stream: &mut TcpStream,
+    port: u16,
+    original_dst: Option<SocketAddr>,
+    cancel: CancellationToken,
+) -> Result<(TcpStream, String), Option<Refusal>> {
+    let metrics = &server.metrics;
     // Read the whole ClientHello within one idle timeout in all (not per read: a client
     // trickling a byte at a time must not hold the connection open for ever).
-    let deadline = tokio::time::Instant::now() + idle;
+    let deadline = tokio::time::Instant::now() + server.cfg.limits.client_idle_timeout.0;
     let mut buf = BytesMut::with_capacity(4096);
     let hello = loop {
         match parse_client_hello(&buf) {
@@ -208,11 +251,11 @@ pub async fn run(
         }
         let read = tokio::select! {
             r = tokio::time::timeout_at(deadline, stream.read_buf(&mut buf)) => r,
-            _ = cancel.cancelled() => return,
+            _ = cancel.cancelled() => return Err(None),
         };
         match read {
             Ok(Ok(n)) if n > 0 => Metrics::add(&metrics.client_bytes_in, n as u64),
-            _ => return, // closed, failed or idle before the hello was complete
+            _ => return Err(None), // closed, failed or idle before the hello was complete
         }
     };
     let target = match hello {
@@ -223,16 +266,18 @@ pub async fn run(
             // Intercepted: the address the client meant is known even without a name.
             Some(d) => d.ip().to_string(),
             None => {
-                log_refusal(400, "-", "ClientHello without a server name");
-                let _ = stream.write_all(&alert(ALERT_UNRECOGNIZED_NAME)).await;
-                return;
+                let why = "ClientHello without a server name";
+                return Err(Refusal::new(400, "-", why, ALERT_UNRECOGNIZED_NAME));
             }
         },
-        Ok(Hello::Incomplete) => return,
+        Ok(Hello::Incomplete) => return Err(None),
         Err(e) => {
-            log_refusal(400, "-", &e.to_string());
-            let _ = stream.write_all(&alert(ALERT_HANDSHAKE_FAILURE)).await;
-            return;
+            return Err(Refusal::new(
+                400,
+                "-",
+                e.to_string(),
+                ALERT_HANDSHAKE_FAILURE,
+            ))
         }
     };
     let port = original_dst.map(|d| d.port()).unwrap_or(port);
@@ -242,53 +287,25 @@ pub async fn run(
         .as_ref()
         .is_some_and(|a| a.refuses_transparent())
     {
-        log_refusal(
-            403,
-            &url,
-            "authentication required (auth.transparent = \"refuse\")",
-        );
-        let _ = stream.write_all(&alert(ALERT_ACCESS_DENIED)).await;
-        return;
+        let why = "authentication required (auth.transparent = \"refuse\")";
+        return Err(Refusal::new(403, &url, why, ALERT_ACCESS_DENIED));
     }
     if !server.acl.connect_port_allowed(port) {
-        log_refusal(403, &url, &format!("port {port} not allowed"));
-        let _ = stream.write_all(&alert(ALERT_ACCESS_DENIED)).await;
-        return;
+        let why = format!("port {port} not allowed");
+        return Err(Refusal::new(403, &url, why, ALERT_ACCESS_DENIED));
     }
-    let mut upstream = match server.dialer.connect(&target, port).await {
-        Ok(s) => s,
-        Err(e) => {
-            let status = e.status().as_u16();
-            log_refusal(status, &url, &e.to_string());
-            let why = if status == 403 {
-                ALERT_ACCESS_DENIED
-            } else {
-                ALERT_INTERNAL_ERROR
-            };
-            let _ = stream.write_all(&alert(why)).await;
-            return;
-        }
-    };
-    if upstream.write_all(&buf).await.is_err() {
-        return;
-    }
+    let mut upstream = server.dialer.connect(&target, port).await.map_err(|e| {
+        let status = e.status().as_u16();
+        let alert = if status == 403 {
+            ALERT_ACCESS_DENIED
+        } else {
+            ALERT_INTERNAL_ERROR
+        };
+        Refusal::new(status, &url, e.to_string(), alert)
+    })?;
+    upstream.write_all(&buf).await.map_err(|_| None)?;
     Metrics::add(&metrics.origin_bytes_out, buf.len() as u64);
-    metrics.request("tls", 200);
-    tracing::info!(target: "webpep::access", client = %peer, mode = "tls", url = %url,
-        status = 200u16, "tls relay open");
-    tokio::select! {
-        r = tokio::io::copy_bidirectional(&mut stream, &mut upstream) => {
-            if let Ok((up, down)) = r {
-                Metrics::add(&metrics.client_bytes_in, up);
-                Metrics::add(&metrics.origin_bytes_out, up);
-                Metrics::add(&metrics.origin_bytes_in, down);
-                Metrics::add(&metrics.client_bytes_out, down);
-            }
-        }
-        _ = hard.cancelled() => {}
-    }
-    tracing::info!(target: "webpep::access", client = %peer, mode = "tls", url = %url,
-        ms = start.elapsed().as_millis() as u64, "tls relay closed");
+    Ok((upstream, url))
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! CONNECT tunnels: after the port and destination checks, `200` and then bytes both ways,
-//! uninterpreted (no TLS interception in this proxy).
+//! uninterpreted (no TLS interception in this proxy); [`splice`] also serves the TLS relay.
 
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -85,17 +85,33 @@ pub async fn run(
     };
     tracing::info!(target: "webpep::access", client = %peer, mode = "connect", method = "CONNECT",
         url = %format!("{host}:{port}"), status = 200u16, user = user.unwrap_or("-"), "tunnel open");
-    tokio::select! {
-        r = tokio::io::copy_bidirectional(&mut client, &mut upstream) => {
-            if let Ok((up, down)) = r {
-                Metrics::add(&metrics.client_bytes_in, up + leftover.len() as u64);
-                Metrics::add(&metrics.origin_bytes_out, up + leftover.len() as u64);
-                Metrics::add(&metrics.origin_bytes_in, down);
-                Metrics::add(&metrics.client_bytes_out, down);
-            }
-        }
-        _ = hard.cancelled() => {}
+    if splice(&mut client, &mut upstream, metrics, &hard).await {
+        Metrics::add(&metrics.client_bytes_in, leftover.len() as u64);
+        Metrics::add(&metrics.origin_bytes_out, leftover.len() as u64);
     }
     tracing::info!(target: "webpep::access", client = %peer, mode = "connect",
         url = %format!("{host}:{port}"), ms = start.elapsed().as_millis() as u64, "tunnel closed");
+}
+
+/// Copies bytes both ways until either side closes (or `hard` shutdown), counting them.
+/// Returns whether the copy ended by itself without an error.
+pub(crate) async fn splice(
+    client: &mut tokio::net::TcpStream,
+    upstream: &mut tokio::net::TcpStream,
+    metrics: &Metrics,
+    hard: &CancellationToken,
+) -> bool {
+    tokio::select! {
+        r = tokio::io::copy_bidirectional(client, upstream) => match r {
+            Ok((up, down)) => {
+                Metrics::add(&metrics.client_bytes_in, up);
+                Metrics::add(&metrics.origin_bytes_out, up);
+                Metrics::add(&metrics.origin_bytes_in, down);
+                Metrics::add(&metrics.client_bytes_out, down);
+                true
+            }
+            Err(_) => false,
+        },
+        _ = hard.cancelled() => false,
+    }
 }
