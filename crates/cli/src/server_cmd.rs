@@ -43,6 +43,10 @@ pub struct Args {
     /// Private/loopback destination network to allow (CIDR; repeatable; added to the list).
     #[arg(long, value_name = "CIDR")]
     pub allow_destination: Vec<String>,
+    /// Refuse connections that open with a TLS ClientHello instead of relaying them by SNI
+    /// (as `[acl] tls-relay = false`).
+    #[arg(long)]
+    pub no_tls_relay: bool,
     /// DNS server for origin names (IP or IP:port; default: first nameserver of /etc/resolv.conf).
     #[arg(long, value_name = "ADDR")]
     pub dns_upstream: Option<String>,
@@ -122,6 +126,9 @@ fn effective_config(args: &Args) -> anyhow::Result<ServerConfig> {
     for c in &args.allow_destination {
         let n = parse_net(c).map_err(|e| bad(format!("--allow-destination {c:?}: {e}")))?;
         cfg.acl.allow_destinations.push(n);
+    }
+    if args.no_tls_relay {
+        cfg.acl.tls_relay = false;
     }
     if let Some(d) = &args.dns_upstream {
         let addr = d

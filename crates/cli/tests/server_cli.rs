@@ -83,6 +83,7 @@ fn print_config_shows_overrides_and_reparses() {
         "10.0.0.0/8",
         "--congestion",
         "bbr",
+        "--no-tls-relay",
         "--print-config",
     ]);
     assert_eq!(code, 0, "{err}");
@@ -91,6 +92,7 @@ fn print_config_shows_overrides_and_reparses() {
     assert!(out.contains("proxy.test:8080"), "{out}");
     assert!(out.contains("10.0.0.0/8"), "{out}");
     assert!(out.contains("congestion = \"bbr\""), "{out}");
+    assert!(out.contains("tls-relay = false"), "{out}");
     let f = temp_file("printed.toml", &out);
     let (code, out2, err) = run(&["server", "--config", f.to_str().unwrap(), "--print-config"]);
     assert_eq!(code, 0, "{err}");

@@ -151,6 +151,9 @@ pub struct AclConfig {
     pub connect_ports: Vec<u16>,
     /// Private/loopback networks that are nevertheless allowed as destinations.
     pub allow_destinations: Vec<IpNet>,
+    /// Relay connections that open with a TLS ClientHello to the host it names (off: they
+    /// get an `access_denied` alert).
+    pub tls_relay: bool,
 }
 
 impl Default for AclConfig {
@@ -162,6 +165,7 @@ impl Default for AclConfig {
             ],
             connect_ports: vec![443],
             allow_destinations: Vec::new(),
+            tls_relay: true,
         }
     }
 }

@@ -282,6 +282,10 @@ async fn open(
     };
     let port = original_dst.map(|d| d.port()).unwrap_or(port);
     let url = format!("{target}:{port}");
+    if !server.cfg.acl.tls_relay {
+        let why = "TLS relay off (acl.tls-relay = false)";
+        return Err(Refusal::new(403, &url, why, ALERT_ACCESS_DENIED));
+    }
     if server
         .auth
         .as_ref()

@@ -171,6 +171,33 @@ async fn the_relay_is_no_open_door() {
 }
 
 #[tokio::test]
+async fn the_relay_can_be_switched_off_and_http_still_served() {
+    let (port, cert, handshakes) = tls_origin().await;
+    let mut cfg = relay_config(port);
+    cfg.acl.tls_relay = false;
+    let (addr, cancel) = proxy_on("127.0.0.10", port, cfg).await;
+    let err = talk(addr, &cert).await.unwrap_err();
+    assert!(err.contains("AccessDenied"), "{err}");
+    assert_eq!(handshakes.load(std::sync::atomic::Ordering::SeqCst), 0);
+    // The listener still answers plain HTTP (here: a request for the proxy itself).
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET /nowhere HTTP/1.1\r\nHost: 127.0.0.10\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut got))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        got.starts_with(b"HTTP/1.1 "),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+    cancel.cancel();
+}
+
+#[tokio::test]
 async fn a_broken_hello_gets_an_alert_and_the_proxy_goes_on() {
     let (port, cert, _) = tls_origin().await;
     let (addr, cancel) = proxy_on("127.0.0.6", port, relay_config(port)).await;
