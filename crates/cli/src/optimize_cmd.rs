@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context;
+use webpep_lab::peer_images::Ziproxy;
 use webpep_optimize::transcode::{self, Outcome, Preset, Skip, TranscodeConfig};
 
 use crate::BadInput;
@@ -40,6 +41,10 @@ struct ImagesArgs {
     /// [default: none, as a 2003 browser]
     #[arg(long, value_name = "ACCEPT")]
     accept: Option<String>,
+    /// Also run every image through a peer proxy (`ziproxy`: Debian's Ziproxy, stock
+    /// settings, in inetd mode behind a loopback origin) and report its bytes and SSIM
+    #[arg(long, value_name = "PEER")]
+    peer: Option<String>,
 }
 
 /// Runs `webpep optimize`.
@@ -103,6 +108,16 @@ impl Row {
         }
     }
 
+    /// Records an image some other encoder left as it was (or failed on), and why.
+    fn keep(&mut self, input_len: usize, output_len: usize, why: &str, millis: f64) {
+        self.images += 1;
+        self.kept += 1;
+        self.input_bytes += input_len as u64;
+        self.output_bytes += output_len as u64;
+        self.millis += millis;
+        *self.kept_reasons.entry(why.to_string()).or_default() += 1;
+    }
+
     fn merge(&mut self, other: &Row) {
         self.images += other.images;
         self.input_bytes += other.input_bytes;
@@ -146,42 +161,112 @@ fn parse_presets(s: &str) -> Result<Vec<Preset>, BadInput> {
         .map_err(|e| BadInput(format!("--preset: {e} or all")))
 }
 
+/// The format label of an image body ("other" for bodies that claim to be images but are not).
+fn format_of(body: &[u8]) -> &'static str {
+    transcode::sniff(body).map_or("other", |f| f.name())
+}
+
+/// Adds the "all" row: the sum of the per-format rows.
+fn with_total(mut rows: BTreeMap<String, Row>) -> BTreeMap<String, Row> {
+    let mut all = Row::default();
+    for r in rows.values() {
+        all.merge(r);
+    }
+    rows.insert("all".into(), all);
+    rows
+}
+
+/// The rows of one preset: every image transcoded as the edge proxy would.
+fn preset_rows(
+    preset: Preset,
+    inputs: &[InputImage],
+    accept: Option<&str>,
+) -> BTreeMap<String, Row> {
+    let cfg = TranscodeConfig::with_preset(preset);
+    let mut rows: BTreeMap<String, Row> = BTreeMap::new();
+    for img in inputs {
+        let started = Instant::now();
+        let outcome = transcode::transcode(&img.body, img.content_type.as_deref(), accept, &cfg);
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        if let Outcome::Unchanged(Skip::Corrupt(m)) = &outcome {
+            tracing::info!(image = %img.name, "corrupt: {m}");
+        }
+        rows.entry(format_of(&img.body).to_string())
+            .or_default()
+            .add(img.body.len(), &outcome, ms);
+    }
+    with_total(rows)
+}
+
+/// The rows of a peer proxy: every image fetched through it, its output measured against the
+/// original as the presets' are.
+fn peer_rows(ziproxy: &Ziproxy, inputs: &[InputImage]) -> BTreeMap<String, Row> {
+    // The measuring limits are the lossless preset's (any preset's: they are shared).
+    let cfg = TranscodeConfig::with_preset(Preset::Lossless);
+    let mut rows: BTreeMap<String, Row> = BTreeMap::new();
+    for img in inputs {
+        let row = rows.entry(format_of(&img.body).to_string()).or_default();
+        let content_type = img
+            .content_type
+            .clone()
+            .or_else(|| transcode::sniff(&img.body).map(|f| f.content_type().to_string()))
+            .unwrap_or_else(|| "application/octet-stream".into());
+        let started = Instant::now();
+        let got = ziproxy.image(&img.body, &content_type);
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        let n = img.body.len();
+        match got {
+            Err(e) => {
+                tracing::warn!(image = %img.name, "ziproxy: {e}");
+                row.keep(n, n, "peer-failed", ms);
+            }
+            Ok(r) if r.status != 200 => row.keep(n, n, &format!("status-{}", r.status), ms),
+            Ok(r) if r.body == img.body => row.keep(n, n, "unchanged", ms),
+            Ok(r) => match transcode::compare(&img.body, &r.body, &cfg) {
+                Ok(ssim) => {
+                    let content_type =
+                        transcode::sniff(&r.body).map_or("other", |f| f.content_type());
+                    let out = Outcome::Transcoded {
+                        body: r.body,
+                        content_type,
+                        ssim: Some(ssim),
+                    };
+                    row.add(n, &out, ms);
+                }
+                Err(skip) => {
+                    tracing::info!(image = %img.name, "ziproxy's output not measured: {skip}");
+                    row.keep(n, r.body.len(), &format!("unmeasured-{}", skip.label()), ms);
+                }
+            },
+        }
+    }
+    with_total(rows)
+}
+
+/// The peer `--peer` names, ready to run (checked before any work starts).
+fn open_peer(peer: &str) -> anyhow::Result<Ziproxy> {
+    if peer != "ziproxy" {
+        return Err(BadInput(format!("--peer: unknown peer {peer:?} (ziproxy)")).into());
+    }
+    Ok(Ziproxy::new().map_err(|e| BadInput(e.to_string()))?)
+}
+
 fn images(a: ImagesArgs) -> anyhow::Result<u8> {
     let presets = parse_presets(&a.preset)?;
+    let peer = a.peer.as_deref().map(open_peer).transpose()?;
     let inputs = collect_inputs(&a.paths)?;
     if inputs.is_empty() {
         return Err(
             BadInput("no JPEG, PNG, GIF or WebP images found in the given paths".into()).into(),
         );
     }
-    // preset -> format -> row; "other" holds bodies that claimed to be images but are not.
-    let mut table: Vec<(Preset, BTreeMap<String, Row>)> = Vec::new();
-    for &preset in &presets {
-        let cfg = TranscodeConfig::with_preset(preset);
-        let mut rows: BTreeMap<String, Row> = BTreeMap::new();
-        for img in &inputs {
-            let format = transcode::sniff(&img.body).map_or("other", |f| f.name());
-            let started = Instant::now();
-            let outcome = transcode::transcode(
-                &img.body,
-                img.content_type.as_deref(),
-                a.accept.as_deref(),
-                &cfg,
-            );
-            let ms = started.elapsed().as_secs_f64() * 1000.0;
-            if let Outcome::Unchanged(Skip::Corrupt(m)) = &outcome {
-                tracing::info!(image = %img.name, "corrupt: {m}");
-            }
-            rows.entry(format.to_string())
-                .or_default()
-                .add(img.body.len(), &outcome, ms);
-        }
-        let mut all = Row::default();
-        for r in rows.values() {
-            all.merge(r);
-        }
-        rows.insert("all".into(), all);
-        table.push((preset, rows));
+    // preset (or peer) -> format -> row.
+    let mut table: Vec<(String, BTreeMap<String, Row>)> = presets
+        .iter()
+        .map(|&p| (p.to_string(), preset_rows(p, &inputs, a.accept.as_deref())))
+        .collect();
+    if let (Some(name), Some(ziproxy)) = (&a.peer, &peer) {
+        table.push((name.clone(), peer_rows(ziproxy, &inputs)));
     }
     if a.json {
         let out: Vec<serde_json::Value> = table
@@ -189,7 +274,7 @@ fn images(a: ImagesArgs) -> anyhow::Result<u8> {
             .flat_map(|(preset, rows)| {
                 rows.iter().map(move |(format, r)| {
                     serde_json::json!({
-                        "preset": preset.to_string(),
+                        "preset": preset,
                         "format": format,
                         "images": r.images,
                         "input_bytes": r.input_bytes,
@@ -235,7 +320,7 @@ fn images(a: ImagesArgs) -> anyhow::Result<u8> {
                     .collect();
                 println!(
                     "{:<10} {:<6} {:>6} {:>11} {:>11} {:>6.1}% {:>7} {:>7} {:>6} {:>5} {:>8.0}  {}",
-                    preset.to_string(),
+                    preset,
                     format,
                     r.images,
                     r.input_bytes,
@@ -390,6 +475,7 @@ mod tests {
                 preset: preset.into(),
                 json: false,
                 accept: None,
+                peer: None,
             }),
         }
     }
@@ -410,6 +496,16 @@ mod tests {
     fn unknown_preset_is_bad_input() {
         let msg = is_bad_input(run(args(&["."], "medium"))).expect("bad input");
         assert!(msg.contains("medium"), "{msg}");
+    }
+
+    #[test]
+    fn unknown_peer_is_bad_input_before_any_work() {
+        let mut a = args(&["/nonexistent"], "all");
+        let OptimizeCommand::Images(i) = &mut a.command;
+        i.peer = Some("squid".into());
+        // The peer is checked first: the missing path is not what is reported.
+        let msg = is_bad_input(run(a)).expect("bad input");
+        assert!(msg.contains("--peer") && msg.contains("squid"), "{msg}");
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::configs::Peer;
 use crate::{LabError, Result};
 
 /// Where Debian installs each peer.
-fn binary(peer: Peer) -> &'static str {
+pub(crate) fn binary(peer: Peer) -> &'static str {
     match peer {
         Peer::Squid => "/usr/sbin/squid",
         Peer::Ziproxy => "/usr/bin/ziproxy",

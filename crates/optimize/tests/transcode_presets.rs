@@ -299,3 +299,32 @@ fn presets_parse_and_display() {
     assert!("medium".parse::<Preset>().is_err());
     assert_eq!(TranscodeConfig::default().preset, Preset::Balanced);
 }
+
+#[test]
+fn compare_measures_another_encoders_output_as_transcode_measures_its_own() {
+    use webpep_optimize::transcode::compare;
+    let orig_bytes = photo_jpeg(192, 128);
+    let c = cfg(Preset::Aggressive);
+    assert_eq!(compare(&orig_bytes, &orig_bytes, &c), Ok(1.0));
+    // What transcode claims for its own output is what compare measures of it.
+    let Outcome::Transcoded {
+        body,
+        ssim: Some(claimed),
+        ..
+    } = transcode(&orig_bytes, Some("image/jpeg"), None, &c)
+    else {
+        panic!("not transcoded")
+    };
+    let measured = compare(&orig_bytes, &body, &c).unwrap();
+    assert!((measured - claimed).abs() < 1e-9, "{measured} vs {claimed}");
+    assert!(measured < 1.0);
+    // A broken output is named as the output's fault; a broken original as corrupt.
+    match compare(&orig_bytes, b"not an image", &c) {
+        Err(Skip::Corrupt(m)) => assert!(m.starts_with("output"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        compare(&orig_bytes[..40], &body, &c),
+        Err(Skip::Corrupt(_))
+    ));
+}

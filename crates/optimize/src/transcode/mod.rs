@@ -265,6 +265,19 @@ struct Source {
 }
 
 impl Source {
+    fn new(format: Format, img: DynamicImage) -> Source {
+        let facts = PixelFacts::of(&img);
+        let white = ssim::luma_plane(&img, Background::White);
+        let black = (!facts.opaque).then(|| ssim::luma_plane(&img, Background::Black));
+        Source {
+            format,
+            img,
+            facts,
+            white,
+            black,
+        }
+    }
+
     /// SSIM of `other` against the original; with alpha, the worse of white and black
     /// backgrounds so that damaged transparency counts.
     fn ssim_of(&self, other: &DynamicImage) -> f64 {
@@ -297,12 +310,29 @@ impl Source {
     }
 }
 
-fn transcode_inner(
+/// SSIM of another encoder's `output` (another proxy's, say) against `original`, measured as
+/// [`transcode`] measures its own candidates: luma, and with alpha the worse of white and
+/// black backgrounds. Both are decoded within `cfg`'s byte and pixel limits; an image that
+/// cannot be is the error (the output's marked as such).
+pub fn compare(original: &[u8], output: &[u8], cfg: &TranscodeConfig) -> Result<f64, Skip> {
+    let (format, header) = checked_header(original, None, cfg)?;
+    let src = Source::new(format, decode(format, original, &header)?);
+    let side = |e: Skip| match e {
+        Skip::Corrupt(m) => Skip::Corrupt(format!("output: {m}")),
+        Skip::NotAnImage => Skip::Corrupt("output is not an image".into()),
+        other => other,
+    };
+    let (oformat, oheader) = checked_header(output, None, cfg).map_err(side)?;
+    let out = decode(oformat, output, &oheader).map_err(side)?;
+    Ok(src.ssim_of(&out))
+}
+
+/// The format and header of `body`, within `cfg`'s byte and pixel limits.
+fn checked_header(
     body: &[u8],
     content_type: Option<&str>,
-    accept: Option<&str>,
     cfg: &TranscodeConfig,
-) -> Result<Candidate, Skip> {
+) -> Result<(Format, Header), Skip> {
     if body.len() > cfg.max_input_bytes {
         return Err(Skip::TooLarge(format!(
             "{} bytes > {} byte limit",
@@ -328,20 +358,20 @@ fn transcode_inner(
             cfg.max_pixels
         )));
     }
+    Ok((format, header))
+}
+
+fn transcode_inner(
+    body: &[u8],
+    content_type: Option<&str>,
+    accept: Option<&str>,
+    cfg: &TranscodeConfig,
+) -> Result<Candidate, Skip> {
+    let (format, header) = checked_header(body, content_type, cfg)?;
     if header.animated && cfg.keep_animations {
         return Err(Skip::Animated);
     }
-    let img = decode(format, body, &header)?;
-    let facts = PixelFacts::of(&img);
-    let white = ssim::luma_plane(&img, Background::White);
-    let black = (!facts.opaque).then(|| ssim::luma_plane(&img, Background::Black));
-    let src = Source {
-        format,
-        img,
-        facts,
-        white,
-        black,
-    };
+    let src = Source::new(format, decode(format, body, &header)?);
     let webp_ok = accepts_webp(accept);
     let bound = cfg.min_ssim();
 
