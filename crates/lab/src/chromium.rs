@@ -96,7 +96,11 @@ fn flags(profile: &Path, proxy: Option<SocketAddr>) -> Vec<String> {
         // whatever the page says, as a real user's would be: the lab's servers answer with
         // certificates of the lab CA, which this browser takes.
         "--ignore-certificate-errors",
-        "--disable-features=HttpsUpgrades,HttpsFirstBalancedModeAutoEnable,HttpsFirstModeV2ForEngagedSites,OptimizationHints,Translate,MediaRouter,AutofillServerCommunication",
+        // Such a page's http:// scripts and stylesheets (a 2003 page's) would then be blocked
+        // as mixed content, and the browser would load less than the page: they load, so
+        // every configuration loads the same objects.
+        "--allow-running-insecure-content",
+        "--disable-features=AutoupgradeMixedContent,HttpsUpgrades,HttpsFirstBalancedModeAutoEnable,HttpsFirstModeV2ForEngagedSites,OptimizationHints,Translate,MediaRouter,AutofillServerCommunication",
         "--remote-debugging-pipe",
     ]
     .iter()
