@@ -41,6 +41,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut policy = RewritePolicy::new(names, proxy.clone());
     policy.keep_original = choice & 0x80 == 0;
+    policy.keep_origin_ttl = choice & 0x40 != 0;
     policy.ttl = u32::from(choice);
 
     let Ok(Some(out)) = rewrite_response(packet, &policy) else {
@@ -61,6 +62,10 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(&got[..family.len()], &family[..], "the proxy's addresses come first");
     for r in &rewritten.answers()[..family.len()] {
         assert_eq!(r.ttl(), policy.ttl);
+    }
+    if !policy.keep_origin_ttl {
+        // One TTL for the whole answer (RFC 2181 §5.2).
+        assert!(rewritten.answers().iter().all(|r| r.ttl() == policy.ttl));
     }
     if policy.keep_original {
         for a in addrs(&original) {

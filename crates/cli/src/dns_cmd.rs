@@ -44,10 +44,16 @@ pub struct Args {
     /// fallback of paper 002 §5)
     #[arg(long)]
     no_fallback: bool,
+    /// Keep the original records' own TTLs (002 Fig. 3 as drawn) instead of giving the whole
+    /// rewritten answer --ttl; clients cache an answer for its lowest TTL (RFC 2181 §5.2), so
+    /// they then ask again over the air when the origin's TTL runs out
+    #[arg(long)]
+    keep_origin_ttl: bool,
     /// How long to wait for each of the two upstream attempts before answering SERVFAIL
     #[arg(long, value_name = "MS", default_value_t = 2000)]
     timeout_ms: u64,
-    /// TOML file with the same keys: listen, upstream, rewrite, proxy-addrs, ttl, fallback
+    /// TOML file with the same keys: listen, upstream, rewrite, proxy-addrs, ttl, fallback,
+    /// keep-origin-ttl
     /// (flags override it; unknown keys are an error)
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -113,6 +119,7 @@ fn settings(args: &Args, file: FileConfig) -> Result<Settings, BadInput> {
             let mut p = RewritePolicy::new(names, proxy_addrs);
             p.ttl = args.ttl.or(file.ttl).unwrap_or(DEFAULT_PROXY_TTL);
             p.keep_original = !args.no_fallback && file.fallback.unwrap_or(true);
+            p.keep_origin_ttl = args.keep_origin_ttl || file.keep_origin_ttl.unwrap_or(false);
             Some(p)
         }
         None => {
@@ -154,8 +161,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let listen = udp.local_addr().unwrap_or(settings.listen);
     let policy_desc = match &settings.proxy.policy {
         Some(p) => format!(
-            "rewrite {:?} to {:?} (ttl {} s, fallback {})",
-            p.names, p.proxy_addrs, p.ttl, p.keep_original
+            "rewrite {:?} to {:?} (ttl {} s, fallback {}, origin ttls kept {})",
+            p.names, p.proxy_addrs, p.ttl, p.keep_original, p.keep_origin_ttl
         ),
         None => "plain forwarder".to_string(),
     };
@@ -229,6 +236,7 @@ mod tests {
             proxy_addrs: Some(vec!["10.0.0.12".parse().unwrap()]),
             ttl: Some(600),
             fallback: Some(true),
+            keep_origin_ttl: None,
         };
         let s = settings(
             &args(&["--rewrite", "www", "--no-fallback", "--ttl", "60"]),
@@ -239,6 +247,9 @@ mod tests {
         let p = s.proxy.policy.unwrap();
         assert_eq!(p.names, NameMatch::WwwPrefix);
         assert_eq!((p.ttl, p.keep_original), (60, false));
+        assert!(!p.keep_origin_ttl);
+        let s = settings(&args(&["--keep-origin-ttl"]), file.clone()).unwrap();
+        assert!(s.proxy.policy.unwrap().keep_origin_ttl);
         assert_eq!(p.proxy_addrs, vec!["10.0.0.12".parse::<IpAddr>().unwrap()]);
 
         let s = settings(&args(&["--rewrite", "none"]), file).unwrap();

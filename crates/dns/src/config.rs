@@ -31,6 +31,8 @@ pub struct FileConfig {
     pub ttl: Option<u32>,
     /// Keep the original addresses after the proxy's (the mobility fallback).
     pub fallback: Option<bool>,
+    /// Keep the original records' own TTLs instead of giving the answer the proxy's TTL.
+    pub keep_origin_ttl: Option<bool>,
 }
 
 /// Parses the text of a configuration file.
@@ -46,7 +48,8 @@ mod tests {
     fn all_keys() {
         let c = parse_config_file(
             "listen = \"127.0.0.1:5353\"\nupstream = \"10.0.0.53:53\"\nrewrite = \"www\"\n\
-             proxy-addrs = [\"10.0.0.12\", \"fd00::12\"]\nttl = 600\nfallback = false\n",
+             proxy-addrs = [\"10.0.0.12\", \"fd00::12\"]\nttl = 600\nfallback = false\n\
+             keep-origin-ttl = true\n",
         )
         .unwrap();
         assert_eq!(c.listen, Some("127.0.0.1:5353".parse().unwrap()));
@@ -55,6 +58,7 @@ mod tests {
         assert_eq!(c.proxy_addrs.as_ref().map(Vec::len), Some(2));
         assert_eq!(c.ttl, Some(600));
         assert_eq!(c.fallback, Some(false));
+        assert_eq!(c.keep_origin_ttl, Some(true));
         assert_eq!(parse_config_file("").unwrap(), FileConfig::default());
     }
 

@@ -108,6 +108,13 @@ pub struct RewritePolicy {
     /// Keep the original addresses after the proxy's, so that a client that cannot reach the
     /// proxy (it moved to another network, 002 §5) falls back to the origin.
     pub keep_original: bool,
+    /// Keep the original records' own (short) TTLs, as 002 Fig. 3 draws the answer. Off (the
+    /// default), every record of a rewritten answer carries `ttl`: an RRset has one TTL
+    /// (RFC 2181 §5.2), and clients that cache an answer for its lowest TTL (browsers,
+    /// systemd-resolved) would otherwise ask again over the air as soon as the origin's TTL
+    /// runs out, which is what the long TTL is there to prevent. The price: a client that
+    /// loses the proxy falls back to origin addresses up to `ttl` old.
+    pub keep_origin_ttl: bool,
 }
 
 impl RewritePolicy {
@@ -118,6 +125,7 @@ impl RewritePolicy {
             proxy_addrs,
             ttl: DEFAULT_PROXY_TTL,
             keep_original: true,
+            keep_origin_ttl: false,
         }
     }
 

@@ -10,8 +10,10 @@
 //! - everything else (other types, other names, errors) is forwarded byte for byte.
 //!
 //! A rewritten answer lists the proxy's records for the queried name first, with the policy's
-//! long TTL, then (with `keep_original`) the upstream's answer section unchanged: its CNAME
-//! chain and the origin addresses, which a client that cannot reach the proxy falls back to.
+//! long TTL, then (with `keep_original`) the upstream's answer section: its CNAME chain and the
+//! origin addresses, which a client that cannot reach the proxy falls back to. They carry the
+//! long TTL too (unless `keep_origin_ttl`): clients cache an answer for its lowest TTL
+//! (RFC 2181 §5.2), so one short TTL left in it would undo the long one.
 //! Stub resolvers (glibc, musl) accept address records owned by the queried name before they
 //! follow a CNAME, so the proxy's address comes first for them too.
 
@@ -81,7 +83,17 @@ fn rewritten(mut msg: Message, policy: &RewritePolicy) -> Option<Message> {
     }
     if policy.keep_original {
         // The proxy's own address, if the origin happens to have it, is listed once.
-        answers.extend(originals.into_iter().filter(|r| !proxy.contains(r.data())));
+        answers.extend(
+            originals
+                .into_iter()
+                .filter(|r| !proxy.contains(r.data()))
+                .map(|mut r| {
+                    if !policy.keep_origin_ttl {
+                        r.set_ttl(policy.ttl);
+                    }
+                    r
+                }),
+        );
     }
     msg.insert_answers(answers);
     Some(msg)
@@ -155,6 +167,22 @@ mod tests {
             .collect()
     }
 
+    /// www.foo.com is a CNAME (TTL 300) for foo.cdn.net, whose address has TTL 20.
+    fn cname_response() -> Message {
+        response(
+            "www.foo.com.",
+            RecordType::A,
+            vec![
+                Record::from_rdata(
+                    name("www.foo.com."),
+                    300,
+                    RData::CNAME(CNAME(name("foo.cdn.net."))),
+                ),
+                a("foo.cdn.net.", 20, "198.51.100.7"),
+            ],
+        )
+    }
+
     fn row(owner: &str, ttl: u32, v: &str) -> (String, u32, String) {
         (owner.into(), ttl, v.into())
     }
@@ -176,8 +204,8 @@ mod tests {
             summary(&out),
             vec![
                 row("www.foo.com.", 86_400, "10.0.0.12"),
-                row("www.foo.com.", 10, "193.123.25.10"),
-                row("www.foo.com.", 10, "193.123.25.11"),
+                row("www.foo.com.", 86_400, "193.123.25.10"),
+                row("www.foo.com.", 86_400, "193.123.25.11"),
             ]
         );
         let m = Message::from_vec(&out).unwrap();
@@ -201,7 +229,7 @@ mod tests {
             summary(&out),
             vec![
                 row("www.foo.com.", 3600, "fd00::12"),
-                row("www.foo.com.", 30, "2001:db8::1")
+                row("www.foo.com.", 3600, "2001:db8::1")
             ]
         );
     }
@@ -226,29 +254,22 @@ mod tests {
 
     #[test]
     fn cname_chain_is_kept_after_the_proxy_record_for_the_queried_name() {
-        let resp = response(
-            "www.foo.com.",
-            RecordType::A,
-            vec![
-                Record::from_rdata(
-                    name("www.foo.com."),
-                    300,
-                    RData::CNAME(CNAME(name("foo.cdn.net."))),
-                ),
-                a("foo.cdn.net.", 20, "198.51.100.7"),
-            ],
-        );
-        let out = rewrite_response(&resp.to_vec().unwrap(), &policy(NameMatch::All))
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            summary(&out),
-            vec![
-                row("www.foo.com.", 86_400, "10.0.0.12"),
-                row("www.foo.com.", 300, "CNAME foo.cdn.net."),
-                row("foo.cdn.net.", 20, "198.51.100.7"),
-            ]
-        );
+        let resp = cname_response().to_vec().unwrap();
+        // The whole answer gets the long TTL, unless the origins' own are asked for (002
+        // Fig. 3 as drawn: a client caching for the lowest TTL then asks again after 20 s).
+        let mut p = policy(NameMatch::All);
+        for (keep, cname_ttl, addr_ttl) in [(false, 86_400, 86_400), (true, 300, 20)] {
+            p.keep_origin_ttl = keep;
+            let out = rewrite_response(&resp, &p).unwrap().unwrap();
+            assert_eq!(
+                summary(&out),
+                vec![
+                    row("www.foo.com.", 86_400, "10.0.0.12"),
+                    row("www.foo.com.", cname_ttl, "CNAME foo.cdn.net."),
+                    row("foo.cdn.net.", addr_ttl, "198.51.100.7"),
+                ]
+            );
+        }
     }
 
     #[test]
@@ -268,7 +289,7 @@ mod tests {
             summary(&out),
             vec![
                 row("www.foo.com.", 86_400, "10.0.0.12"),
-                row("www.foo.com.", 10, "192.0.2.1")
+                row("www.foo.com.", 86_400, "192.0.2.1")
             ]
         );
     }

@@ -334,6 +334,11 @@ mod tests {
         assert_eq!(all["http10"].per_host(), 8);
         assert_eq!(all["pipelining"].pipeline_depth(), 4);
         assert!(all["http11-warm"].warm);
+        assert!(all["transparent-dns-warm"].warm);
+        assert_eq!(
+            all["transparent-dns-warm"].proxy,
+            all["transparent-dns"].proxy
+        );
         assert_eq!(all["chromium-explicit"].browser(), Browser::Chromium);
         assert!(all["chromium"].summary().contains("real Chromium"));
         // Peers run as the explicit proxy with the same browser policy as `explicit`.

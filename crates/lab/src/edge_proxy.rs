@@ -240,12 +240,9 @@ impl EdgeProxy {
             })?);
 
         if cfg.proxy == ProxyMode::TransparentDns {
-            let policy = webpep_dns::RewritePolicy {
-                names: webpep_dns::NameMatch::All,
-                proxy_addrs: vec![edge_addr.into()],
-                ttl: 86_400,
-                keep_original: true,
-            };
+            // 002's answer: the proxy first for a day, the originals after it (one TTL).
+            let policy =
+                webpep_dns::RewritePolicy::new(webpep_dns::NameMatch::All, vec![edge_addr.into()]);
             let dcfg = webpep_dns::DnsProxyConfig {
                 upstream: SocketAddr::from((edge_addr, 53)),
                 policy: Some(policy),

@@ -202,6 +202,17 @@ fn an_object_the_server_cannot_serve_is_an_error_and_the_run_goes_on() {
 
 /// A page over six domains with DNS TTL 0: every lookup crosses the air link, and the DNS
 /// time of the breakdown is several round trips.
+/// How many of a HAR's entries made a DNS lookup.
+fn har_lookups(path: &Path) -> usize {
+    let har: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    har["log"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["timings"]["dns"].as_f64().unwrap_or(-1.0) >= 0.0)
+        .count()
+}
+
 #[test]
 fn dns_over_the_link_shows_in_the_breakdown() {
     if !netns_available("dns_over_the_link_shows_in_the_breakdown") {
@@ -262,15 +273,43 @@ fn dns_over_the_link_shows_in_the_breakdown() {
     eprintln!("six domains, TTL 0: {:?} (RTT {rtt:.0} ms)", l.breakdown_ms);
     // The root's lookup alone is one RTT; the five others overlap each other but not payload.
     assert!(l.breakdown_ms.dns >= 1.5 * rtt, "{:?}", l.breakdown_ms);
-    let har: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("out").join(&l.har)).unwrap()).unwrap();
-    let lookups = har["log"]["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["timings"]["dns"].as_f64().unwrap_or(-1.0) >= 0.0)
-        .count();
+    let lookups = har_lookups(&dir.join("out").join(&l.har));
     assert_eq!(lookups, 6, "one lookup per domain crossed the link");
+}
+
+/// 002's long TTL: on a revisit after the origins' TTL has run out, the plain client looks
+/// every name up again over the air, while under DNS rewriting the proxy's answers (TTL one
+/// day) are still cached and the revisit makes no lookup at all.
+#[test]
+fn dns_rewriting_answers_outlive_the_origin_ttl_on_a_revisit() {
+    if !netns_available("dns_rewriting_answers_outlive_the_origin_ttl_on_a_revisit") {
+        return;
+    }
+    let dir = TestDir::new("run-dns-warm");
+    let mut opts = small_options(&dir, &["http11-warm", "transparent-dns-warm"]);
+    // TTL 2 s unscaled is 1 s of wall time at k = 10 (the floor); the gap, 2 s of wall time.
+    opts.dns_ttl_s = 2;
+    opts.gap_s = 20.0;
+    let r = run(&opts).expect("run");
+    eprintln!("{}", r.table());
+    let lookups = |config: &str| {
+        let l = r.loads.iter().find(|l| l.config == config).unwrap();
+        assert_eq!((l.objects, l.errors), (9, 0), "{config}");
+        (
+            har_lookups(&dir.join("out").join(&l.har)),
+            l.breakdown_ms.dns,
+        )
+    };
+    let (plain_n, plain_ms) = lookups("http11-warm");
+    assert!(
+        plain_n >= 1 && plain_ms > 0.0,
+        "expired answers are looked up again: {plain_n}, {plain_ms} ms"
+    );
+    assert_eq!(
+        lookups("transparent-dns-warm"),
+        (0, 0.0),
+        "the proxy's answers are still cached"
+    );
 }
 
 /// webpep's edge proxy in each of its modes (issue 4): every object arrives through it; the
