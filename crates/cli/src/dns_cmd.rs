@@ -49,11 +49,15 @@ pub struct Args {
     /// they then ask again over the air when the origin's TTL runs out
     #[arg(long)]
     keep_origin_ttl: bool,
+    /// Client network served (CIDR; repeatable; replaces the default, loopback only); queries
+    /// from others get REFUSED and are never forwarded
+    #[arg(long, value_name = "CIDR")]
+    allow_client: Vec<String>,
     /// How long to wait for each of the two upstream attempts before answering SERVFAIL
     #[arg(long, value_name = "MS", default_value_t = 2000)]
     timeout_ms: u64,
     /// TOML file with the same keys: listen, upstream, rewrite, proxy-addrs, ttl, fallback,
-    /// keep-origin-ttl
+    /// keep-origin-ttl, allow-clients
     /// (flags override it; unknown keys are an error)
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -130,6 +134,18 @@ fn settings(args: &Args, file: FileConfig) -> Result<Settings, BadInput> {
         }
     };
     let mut proxy = DnsProxyConfig::new(upstream);
+    if !args.allow_client.is_empty() {
+        proxy.allow_clients = args
+            .allow_client
+            .iter()
+            .map(|c| {
+                crate::server_cmd::parse_net(c)
+                    .map_err(|e| BadInput(format!("webpep dns: --allow-client {c:?}: {e}")))
+            })
+            .collect::<Result<_, _>>()?;
+    } else if let Some(nets) = file.allow_clients {
+        proxy.allow_clients = nets;
+    }
     proxy.policy = policy;
     proxy.timeout = Duration::from_millis(args.timeout_ms);
     Ok(Settings { listen, proxy })
@@ -167,8 +183,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         None => "plain forwarder".to_string(),
     };
     eprintln!(
-        "webpep dns: listening on {listen} (udp, tcp), upstream {}, {policy_desc}",
-        settings.proxy.upstream
+        "webpep dns: listening on {listen} (udp, tcp) for {:?}, upstream {}, {policy_desc}",
+        settings.proxy.allow_clients, settings.proxy.upstream
     );
     let proxy = Arc::new(DnsProxy::new(settings.proxy));
     let cancel = CancellationToken::new();
@@ -237,6 +253,7 @@ mod tests {
             ttl: Some(600),
             fallback: Some(true),
             keep_origin_ttl: None,
+            allow_clients: Some(vec!["10.0.0.0/8".parse().unwrap()]),
         };
         let s = settings(
             &args(&["--rewrite", "www", "--no-fallback", "--ttl", "60"]),
@@ -249,7 +266,11 @@ mod tests {
         assert_eq!((p.ttl, p.keep_original), (60, false));
         assert!(!p.keep_origin_ttl);
         let s = settings(&args(&["--keep-origin-ttl"]), file.clone()).unwrap();
+        assert_eq!(s.proxy.allow_clients, vec!["10.0.0.0/8".parse().unwrap()]);
         assert!(s.proxy.policy.unwrap().keep_origin_ttl);
+        let s = settings(&args(&["--allow-client", "192.0.2.7"]), file.clone()).unwrap();
+        assert_eq!(s.proxy.allow_clients, vec!["192.0.2.7/32".parse().unwrap()]);
+        assert!(settings(&args(&["--allow-client", "nowhere"]), file.clone()).is_err());
         assert_eq!(p.proxy_addrs, vec!["10.0.0.12".parse::<IpAddr>().unwrap()]);
 
         let s = settings(&args(&["--rewrite", "none"]), file).unwrap();

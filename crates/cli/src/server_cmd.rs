@@ -160,7 +160,7 @@ fn effective_config(args: &Args) -> anyhow::Result<ServerConfig> {
 }
 
 /// A CIDR, or a bare address as a single-host network.
-fn parse_net(s: &str) -> Result<webpep_server::ipnet::IpNet, String> {
+pub(crate) fn parse_net(s: &str) -> Result<webpep_server::ipnet::IpNet, String> {
     s.parse::<webpep_server::ipnet::IpNet>()
         .or_else(|_| {
             s.parse::<std::net::IpAddr>()

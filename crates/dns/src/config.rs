@@ -33,6 +33,8 @@ pub struct FileConfig {
     pub fallback: Option<bool>,
     /// Keep the original records' own TTLs instead of giving the answer the proxy's TTL.
     pub keep_origin_ttl: Option<bool>,
+    /// Client networks served (others get REFUSED).
+    pub allow_clients: Option<Vec<ipnet::IpNet>>,
 }
 
 /// Parses the text of a configuration file.
@@ -49,7 +51,7 @@ mod tests {
         let c = parse_config_file(
             "listen = \"127.0.0.1:5353\"\nupstream = \"10.0.0.53:53\"\nrewrite = \"www\"\n\
              proxy-addrs = [\"10.0.0.12\", \"fd00::12\"]\nttl = 600\nfallback = false\n\
-             keep-origin-ttl = true\n",
+             keep-origin-ttl = true\nallow-clients = [\"10.0.0.0/8\"]\n",
         )
         .unwrap();
         assert_eq!(c.listen, Some("127.0.0.1:5353".parse().unwrap()));
@@ -59,6 +61,7 @@ mod tests {
         assert_eq!(c.ttl, Some(600));
         assert_eq!(c.fallback, Some(false));
         assert_eq!(c.keep_origin_ttl, Some(true));
+        assert_eq!(c.allow_clients, Some(vec!["10.0.0.0/8".parse().unwrap()]));
         assert_eq!(parse_config_file("").unwrap(), FileConfig::default());
     }
 

@@ -23,8 +23,9 @@ pub use error::DnsError;
 /// The DNS wire-format library this crate is built on, re-exported so that callers (the fuzz
 /// target, tests elsewhere) parse and build messages with the very same version.
 pub use hickory_proto;
+pub use ipnet;
 pub use policy::{NameMatch, RewritePolicy, DEFAULT_PROXY_TTL};
-pub use proxy::{DnsProxy, DnsProxyConfig, DnsProxyLimits, DnsProxyStats};
+pub use proxy::{loopback_only, DnsProxy, DnsProxyConfig, DnsProxyLimits, DnsProxyStats};
 pub use rewrite::rewrite_response;
 pub use stub::{StubConfig, StubResolver, StubStats};
 /// Re-exported so that callers of [`DnsProxy::serve`] need not depend on `tokio-util`.

@@ -7,12 +7,13 @@
 //! come back byte for byte except for the client's ID.
 
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
+use ipnet::IpNet;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -35,6 +36,16 @@ pub struct DnsProxyConfig {
     pub policy: Option<RewritePolicy>,
     /// How long to wait for each upstream attempt (default 2 s; two attempts, then SERVFAIL).
     pub timeout: Duration,
+    /// Client networks served (default: loopback only). Others get REFUSED, no bigger than
+    /// their query and never forwarded: the proxy is not an open resolver for anyone to
+    /// reflect traffic off.
+    pub allow_clients: Vec<IpNet>,
+}
+
+/// Loopback, IPv4 and IPv6: the networks served unless configured.
+pub fn loopback_only() -> Vec<IpNet> {
+    let v4 = IpNet::new(IpAddr::from([127, 0, 0, 0]), 8).expect("valid prefix");
+    vec![v4, IpNet::from(IpAddr::from(std::net::Ipv6Addr::LOCALHOST))]
 }
 
 impl DnsProxyConfig {
@@ -44,6 +55,7 @@ impl DnsProxyConfig {
             upstream,
             policy: None,
             timeout: Duration::from_secs(2),
+            allow_clients: loopback_only(),
         }
     }
 }
@@ -88,6 +100,8 @@ pub struct DnsProxyStats {
     pub upstream_failures: u64,
     /// Packets sent to the upstream (retries and TCP fallbacks included).
     pub upstream_packets: u64,
+    /// Queries from clients outside `allow_clients`, answered REFUSED.
+    pub refused: u64,
 }
 
 #[derive(Default)]
@@ -98,6 +112,7 @@ struct Counters {
     malformed: AtomicU64,
     upstream_failures: AtomicU64,
     upstream_packets: AtomicU64,
+    refused: AtomicU64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,6 +162,7 @@ impl DnsProxy {
             malformed: get(&c.malformed),
             upstream_failures: get(&c.upstream_failures),
             upstream_packets: get(&c.upstream_packets),
+            refused: get(&c.refused),
         }
     }
 
@@ -310,6 +326,10 @@ impl DnsProxy {
         transport: Transport,
         peer: SocketAddr,
     ) -> Option<Vec<u8>> {
+        let ip = peer.ip().to_canonical();
+        if !self.cfg.allow_clients.iter().any(|n| n.contains(&ip)) {
+            return self.refuse(packet, peer);
+        }
         match self.try_answer(packet, transport).await {
             Ok(bytes) => Some(bytes),
             Err(e) => {
@@ -318,6 +338,24 @@ impl DnsProxy {
                 None
             }
         }
+    }
+
+    /// REFUSED for a query from a client outside `allow_clients` (at debug level: a scan must
+    /// not flood the log); anything that is not a query is dropped.
+    fn refuse(&self, packet: &[u8], peer: SocketAddr) -> Option<Vec<u8>> {
+        let query = Message::from_vec(packet)
+            .ok()
+            .filter(|m| m.message_type() == MessageType::Query);
+        let Some(query) = query else {
+            self.counters.malformed.fetch_add(1, Ordering::Relaxed);
+            debug!(%peer, "dns proxy: packet from a client not allowed dropped");
+            return None;
+        };
+        self.counters.refused.fetch_add(1, Ordering::Relaxed);
+        debug!(%peer, "dns proxy: client not allowed, REFUSED");
+        let reply = encode(&error_reply(&query, ResponseCode::Refused)).ok()?;
+        // Never larger than what came in.
+        (reply.len() <= packet.len()).then_some(reply)
     }
 
     /// `Err`: the packet is not a query to answer (the caller drops it).

@@ -42,11 +42,15 @@ async fn start_proxy(
     policy: Option<RewritePolicy>,
     timeout: Duration,
 ) -> Running {
-    let (udp, tcp) = bind_pair();
-    let addr = udp.local_addr().unwrap();
     let mut cfg = DnsProxyConfig::new(upstream);
     cfg.policy = policy;
     cfg.timeout = timeout;
+    start_with(cfg).await
+}
+
+async fn start_with(cfg: DnsProxyConfig) -> Running {
+    let (udp, tcp) = bind_pair();
+    let addr = udp.local_addr().unwrap();
     let proxy = Arc::new(DnsProxy::new(cfg));
     let cancel = CancellationToken::new();
     let task = tokio::spawn(proxy.clone().serve(Some(udp), Some(tcp), cancel.clone()));
@@ -317,5 +321,38 @@ async fn a_flood_is_bounded_by_the_in_flight_limit() {
         .unwrap();
     let m = Message::from_vec(&buf[..first.0]).unwrap();
     assert_eq!(m.response_code(), ResponseCode::ServFail);
+    p.stop().await;
+}
+
+#[tokio::test]
+async fn clients_outside_the_allowed_networks_get_refused_and_nothing_is_forwarded() {
+    let up = start_upstream().await;
+    let mut cfg = DnsProxyConfig::new(up.addr);
+    cfg.policy = Some(www_policy());
+    cfg.allow_clients = vec!["192.0.2.0/24".parse().unwrap()];
+    let p = start_with(cfg).await;
+    // UDP: REFUSED, no bigger than the query (nothing to amplify).
+    let q = query(0x5151, "www.foo.com.", RecordType::A, false);
+    let sent = q.to_vec().unwrap();
+    let resp = ask(p.addr, &q).await;
+    assert_eq!(resp.id(), 0x5151);
+    assert_eq!(resp.response_code(), ResponseCode::Refused);
+    assert!(resp.answers().is_empty());
+    assert!(resp.to_vec().unwrap().len() <= sent.len());
+    // TCP: the same.
+    let mut s = TcpStream::connect(p.addr).await.unwrap();
+    let mut out = (sent.len() as u16).to_be_bytes().to_vec();
+    out.extend_from_slice(&sent);
+    s.write_all(&out).await.unwrap();
+    let tcp = Message::from_vec(&read_frame(&mut s).await.unwrap().unwrap()).unwrap();
+    assert_eq!(tcp.response_code(), ResponseCode::Refused);
+    let st = p.proxy.stats();
+    assert_eq!((st.refused, st.upstream_packets, st.rewritten), (2, 0, 0));
+    p.stop().await;
+    // The default serves loopback: the same query is answered.
+    let p = start_proxy(up.addr, Some(www_policy()), Duration::from_secs(2)).await;
+    let resp = ask(p.addr, &query(1, "www.foo.com.", RecordType::A, false)).await;
+    assert_eq!(resp.response_code(), ResponseCode::NoError);
+    assert_eq!(p.proxy.stats().refused, 0);
     p.stop().await;
 }

@@ -8,7 +8,6 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
-use std::time::Duration;
 
 use webpep_link::NetNs;
 use webpep_loader::LoaderConfig;
@@ -243,11 +242,10 @@ impl EdgeProxy {
             // 002's answer: the proxy first for a day, the originals after it (one TTL).
             let policy =
                 webpep_dns::RewritePolicy::new(webpep_dns::NameMatch::All, vec![edge_addr.into()]);
-            let dcfg = webpep_dns::DnsProxyConfig {
-                upstream: SocketAddr::from((edge_addr, 53)),
-                policy: Some(policy),
-                timeout: Duration::from_secs(2),
-            };
+            let mut dcfg = webpep_dns::DnsProxyConfig::new(SocketAddr::from((edge_addr, 53)));
+            dcfg.policy = Some(policy);
+            // Only the browser in ue, as the HTTP proxy admits only it.
+            dcfg.allow_clients = vec![std::net::IpAddr::from(topo.ue_addr()).into()];
             let dns = Arc::new(webpep_dns::DnsProxy::new(dcfg));
             let c = cancel.clone();
             proxy
