@@ -135,14 +135,8 @@ fn settings(args: &Args, file: FileConfig) -> Result<Settings, BadInput> {
     };
     let mut proxy = DnsProxyConfig::new(upstream);
     if !args.allow_client.is_empty() {
-        proxy.allow_clients = args
-            .allow_client
-            .iter()
-            .map(|c| {
-                crate::server_cmd::parse_net(c)
-                    .map_err(|e| BadInput(format!("webpep dns: --allow-client {c:?}: {e}")))
-            })
-            .collect::<Result<_, _>>()?;
+        proxy.allow_clients = crate::server_cmd::parse_nets("--allow-client", &args.allow_client)
+            .map_err(|e| BadInput(format!("webpep dns: {e}")))?;
     } else if let Some(nets) = file.allow_clients {
         proxy.allow_clients = nets;
     }

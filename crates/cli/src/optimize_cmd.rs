@@ -81,15 +81,15 @@ struct Row {
 
 impl Row {
     fn add(&mut self, input_len: usize, outcome: &Outcome, millis: f64) {
-        self.images += 1;
-        self.input_bytes += input_len as u64;
-        self.millis += millis;
         match outcome {
             Outcome::Transcoded {
                 body,
                 content_type,
                 ssim,
             } => {
+                self.images += 1;
+                self.input_bytes += input_len as u64;
+                self.millis += millis;
                 self.transcoded += 1;
                 self.output_bytes += body.len() as u64;
                 *self.outputs.entry((*content_type).to_string()).or_default() += 1;
@@ -97,14 +97,7 @@ impl Row {
                 self.ssim_sum += s;
                 self.ssim_min = Some(self.ssim_min.map_or(s, |m| m.min(s)));
             }
-            Outcome::Unchanged(skip) => {
-                self.kept += 1;
-                self.output_bytes += input_len as u64;
-                *self
-                    .kept_reasons
-                    .entry(skip.label().to_string())
-                    .or_default() += 1;
-            }
+            Outcome::Unchanged(skip) => self.keep(input_len, input_len, skip.label(), millis),
         }
     }
 

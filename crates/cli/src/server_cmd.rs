@@ -117,11 +117,7 @@ fn effective_config(args: &Args) -> anyhow::Result<ServerConfig> {
         cfg.url_rewrite.proxy_authority = Some(a.clone());
     }
     if !args.allow_client.is_empty() {
-        cfg.acl.allow_clients = args
-            .allow_client
-            .iter()
-            .map(|c| parse_net(c).map_err(|e| bad(format!("--allow-client {c:?}: {e}"))))
-            .collect::<anyhow::Result<_>>()?;
+        cfg.acl.allow_clients = parse_nets("--allow-client", &args.allow_client).map_err(bad)?;
     }
     for c in &args.allow_destination {
         let n = parse_net(c).map_err(|e| bad(format!("--allow-destination {c:?}: {e}")))?;
@@ -160,13 +156,24 @@ fn effective_config(args: &Args) -> anyhow::Result<ServerConfig> {
 }
 
 /// A CIDR, or a bare address as a single-host network.
-pub(crate) fn parse_net(s: &str) -> Result<webpep_server::ipnet::IpNet, String> {
+fn parse_net(s: &str) -> Result<webpep_server::ipnet::IpNet, String> {
     s.parse::<webpep_server::ipnet::IpNet>()
         .or_else(|_| {
             s.parse::<std::net::IpAddr>()
                 .map(webpep_server::ipnet::IpNet::from)
         })
         .map_err(|_| "not a CIDR network".to_string())
+}
+
+/// Every value of a repeated CIDR flag, or a message naming the flag and the bad value.
+pub(crate) fn parse_nets(
+    flag: &str,
+    values: &[String],
+) -> Result<Vec<webpep_server::ipnet::IpNet>, String> {
+    values
+        .iter()
+        .map(|c| parse_net(c).map_err(|e| format!("{flag} {c:?}: {e}")))
+        .collect()
 }
 
 /// Runs `webpep server`.

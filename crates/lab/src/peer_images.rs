@@ -12,7 +12,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::configs::Peer;
-use crate::peers::{binary, cannot_run};
+use crate::peers::{binary, cannot_run, fresh_dir};
 use crate::{LabError, Result};
 
 /// The longest an image may take through Ziproxy (it decodes and re-encodes once).
@@ -42,11 +42,7 @@ impl Ziproxy {
         if let Some(why) = cannot_run(Peer::Ziproxy) {
             return Err(LabError::BadInput(format!("peer ziproxy: {why}")));
         }
-        static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("webpep-ziproxy-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).map_err(|e| LabError::Other(format!("{e}")))?;
+        let dir = fresh_dir(&std::env::temp_dir(), "webpep-ziproxy")?;
         let conf = dir.join("ziproxy.conf");
         let text = format!(
             "Address = \"127.0.0.1\"\nOnlyFrom = \"127.0.0.1\"\nErrorLog = \"{}\"\n",

@@ -76,6 +76,16 @@ pub struct PeerProxy {
     dir: PathBuf,
 }
 
+/// An empty directory `<parent>/<prefix>-<pid>-<n>`, unique in this process.
+pub(crate) fn fresh_dir(parent: &Path, prefix: &str) -> Result<PathBuf> {
+    static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = parent.join(format!("{prefix}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(io("peer directory"))?;
+    Ok(dir)
+}
+
 fn io(what: &'static str) -> impl Fn(std::io::Error) -> LabError {
     move |e| LabError::Other(format!("{what}: {e}"))
 }
@@ -95,11 +105,7 @@ impl PeerProxy {
         if let Some(why) = cannot_run(peer) {
             return Err(LabError::BadInput(format!("peer {}: {why}", peer.name())));
         }
-        static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = work_dir.join(format!("peer-{}-{}-{n}", peer.name(), std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).map_err(io("peer directory"))?;
+        let dir = fresh_dir(work_dir, &format!("peer-{}", peer.name()))?;
         let pid_file = dir.join(format!("{}.pid", peer.name()));
         let mut proxy = PeerProxy {
             peer,

@@ -9,14 +9,12 @@ use image::{DynamicImage, ImageFormat, RgbImage};
 use webpep_lab::configs::Peer;
 use webpep_lab::peer_images::Ziproxy;
 use webpep_lab::peers::cannot_run;
+use webpep_link::testing::skip_unless_required;
 use webpep_optimize::transcode::{compare, sniff, Format, Preset, TranscodeConfig};
 
 fn ziproxy_or_skip(test: &str) -> Option<Ziproxy> {
     if let Some(why) = cannot_run(Peer::Ziproxy) {
-        if std::env::var("WEBPEP_REQUIRE_PEERS").as_deref() == Ok("1") {
-            panic!("{test}: {why} (WEBPEP_REQUIRE_PEERS=1)");
-        }
-        eprintln!("SKIP: {test}: {why}");
+        skip_unless_required(test, "WEBPEP_REQUIRE_PEERS", &why);
         return None;
     }
     Some(Ziproxy::new().expect("ziproxy configuration"))

@@ -6,7 +6,7 @@ use std::path::Path;
 use webpep_corpus::{Corpus, CorpusWriter, Manifest, Object, Page, FORMAT_VERSION};
 use webpep_lab::configs;
 use webpep_lab::runner::{run, RunOptions};
-use webpep_link::testing::netns_available;
+use webpep_link::testing::{netns_available, skip_unless_required};
 
 const LM: &str = "Mon, 01 Jan 2024 00:00:00 GMT";
 
@@ -460,16 +460,6 @@ fn peers_available(test: &str) -> bool {
         return true;
     }
     skip_unless_required(test, "WEBPEP_REQUIRE_PEERS", &why.join("; "))
-}
-
-/// A test that cannot run: fails when `var` is 1 (CI), else prints why it skips. Returns
-/// false (the test does not go on).
-fn skip_unless_required(test: &str, var: &str, reason: &str) -> bool {
-    if std::env::var(var).as_deref() == Ok("1") {
-        panic!("{test}: {reason} ({var}=1)");
-    }
-    eprintln!("SKIP: {test}: {reason}");
-    false
 }
 
 /// Processes whose command line mentions `needle` (a peer's configuration path).

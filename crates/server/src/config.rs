@@ -159,25 +159,11 @@ pub struct AclConfig {
 impl Default for AclConfig {
     fn default() -> Self {
         AclConfig {
-            allow_clients: vec![
-                IpNet::from(IpAddr::from([127, 0, 0, 0])).supernet_or_self(8),
-                IpNet::from(IpAddr::from(std::net::Ipv6Addr::LOCALHOST)),
-            ],
+            allow_clients: webpep_dns::loopback_only(),
             connect_ports: vec![443],
             allow_destinations: Vec::new(),
             tls_relay: true,
         }
-    }
-}
-
-trait SupernetOrSelf {
-    fn supernet_or_self(self, len: u8) -> IpNet;
-}
-impl SupernetOrSelf for IpNet {
-    fn supernet_or_self(self, len: u8) -> IpNet {
-        IpNet::new(self.addr(), len)
-            .map(|n| n.trunc())
-            .unwrap_or(self)
     }
 }
 
