@@ -56,7 +56,8 @@ fn gaussian_kernel(size: usize, sigma: f64) -> Vec<f32> {
     raw.iter().map(|v| (v / sum) as f32).collect()
 }
 
-/// Separable "valid" convolution: output is (w-k+1)×(h-k+1).
+/// Separable "valid" convolution: output is (w-k+1)×(h-k+1). Both passes accumulate one
+/// kernel tap at a time over a whole row, which the compiler vectorises.
 fn blur_valid(src: &[f32], w: usize, h: usize, k: &[f32]) -> Vec<f32> {
     let n = k.len();
     let ow = w + 1 - n;
@@ -65,15 +66,17 @@ fn blur_valid(src: &[f32], w: usize, h: usize, k: &[f32]) -> Vec<f32> {
     for y in 0..h {
         let row = &src[y * w..(y + 1) * w];
         let out = &mut tmp[y * ow..(y + 1) * ow];
-        for (x, o) in out.iter_mut().enumerate() {
-            *o = row[x..x + n].iter().zip(k).map(|(a, b)| a * b).sum();
+        for (j, &kj) in k.iter().enumerate() {
+            for (o, s) in out.iter_mut().zip(&row[j..j + ow]) {
+                *o += kj * s;
+            }
         }
     }
     let mut out = vec![0f32; ow * oh];
-    for (j, &kj) in k.iter().enumerate() {
-        for y in 0..oh {
+    for y in 0..oh {
+        let orow = &mut out[y * ow..(y + 1) * ow];
+        for (j, &kj) in k.iter().enumerate() {
             let srow = &tmp[(y + j) * ow..(y + j + 1) * ow];
-            let orow = &mut out[y * ow..(y + 1) * ow];
             for (o, s) in orow.iter_mut().zip(srow) {
                 *o += kj * s;
             }
@@ -82,38 +85,78 @@ fn blur_valid(src: &[f32], w: usize, h: usize, k: &[f32]) -> Vec<f32> {
     out
 }
 
-/// SSIM of two luma planes of size w×h. Images smaller than the window in either dimension
-/// are measured as a single window covering the whole image (uniform weights).
+/// The SSIM window: 11×11 Gaussian, σ = 1.5.
+const WIN: usize = 11;
+
+/// One side of SSIM computed once: a transcoder's quality search compares many candidates
+/// with the same original, so the original's local means and energies (two of the five
+/// blurred planes) are not recomputed for each.
+pub(crate) struct Reference {
+    plane: Vec<f32>,
+    w: usize,
+    h: usize,
+    /// Blurred plane and blurred squares; empty when the image is smaller than the window.
+    mu: Vec<f32>,
+    sq: Vec<f32>,
+}
+
+impl Reference {
+    pub(crate) fn new(plane: Vec<f32>, w: usize, h: usize) -> Reference {
+        let (mu, sq) = if w >= WIN && h >= WIN && plane.len() == w * h {
+            let k = gaussian_kernel(WIN, 1.5);
+            let squares: Vec<f32> = plane.iter().map(|v| v * v).collect();
+            (blur_valid(&plane, w, h, &k), blur_valid(&squares, w, h, &k))
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        Reference {
+            plane,
+            w,
+            h,
+            mu,
+            sq,
+        }
+    }
+
+    /// Mean SSIM of `other` (a luma plane of the same size) against this reference. Images
+    /// smaller than the window in either dimension are measured as a single window covering
+    /// the whole image (uniform weights).
+    pub(crate) fn score(&self, other: &[f32]) -> f64 {
+        let (a, b, w, h) = (&self.plane, other, self.w, self.h);
+        if w == 0 || h == 0 || a.len() != w * h || b.len() != w * h {
+            return 0.0;
+        }
+        if a.as_slice() == b {
+            return 1.0;
+        }
+        if w < WIN || h < WIN {
+            return global_ssim(a, b);
+        }
+        let k = gaussian_kernel(WIN, 1.5);
+        let bb: Vec<f32> = b.iter().map(|v| v * v).collect();
+        let ab: Vec<f32> = a.iter().zip(b).map(|(x, y)| x * y).collect();
+        let mu_b = blur_valid(b, w, h, &k);
+        let s_bb = blur_valid(&bb, w, h, &k);
+        let s_ab = blur_valid(&ab, w, h, &k);
+        let mut total = 0f64;
+        for i in 0..mu_b.len() {
+            let (ma, mb) = (f64::from(self.mu[i]), f64::from(mu_b[i]));
+            let va = (f64::from(self.sq[i]) - ma * ma).max(0.0);
+            let vb = (f64::from(s_bb[i]) - mb * mb).max(0.0);
+            let cov = f64::from(s_ab[i]) - ma * mb;
+            total += ((2.0 * ma * mb + C1) * (2.0 * cov + C2))
+                / ((ma * ma + mb * mb + C1) * (va + vb + C2));
+        }
+        total / mu_b.len() as f64
+    }
+}
+
+/// SSIM of two luma planes of size w×h (see [`Reference::score`]).
 pub(crate) fn ssim_planes(a: &[f32], b: &[f32], w: usize, h: usize) -> f64 {
-    if w == 0 || h == 0 || a.len() != w * h || b.len() != w * h {
+    if a.len() != w * h {
         return 0.0;
     }
-    if a == b {
-        return 1.0;
-    }
-    const WIN: usize = 11;
-    if w < WIN || h < WIN {
-        return global_ssim(a, b);
-    }
-    let k = gaussian_kernel(WIN, 1.5);
-    let aa: Vec<f32> = a.iter().map(|v| v * v).collect();
-    let bb: Vec<f32> = b.iter().map(|v| v * v).collect();
-    let ab: Vec<f32> = a.iter().zip(b).map(|(x, y)| x * y).collect();
-    let mu_a = blur_valid(a, w, h, &k);
-    let mu_b = blur_valid(b, w, h, &k);
-    let s_aa = blur_valid(&aa, w, h, &k);
-    let s_bb = blur_valid(&bb, w, h, &k);
-    let s_ab = blur_valid(&ab, w, h, &k);
-    let mut total = 0f64;
-    for i in 0..mu_a.len() {
-        let (ma, mb) = (f64::from(mu_a[i]), f64::from(mu_b[i]));
-        let va = (f64::from(s_aa[i]) - ma * ma).max(0.0);
-        let vb = (f64::from(s_bb[i]) - mb * mb).max(0.0);
-        let cov = f64::from(s_ab[i]) - ma * mb;
-        total +=
-            ((2.0 * ma * mb + C1) * (2.0 * cov + C2)) / ((ma * ma + mb * mb + C1) * (va + vb + C2));
-    }
-    total / mu_a.len() as f64
+    Reference::new(a.to_vec(), w, h).score(b)
 }
 
 fn global_ssim(a: &[f32], b: &[f32]) -> f64 {
@@ -161,6 +204,54 @@ mod tests {
         let b = vec![10.0, 20.0, 30.0, 90.0];
         let s = ssim_planes(&a, &b, 2, 2);
         assert!(s < 1.0 && s > 0.0, "{s}");
+    }
+
+    /// SSIM computed the slow, obvious way: every window position, 2-D Gaussian weights.
+    fn direct_ssim(a: &[f32], b: &[f32], w: usize, h: usize) -> f64 {
+        let k = gaussian_kernel(WIN, 1.5);
+        let mut total = 0f64;
+        let mut count = 0usize;
+        for y0 in 0..=h - WIN {
+            for x0 in 0..=w - WIN {
+                let (mut ma, mut mb, mut saa, mut sbb, mut sab) = (0f64, 0f64, 0f64, 0f64, 0f64);
+                for j in 0..WIN {
+                    for i in 0..WIN {
+                        let wt = f64::from(k[i] * k[j]);
+                        let (x, y) = (
+                            f64::from(a[(y0 + j) * w + x0 + i]),
+                            f64::from(b[(y0 + j) * w + x0 + i]),
+                        );
+                        ma += wt * x;
+                        mb += wt * y;
+                        saa += wt * x * x;
+                        sbb += wt * y * y;
+                        sab += wt * x * y;
+                    }
+                }
+                let (va, vb, cov) = (saa - ma * ma, sbb - mb * mb, sab - ma * mb);
+                total += ((2.0 * ma * mb + C1) * (2.0 * cov + C2))
+                    / ((ma * ma + mb * mb + C1) * (va.max(0.0) + vb.max(0.0) + C2));
+                count += 1;
+            }
+        }
+        total / count as f64
+    }
+
+    #[test]
+    fn a_prepared_reference_scores_as_the_direct_formula_does() {
+        let (w, h) = (37, 29);
+        let a = plane(w, h);
+        let reference = Reference::new(a.clone(), w, h);
+        for amp in [3.0f32, 15.0, 60.0] {
+            let b: Vec<f32> = a
+                .iter()
+                .enumerate()
+                .map(|(i, v)| v + amp * (((i * 7919) % 13) as f32 - 6.0) / 6.0)
+                .collect();
+            let (fast, slow) = (reference.score(&b), direct_ssim(&a, &b, w, h));
+            assert!((fast - slow).abs() < 1e-4, "amp {amp}: {fast} vs {slow}");
+            assert_eq!(fast, ssim_planes(&a, &b, w, h));
+        }
     }
 
     #[test]
