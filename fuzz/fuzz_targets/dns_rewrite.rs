@@ -8,7 +8,7 @@
 use std::net::IpAddr;
 
 use webpep_dns::hickory_proto::op::{Message, MessageType};
-use webpep_dns::hickory_proto::rr::RData;
+use webpep_dns::hickory_proto::rr::{RData, RecordType};
 use libfuzzer_sys::fuzz_target;
 use webpep_dns::{rewrite_response, NameMatch, RewritePolicy};
 
@@ -67,9 +67,16 @@ fuzz_target!(|data: &[u8]| {
         // One TTL for the whole answer (RFC 2181 §5.2).
         assert!(rewritten.answers().iter().all(|r| r.ttl() == policy.ttl));
     }
+    // One address RRset owned by the queried name: no CNAME beside it (RFC 1034 §3.6.2).
+    let q = &original.queries()[0];
+    for r in rewritten.answers() {
+        assert_eq!(r.record_type(), q.query_type());
+        assert!(r.name().eq_case(q.name()), "{} owned by the queried name", r.name());
+    }
     if policy.keep_original {
         for a in addrs(&original) {
-            assert!(got.contains(&a), "original address {a} kept");
+            let asked = a.is_ipv4() == (q.query_type() == RecordType::A);
+            assert!(!asked || got.contains(&a), "original address {a} kept");
         }
     } else {
         assert_eq!(rewritten.answers().len(), family.len());

@@ -9,13 +9,16 @@
 //!   for an IPv4-only site gains nothing over the A answer, which is rewritten anyway;
 //! - everything else (other types, other names, errors) is forwarded byte for byte.
 //!
-//! A rewritten answer lists the proxy's records for the queried name first, with the policy's
-//! long TTL, then (with `keep_original`) the upstream's answer section: its CNAME chain and the
-//! origin addresses, which a client that cannot reach the proxy falls back to. They carry the
-//! long TTL too (unless `keep_origin_ttl`): clients cache an answer for its lowest TTL
+//! A rewritten answer is one address RRset owned by the queried name: the proxy's addresses
+//! first, with the policy's long TTL, then (with `keep_original`) the origin's addresses of the
+//! asked type, which a client that cannot reach the proxy falls back to (002 §5). They carry
+//! the long TTL too (unless `keep_origin_ttl`): clients cache an answer for its lowest TTL
 //! (RFC 2181 §5.2), so one short TTL left in it would undo the long one.
-//! Stub resolvers (glibc, musl) accept address records owned by the queried name before they
-//! follow a CNAME, so the proxy's address comes first for them too.
+//! When the queried name is an alias, the upstream's CNAME chain is flattened: the addresses at
+//! its end are re-owned by the queried name and the CNAMEs dropped, since a name that owns a
+//! CNAME may own no other data (RFC 1034 §3.6.2) and the proxy's address must be owned by the
+//! queried name. With `keep_origin_ttl` a flattened address keeps the lowest TTL along its
+//! chain, as the chain would have expired with it.
 
 use std::net::IpAddr;
 
@@ -82,16 +85,24 @@ fn rewritten(mut msg: Message, policy: &RewritePolicy) -> Option<Message> {
         ));
     }
     if policy.keep_original {
+        let chain_ttl = originals
+            .iter()
+            .filter(|r| r.record_type() == RecordType::CNAME)
+            .map(Record::ttl)
+            .min()
+            .unwrap_or(u32::MAX);
         // The proxy's own address, if the origin happens to have it, is listed once.
         answers.extend(
             originals
                 .into_iter()
-                .filter(|r| !proxy.contains(r.data()))
-                .map(|mut r| {
-                    if !policy.keep_origin_ttl {
-                        r.set_ttl(policy.ttl);
-                    }
-                    r
+                .filter(|r| r.record_type() == qtype && !proxy.contains(r.data()))
+                .map(|r| {
+                    let ttl = if policy.keep_origin_ttl {
+                        r.ttl().min(chain_ttl)
+                    } else {
+                        policy.ttl
+                    };
+                    Record::from_rdata(q.name().clone(), ttl, r.data().clone())
                 }),
         );
     }
@@ -253,23 +264,40 @@ mod tests {
     }
 
     #[test]
-    fn cname_chain_is_kept_after_the_proxy_record_for_the_queried_name() {
+    fn a_cname_chain_is_flattened_onto_the_queried_name() {
         let resp = cname_response().to_vec().unwrap();
         // The whole answer gets the long TTL, unless the origins' own are asked for (002
         // Fig. 3 as drawn: a client caching for the lowest TTL then asks again after 20 s).
+        // Either way the alias owns no CNAME beside the proxy's address (RFC 1034 §3.6.2).
         let mut p = policy(NameMatch::All);
-        for (keep, cname_ttl, addr_ttl) in [(false, 86_400, 86_400), (true, 300, 20)] {
+        for (keep, addr_ttl) in [(false, 86_400), (true, 20)] {
             p.keep_origin_ttl = keep;
             let out = rewrite_response(&resp, &p).unwrap().unwrap();
             assert_eq!(
                 summary(&out),
                 vec![
                     row("www.foo.com.", 86_400, "10.0.0.12"),
-                    row("www.foo.com.", cname_ttl, "CNAME foo.cdn.net."),
-                    row("foo.cdn.net.", addr_ttl, "198.51.100.7"),
+                    row("www.foo.com.", addr_ttl, "198.51.100.7"),
                 ]
             );
         }
+        // A chain link that expires first bounds the flattened address's own TTL.
+        let short_link = response(
+            "www.foo.com.",
+            RecordType::A,
+            vec![
+                Record::from_rdata(
+                    name("www.foo.com."),
+                    5,
+                    RData::CNAME(CNAME(name("foo.cdn.net."))),
+                ),
+                a("foo.cdn.net.", 20, "198.51.100.7"),
+            ],
+        );
+        let out = rewrite_response(&short_link.to_vec().unwrap(), &p)
+            .unwrap()
+            .unwrap();
+        assert_eq!(summary(&out)[1], row("www.foo.com.", 5, "198.51.100.7"));
     }
 
     #[test]
