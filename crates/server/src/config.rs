@@ -389,6 +389,9 @@ pub struct LimitsConfig {
     pub client_rate: f64,
     /// Requests one client may make at once before `client-rate` applies (bucket size).
     pub client_burst: u32,
+    /// Transforms (image transcoding, compression) run at once; more wait their turn. 0: one
+    /// per available core. Bounds their memory: about 50 bytes per pixel each.
+    pub transform_workers: usize,
 }
 
 impl Default for LimitsConfig {
@@ -406,6 +409,7 @@ impl Default for LimitsConfig {
             max_connections: 10_000,
             client_rate: 0.0,
             client_burst: 100,
+            transform_workers: 0,
         }
     }
 }
@@ -570,7 +574,7 @@ mod tests {
     #[test]
     fn client_limits_parse() {
         let c = ServerConfig::from_toml(
-            "[limits]\nmax-client-connections = 2\nmax-connections = 500\nclient-rate = 0.5\nclient-burst = 3\n",
+            "[limits]\nmax-client-connections = 2\nmax-connections = 500\nclient-rate = 0.5\nclient-burst = 3\ntransform-workers = 4\n",
             "x",
         )
         .unwrap();
@@ -578,6 +582,7 @@ mod tests {
         assert_eq!(c.limits.max_connections, 500);
         assert_eq!(c.limits.client_rate, 0.5);
         assert_eq!(c.limits.client_burst, 3);
+        assert_eq!(c.limits.transform_workers, 4);
         // A whole number is a rate too.
         let c = ServerConfig::from_toml("[limits]\nclient-rate = 10\n", "x").unwrap();
         assert_eq!(c.limits.client_rate, 10.0);
@@ -587,9 +592,10 @@ mod tests {
                 d.max_client_connections,
                 d.max_connections,
                 d.client_rate,
-                d.client_burst
+                d.client_burst,
+                d.transform_workers
             ),
-            (64, 10_000, 0.0, 100)
+            (64, 10_000, 0.0, 100, 0)
         );
     }
 

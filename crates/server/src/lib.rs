@@ -9,6 +9,7 @@
 //! (the response pipeline's phases) with [`optimize`] (one unit per optimization),
 //! [`origin`] (resolver, ACL-checked dialer, pooled client), [`tunnel`] (CONNECT),
 //! [`tls_relay`] (TLS relayed by its server name, for DNS rewriting and port-443 interception),
+//! [`transform_pool`] (transforms bounded to a few at once),
 //! [`acl`], [`auth`] (proxy authentication), [`limits`] (per-client connections and rate), [`mode`], [`air`], [`metrics`],
 //! [`config`].
 
@@ -27,6 +28,7 @@ pub mod proxy;
 pub mod reply;
 pub mod server;
 pub mod tls_relay;
+pub mod transform_pool;
 pub mod tunnel;
 pub mod url_rewrite;
 

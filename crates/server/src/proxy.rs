@@ -417,9 +417,10 @@ fn origin_error(e: &hyper_util::client::legacy::Error) -> Reply {
     )
 }
 
-/// Runs the transform phases on the blocking pool: image transcoding and brotli take
-/// milliseconds of CPU that must not stall other connections on this worker. A panic in a
-/// transform costs only the transformation: the original goes out.
+/// Runs the transform phases in the transform pool (blocking threads, at most `[limits]
+/// transform-workers` at once): image transcoding and brotli take milliseconds of CPU that
+/// must not stall other connections on this worker. A panic in a transform costs only the
+/// transformation: the original goes out.
 async fn transform_off_thread(
     ex: &Exchange,
     status: StatusCode,
@@ -440,14 +441,15 @@ async fn transform_off_thread(
     }
     let job = ex.clone();
     let (h2, b2) = (headers.clone(), body.clone());
-    match tokio::task::spawn_blocking(move || {
-        transform_and_store(&job, status, h2, b2, request_time, response_time)
-    })
-    .await
+    match ex
+        .server
+        .transform_pool
+        .run(move || transform_and_store(&job, status, h2, b2, request_time, response_time))
+        .await
     {
         Ok(t) => t,
         Err(e) => {
-            tracing::error!(error = %e, url = %ex.parts.uri, "transform failed; original passed through");
+            tracing::error!(error = ?e, url = %ex.parts.uri, "transform failed; original passed through");
             client_decodable(
                 ex,
                 Transformed {

@@ -20,6 +20,7 @@ use crate::mode::Mode;
 use crate::optimize::{self, CompressUnit, RewriteUnit, TranscodeUnit, Transform};
 use crate::origin::{build_client, Dialer, OriginClient, Resolve, StubResolve, SystemResolve};
 use crate::reply::Reply;
+use crate::transform_pool::TransformPool;
 
 /// Why the server could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +52,8 @@ pub struct Server {
     pub(crate) limits: ClientLimits,
     /// Names this process in `Via` (loop detection).
     pub(crate) instance: String,
+    /// Where transforms run, at most `[limits] transform-workers` at once.
+    pub(crate) transform_pool: TransformPool,
 }
 
 impl std::fmt::Debug for Server {
@@ -118,7 +121,6 @@ impl Server {
         }
         let limits = ClientLimits::new(&cfg.limits);
         Ok(Arc::new(Server {
-            cfg,
             acl,
             auth,
             dialer,
@@ -126,8 +128,10 @@ impl Server {
             cache,
             transforms,
             metrics: Metrics::default(),
-            limits,
             instance: instance_id(),
+            transform_pool: TransformPool::new(cfg.limits.transform_workers),
+            cfg,
+            limits,
         }))
     }
 
@@ -139,6 +143,7 @@ impl Server {
     /// Prometheus text of the counters.
     pub fn metrics_text(&self) -> String {
         let mut s = self.metrics.render();
+        s.push_str(&self.transform_pool.metrics_text());
         if let Some(c) = &self.cache {
             let st = c.stats();
             s.push_str(&format!(

@@ -86,6 +86,41 @@ async fn jpeg_smaller_as_jpeg_and_webp_only_when_accepted() {
         .any(|l| l.starts_with("webpep_transcode_saved_bytes_total ") && !l.ends_with(" 0")));
 }
 
+/// The value of an unlabelled metric.
+fn metric(p: &Proxy, name: &str) -> i64 {
+    p.server
+        .metrics_text()
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no metric {name}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_images_is_transcoded_one_worker_at_a_time_when_so_limited() {
+    let jpeg = photo_jpeg();
+    let j2 = jpeg.clone();
+    let o = Origin::start(move |_: &OriginRequest| OriginReply::ok("image/jpeg", j2.clone())).await;
+    let mut cfg = transcode_config();
+    cfg.limits.transform_workers = 1;
+    let p = start_proxy(cfg).await;
+    assert_eq!(metric(&p, "webpep_transform_workers"), 1);
+    // Six clients at once, six URLs (no cache to share): every one is transcoded, in turn.
+    let gets: Vec<_> = (0..6)
+        .map(|i| {
+            let (addr, url) = (p.addr, format!("http://{}/photo{i}.jpg", o.addr));
+            tokio::spawn(async move { get_once(addr, &url, "Accept: */*\r\n").await })
+        })
+        .collect();
+    for g in gets {
+        let r = g.await.unwrap();
+        assert_eq!(r.status, 200);
+        assert!(r.body.len() < jpeg.len(), "transcoded");
+    }
+    assert_eq!(metric(&p, "webpep_transforms_running_max"), 1);
+    assert_eq!(metric(&p, "webpep_transforms_running"), 0);
+    assert_eq!(metric(&p, "webpep_transforms_waiting"), 0);
+}
+
 #[tokio::test]
 async fn corrupt_jpeg_passed_through_and_proxy_still_serves() {
     let mut bad = photo_jpeg();
