@@ -390,7 +390,7 @@ pub struct LimitsConfig {
     /// Requests one client may make at once before `client-rate` applies (bucket size).
     pub client_burst: u32,
     /// Transforms (image transcoding, compression) run at once; more wait their turn. 0: one
-    /// per available core. Bounds their memory: about 50 bytes per pixel each.
+    /// per available core. Bounds their memory: about 40 bytes per pixel each.
     pub transform_workers: usize,
 }
 

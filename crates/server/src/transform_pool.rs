@@ -2,10 +2,10 @@
 //! run at once on tokio's blocking threads, the rest wait their turn in order.
 //!
 //! Why bounded: a transcode decodes the image and keeps several float planes for SSIM, about
-//! 50 bytes per pixel at its peak, and uses a core for tens of milliseconds. tokio's blocking
+//! 40 bytes per pixel at its peak, and uses a core for tens of milliseconds. tokio's blocking
 //! pool would start up to 512 of them at once, so a burst of large images (each within
 //! `max-pixels`) could take gigabytes and every core at once, and slow the connections'
-//! own I/O. Bounded, the memory is at most `workers` × 50 B × `max-pixels`, and a burst
+//! own I/O. Bounded, the memory is at most `workers` × 40 B × `max-pixels`, and a burst
 //! queues instead of thrashing.
 
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering::Relaxed};

@@ -33,15 +33,23 @@ pub(crate) fn luma_plane(img: &DynamicImage, bg: Background) -> Vec<f32> {
         Background::White => 255.0,
         Background::Black => 0.0,
     };
-    let rgba = img.to_rgba8();
-    rgba.pixels()
-        .map(|p| {
-            let [r, g, bl, a] = p.0;
-            let y = 0.299 * f32::from(r) + 0.587 * f32::from(g) + 0.114 * f32::from(bl);
-            let a = f32::from(a) / 255.0;
-            y * a + back * (1.0 - a)
-        })
-        .collect()
+    let luma = |r: u8, g: u8, bl: u8, a: u8| {
+        let y = 0.299 * f32::from(r) + 0.587 * f32::from(g) + 0.114 * f32::from(bl);
+        let a = f32::from(a) / 255.0;
+        y * a + back * (1.0 - a)
+    };
+    // The common 8-bit layouts are read in place: an RGBA copy of a large image would be
+    // 4 more bytes per pixel at the transcoder's peak.
+    match img {
+        DynamicImage::ImageRgb8(i) => i.pixels().map(|p| luma(p[0], p[1], p[2], 255)).collect(),
+        DynamicImage::ImageRgba8(i) => i.pixels().map(|p| luma(p[0], p[1], p[2], p[3])).collect(),
+        DynamicImage::ImageLuma8(i) => i.pixels().map(|p| luma(p[0], p[0], p[0], 255)).collect(),
+        _ => img
+            .to_rgba8()
+            .pixels()
+            .map(|p| luma(p[0], p[1], p[2], p[3]))
+            .collect(),
+    }
 }
 
 const C1: f64 = (0.01 * 255.0) * (0.01 * 255.0);
@@ -104,8 +112,9 @@ impl Reference {
     pub(crate) fn new(plane: Vec<f32>, w: usize, h: usize) -> Reference {
         let (mu, sq) = if w >= WIN && h >= WIN && plane.len() == w * h {
             let k = gaussian_kernel(WIN, 1.5);
+            let mu = blur_valid(&plane, w, h, &k);
             let squares: Vec<f32> = plane.iter().map(|v| v * v).collect();
-            (blur_valid(&plane, w, h, &k), blur_valid(&squares, w, h, &k))
+            (mu, blur_valid(&squares, w, h, &k))
         } else {
             (Vec::new(), Vec::new())
         };
@@ -133,11 +142,15 @@ impl Reference {
             return global_ssim(a, b);
         }
         let k = gaussian_kernel(WIN, 1.5);
-        let bb: Vec<f32> = b.iter().map(|v| v * v).collect();
-        let ab: Vec<f32> = a.iter().zip(b).map(|(x, y)| x * y).collect();
+        // Each product plane is dropped once blurred, to keep the peak memory low.
         let mu_b = blur_valid(b, w, h, &k);
-        let s_bb = blur_valid(&bb, w, h, &k);
-        let s_ab = blur_valid(&ab, w, h, &k);
+        let s_bb = blur_valid(&b.iter().map(|v| v * v).collect::<Vec<f32>>(), w, h, &k);
+        let s_ab = blur_valid(
+            &a.iter().zip(b).map(|(x, y)| x * y).collect::<Vec<f32>>(),
+            w,
+            h,
+            &k,
+        );
         let mut total = 0f64;
         for i in 0..mu_b.len() {
             let (ma, mb) = (f64::from(self.mu[i]), f64::from(mu_b[i]));
