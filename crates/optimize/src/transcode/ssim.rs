@@ -14,17 +14,11 @@ pub(crate) enum Background {
 /// Mean SSIM between two images of equal size, on luma (BT.601), with alpha composited on
 /// white first. 1.0 means identical luma; images of different sizes score 0.0.
 pub fn ssim(a: &DynamicImage, b: &DynamicImage) -> f64 {
-    ssim_on(a, b, Background::White)
-}
-
-/// [`ssim`] with a chosen background for alpha.
-fn ssim_on(a: &DynamicImage, b: &DynamicImage, bg: Background) -> f64 {
     if a.width() != b.width() || a.height() != b.height() {
         return 0.0;
     }
-    let la = luma_plane(a, bg);
-    let lb = luma_plane(b, bg);
-    ssim_planes(&la, &lb, a.width() as usize, a.height() as usize)
+    let (w, h) = (a.width() as usize, a.height() as usize);
+    Reference::new(luma_plane(a, Background::White), w, h).score(&luma_plane(b, Background::White))
 }
 
 /// Luma of every pixel as f32, alpha composited over `bg`.
@@ -164,14 +158,6 @@ impl Reference {
     }
 }
 
-/// SSIM of two luma planes of size w×h (see [`Reference::score`]).
-pub(crate) fn ssim_planes(a: &[f32], b: &[f32], w: usize, h: usize) -> f64 {
-    if a.len() != w * h {
-        return 0.0;
-    }
-    Reference::new(a.to_vec(), w, h).score(b)
-}
-
 fn global_ssim(a: &[f32], b: &[f32]) -> f64 {
     let n = a.len() as f64;
     let ma = a.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
@@ -192,6 +178,11 @@ fn global_ssim(a: &[f32], b: &[f32]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// SSIM of two luma planes of size w×h (see [`Reference::score`]).
+    fn ssim_planes(a: &[f32], b: &[f32], w: usize, h: usize) -> f64 {
+        Reference::new(a.to_vec(), w, h).score(b)
+    }
 
     fn plane(w: usize, h: usize) -> Vec<f32> {
         (0..w * h)
