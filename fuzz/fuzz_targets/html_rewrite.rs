@@ -1,13 +1,16 @@
 //! Fuzz the URL rewriter of the transparent-url mode: arbitrary bytes as HTML and as CSS.
 //! Neither may panic; HTML rewriting may not fail; and every absolute `http://` reference the
 //! rewriter reports in its output points at the proxy, unless it could not be proxied or was
-//! already in the input exactly as it stands (so the rewriter did not produce it).
+//! already in the input exactly as it stands (so the rewriter did not produce it). The
+//! prefetch's list of subresources is a subset of the references the rewriter sees.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use url::Url;
-use webpep_optimize::rewrite::{embedded_urls, rewrite_css, rewrite_html, to_proxy_url};
+use webpep_optimize::rewrite::{
+    embedded_urls, rewrite_css, rewrite_html, subresource_urls, to_proxy_url,
+};
 
 const PROXY: &str = "10.0.0.12:8080";
 
@@ -37,6 +40,12 @@ fuzz_target!(|data: &[u8]| {
             contains(data, u.as_bytes()),
             "http reference {u:?} in the output is not at the proxy"
         );
+    }
+
+    let all: std::collections::HashSet<String> = embedded_urls(data).into_iter().collect();
+    let (base, fetched) = subresource_urls(data);
+    for u in base.iter().chain(fetched.iter()) {
+        assert!(all.contains(u), "subresource {u:?} is not among the document's references");
     }
 
     let sheet = Url::parse("http://static.a.com/css/site.css").unwrap_or(page);

@@ -13,7 +13,7 @@ use crate::BadInput;
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// TOML configuration file (keys: listen, admin-listen, [acl], [auth], [origin], [cache],
-    /// [compress], [transcode], [url-rewrite], [air], [limits]; see --print-config).
+    /// [compress], [transcode], [url-rewrite], [prefetch], [air], [limits]; see --print-config).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Address to accept proxy traffic on (repeatable; default 0.0.0.0:3128).
@@ -31,6 +31,9 @@ pub struct Args {
     /// Turn compression towards browsers off.
     #[arg(long)]
     pub no_compress: bool,
+    /// Do not fetch pages' objects before browsers ask (as `[prefetch] enabled = false`).
+    #[arg(long)]
+    pub no_prefetch: bool,
     /// Image transcoding preset: lossless, balanced, aggressive, or off.
     #[arg(long, value_name = "PRESET|off")]
     pub transcode: Option<String>,
@@ -95,6 +98,9 @@ fn effective_config(args: &Args) -> anyhow::Result<ServerConfig> {
     }
     if args.no_compress {
         cfg.compress.enabled = false;
+    }
+    if args.no_prefetch {
+        cfg.prefetch.enabled = false;
     }
     if let Some(p) = &args.transcode {
         if p.eq_ignore_ascii_case("off") {

@@ -84,6 +84,7 @@ fn print_config_shows_overrides_and_reparses() {
         "--congestion",
         "bbr",
         "--no-tls-relay",
+        "--no-prefetch",
         "--print-config",
     ]);
     assert_eq!(code, 0, "{err}");
@@ -93,6 +94,7 @@ fn print_config_shows_overrides_and_reparses() {
     assert!(out.contains("10.0.0.0/8"), "{out}");
     assert!(out.contains("congestion = \"bbr\""), "{out}");
     assert!(out.contains("tls-relay = false"), "{out}");
+    assert!(out.contains("[prefetch]\nenabled = false"), "{out}");
     let f = temp_file("printed.toml", &out);
     let (code, out2, err) = run(&["server", "--config", f.to_str().unwrap(), "--print-config"]);
     assert_eq!(code, 0, "{err}");

@@ -66,6 +66,9 @@ pub struct ProxySwitches {
     pub air_tuning: bool,
     /// Keep-alive probes that hold the radio channel while the client is active (003 §6.4).
     pub keepalive_probes: bool,
+    /// The proxy fetches a page's objects into its cache before the browser asks (000 §4.2.2;
+    /// needs the cache).
+    pub prefetch: bool,
 }
 
 impl Default for ProxySwitches {
@@ -76,6 +79,7 @@ impl Default for ProxySwitches {
             cache: true,
             air_tuning: true,
             keepalive_probes: true,
+            prefetch: true,
         }
     }
 }
@@ -97,6 +101,9 @@ impl ProxySwitches {
         }
         if self.keepalive_probes {
             on.push("keep-alive probes".into());
+        }
+        if self.prefetch && self.cache {
+            on.push("prefetch".into());
         }
         if on.is_empty() {
             "no optimizations".into()
@@ -178,6 +185,8 @@ pub struct LabConfig {
     pub air_tuning: bool,
     #[serde(default = "yes")]
     pub keepalive_probes: bool,
+    #[serde(default = "yes")]
+    pub prefetch: bool,
     #[serde(default)]
     pub warm: bool,
     #[serde(default)]
@@ -207,6 +216,7 @@ impl LabConfig {
             cache: self.cache,
             air_tuning: self.air_tuning,
             keepalive_probes: self.keepalive_probes,
+            prefetch: self.prefetch,
         }
     }
 

@@ -82,6 +82,9 @@ enabled = {compress}
 enabled = {url}
 proxy-authority = "{edge}"
 
+[prefetch]
+enabled = {prefetch}
+
 # The lab has one client, ue; its loader's connections stay far below this.
 [limits]
 max-client-connections = 1024
@@ -100,6 +103,7 @@ probe-stop = {stop}
         dir = cache_dir.display(),
         compress = sw.compress,
         url = cfg.proxy == ProxyMode::TransparentUrl,
+        prefetch = sw.prefetch,
         congestion = if sw.air_tuning {
             "congestion = \"cubic\"\n"
         } else {

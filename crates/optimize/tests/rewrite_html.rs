@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use url::Url;
-use webpep_optimize::rewrite::{embedded_urls, rewrite_html, to_proxy_url};
+use webpep_optimize::rewrite::{embedded_urls, rewrite_html, subresource_urls, to_proxy_url};
 
 const PROXY: &str = "10.0.0.12";
 const PAGE: &str = "http://www.a.com/dir/page.html";
@@ -372,6 +372,38 @@ fn embedded_urls_lists_references() {
         embedded_urls(html.as_bytes()),
         ["/b/", "a.gif", "b.gif", "c.gif", "#x", "d.gif", "e.css", "f.html"]
     );
+}
+
+#[test]
+fn subresource_urls_lists_only_what_a_browser_fetches() {
+    let html = "<base href=\"/b/\"><base href=\"/ignored/\"><img src=\"a.gif\" srcset=\"b.gif 1x, c.gif 2x\">\
+        <img srcset=\"s1.jpg 1x, s2.jpg 2x\"><a href=\"page.html\">x</a>\
+        <link rel=\"stylesheet\" href=\"m.css\"><link rel=\"alternate\" href=\"feed.xml\">\
+        <link rel=\"Preload\" href=\"p.js\"><script src=\"s.js?a=1&amp;b=2\"></script>\
+        <div style=\"background:url(d.gif)\"><style>@import 'e.css';</style>\
+        <meta http-equiv=refresh content=\"0;url=f.html\"><input type=text src=\"no.gif\">\
+        <input type=image src=\"go.gif\"><form action=\"/post\"></form><iframe src=\"ad.html\"></iframe>\
+        <td background=\"t.gif\">";
+    let (base, urls) = subresource_urls(html.as_bytes());
+    assert_eq!(base.as_deref(), Some("/b/"));
+    assert_eq!(
+        urls,
+        [
+            "a.gif",
+            "s1.jpg",
+            "m.css",
+            "p.js",
+            "s.js?a=1&b=2",
+            "d.gif",
+            "e.css",
+            "go.gif",
+            "ad.html",
+            "t.gif"
+        ]
+    );
+    // Garbage gives what can be found and never panics.
+    let (_, urls) = subresource_urls(b"<img src=x.gif><\xff\xfe<script src=");
+    assert_eq!(urls, ["x.gif"]);
 }
 
 /// Builds a small document from generated parts.

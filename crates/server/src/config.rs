@@ -115,6 +115,8 @@ pub struct ServerConfig {
     pub transcode: TranscodeSection,
     /// The URL-rewriting mode of paper 002.
     pub url_rewrite: UrlRewriteConfig,
+    /// Fetching a page's objects before the browser asks (needs the cache).
+    pub prefetch: PrefetchConfig,
     /// Air-side TCP tuning of accepted client sockets (003 §6).
     pub air: AirConfig,
     /// Protocol limits.
@@ -134,6 +136,7 @@ impl Default for ServerConfig {
             compress: CompressSection::default(),
             transcode: TranscodeSection::default(),
             url_rewrite: UrlRewriteConfig::default(),
+            prefetch: PrefetchConfig::default(),
             air: AirConfig::default(),
             limits: LimitsConfig::default(),
             auth: AuthConfig::default(),
@@ -312,6 +315,34 @@ pub struct UrlRewriteConfig {
     pub proxy_authority: Option<String>,
 }
 
+/// `[prefetch]`: when the proxy passes a page or stylesheet to a client, it fetches the
+/// objects the browser will ask for next into the cache, transformed for that client, while
+/// the page crosses the air (000 §4.2.2). Works only with `[cache] enabled`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct PrefetchConfig {
+    /// Prefetch the objects of pages and stylesheets served to clients.
+    pub enabled: bool,
+    /// Objects prefetched per page or stylesheet, in document order; the rest are not.
+    pub max_per_page: usize,
+    /// Prefetches fetching at once, for all clients together.
+    pub concurrency: usize,
+    /// Prefetches queued or running at once, for all clients together; past it, a page's
+    /// objects are not prefetched.
+    pub max_queued: usize,
+}
+
+impl Default for PrefetchConfig {
+    fn default() -> Self {
+        PrefetchConfig {
+            enabled: true,
+            max_per_page: 64,
+            concurrency: 8,
+            max_queued: 512,
+        }
+    }
+}
+
 /// Congestion control for air-side sockets.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
@@ -432,6 +463,9 @@ impl ServerConfig {
             key: key.to_string(),
             message,
         };
+        if self.prefetch.concurrency == 0 {
+            return Err(invalid("prefetch.concurrency", "must be at least 1".into()));
+        }
         if self.limits.max_pipeline == 0 {
             return Err(invalid("limits.max-pipeline", "must be at least 1".into()));
         }

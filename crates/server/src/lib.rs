@@ -9,7 +9,8 @@
 //! (the response pipeline's phases) with [`optimize`] (one unit per optimization),
 //! [`origin`] (resolver, ACL-checked dialer, pooled client), [`tunnel`] (CONNECT),
 //! [`tls_relay`] (TLS relayed by its server name, for DNS rewriting and port-443 interception),
-//! [`transform_pool`] (transforms bounded to a few at once),
+//! [`transform_pool`] (transforms bounded to a few at once), [`prefetch`] (a page's objects
+//! fetched into the cache before the browser asks),
 //! [`acl`], [`auth`] (proxy authentication), [`limits`] (per-client connections and rate), [`mode`], [`air`], [`metrics`],
 //! [`config`].
 
@@ -24,6 +25,7 @@ pub mod metrics;
 pub mod mode;
 pub mod optimize;
 pub mod origin;
+pub mod prefetch;
 pub mod proxy;
 pub mod reply;
 pub mod server;

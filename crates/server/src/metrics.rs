@@ -34,6 +34,12 @@ pub struct Metrics {
     pub compress_saved_bytes: AtomicU64,
     /// Bytes saved by transcoding.
     pub transcode_saved_bytes: AtomicU64,
+    /// Objects prefetched for pages and stylesheets served.
+    pub prefetch_started: AtomicU64,
+    /// Objects of pages not prefetched: over `max-per-page` or `max-queued`.
+    pub prefetch_skipped: AtomicU64,
+    /// Client requests that waited for a prefetch of their URL under way.
+    pub prefetch_joined: AtomicU64,
     /// Client connections accepted.
     pub connections_total: AtomicU64,
     /// Client connections refused by the client ACL.
@@ -144,7 +150,7 @@ impl Metrics {
             "webpep_requests_total{{mode=\"none\",class=\"4xx\"}} {}",
             self.rejected_requests.load(Relaxed)
         );
-        let counters: [(&str, &str, &AtomicU64); 12] = [
+        let counters: [(&str, &str, &AtomicU64); 15] = [
             (
                 "webpep_client_bytes_in_total",
                 "Bytes read from clients.",
@@ -194,6 +200,21 @@ impl Metrics {
                 "webpep_transcode_saved_bytes_total",
                 "Bytes saved by image transcoding.",
                 &self.transcode_saved_bytes,
+            ),
+            (
+                "webpep_prefetch_started_total",
+                "Objects prefetched for pages and stylesheets served.",
+                &self.prefetch_started,
+            ),
+            (
+                "webpep_prefetch_skipped_total",
+                "Objects of pages not prefetched (over max-per-page or max-queued).",
+                &self.prefetch_skipped,
+            ),
+            (
+                "webpep_prefetch_joined_total",
+                "Client requests that waited for a prefetch of their URL under way.",
+                &self.prefetch_joined,
             ),
             (
                 "webpep_connections_total",

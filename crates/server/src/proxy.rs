@@ -38,6 +38,8 @@ struct Exchange {
     /// In URL mode: the origin URL and the proxy authority.
     url_mode: Option<(url::Url, String)>,
     variant: String,
+    /// 0 for a client's request; 1, 2 for prefetches below it ([`crate::prefetch`]).
+    depth: u8,
 }
 
 impl Exchange {
@@ -53,18 +55,43 @@ impl Exchange {
 
 /// Serves a request for an origin (explicit, transparent or URL mode).
 pub async fn proxy_http(server: Arc<Server>, req: Arc<ClientRequest>) -> Reply {
+    let ex = match exchange(&server, req.clone(), 0) {
+        Ok(ex) => ex,
+        Err(reply) => return *reply,
+    };
+    let mut reply = run(&ex).await;
+    if matches!(req.mode, Mode::UrlPath { .. }) {
+        rewrite_location(&mut reply.headers, &ex);
+    }
+    add_via(&mut reply.headers, req.head.version, &server.instance);
+    reply
+}
+
+/// The exchange for a request (a client's, or a prefetch at `depth`), or the reply that
+/// refuses it.
+fn exchange(
+    server: &Arc<Server>,
+    req: Arc<ClientRequest>,
+    depth: u8,
+) -> Result<Exchange, Box<Reply>> {
     let Some(origin_url) = req.mode.origin_url() else {
-        return Reply::text(StatusCode::BAD_REQUEST, "not a proxied request");
+        return Err(Box::new(Reply::text(
+            StatusCode::BAD_REQUEST,
+            "not a proxied request",
+        )));
     };
     let Ok(uri) = origin_url.parse::<Uri>() else {
-        return Reply::text(StatusCode::BAD_REQUEST, "bad origin URL");
+        return Err(Box::new(Reply::text(
+            StatusCode::BAD_REQUEST,
+            "bad origin URL",
+        )));
     };
     if via_has(&req.head.headers, &server.instance) {
         // E.g. a Host naming the proxy on another of its ports: it would call itself forever.
-        return Reply::text(
+        return Err(Box::new(Reply::text(
             StatusCode::LOOP_DETECTED,
             "request loops through this proxy",
-        );
+        )));
     }
     let mut headers = req.head.headers.clone();
     strip_hop_by_hop(&mut headers);
@@ -91,7 +118,10 @@ pub async fn proxy_http(server: Arc<Server>, req: Arc<ClientRequest>) -> Reply {
         *h = headers;
     }
     let Ok(r) = builder.body(()) else {
-        return Reply::text(StatusCode::BAD_REQUEST, "bad request");
+        return Err(Box::new(Reply::text(
+            StatusCode::BAD_REQUEST,
+            "bad request",
+        )));
     };
     let (parts, ()) = r.into_parts();
     let url_mode = match &req.mode {
@@ -106,11 +136,12 @@ pub async fn proxy_http(server: Arc<Server>, req: Arc<ClientRequest>) -> Reply {
     };
     let mut ex = Exchange {
         server: server.clone(),
-        req: req.clone(),
+        req,
         parts,
         connect_uri,
         url_mode,
         variant: String::new(),
+        depth,
     };
     let ctx = ex.ctx();
     ex.variant = server
@@ -119,12 +150,7 @@ pub async fn proxy_http(server: Arc<Server>, req: Arc<ClientRequest>) -> Reply {
         .filter_map(|t| t.variant_part(&ctx))
         .collect::<Vec<_>>()
         .join("|");
-    let mut reply = run(&ex).await;
-    if matches!(req.mode, Mode::UrlPath { .. }) {
-        rewrite_location(&mut reply.headers, &ex);
-    }
-    add_via(&mut reply.headers, req.head.version, &server.instance);
-    reply
+    Ok(ex)
 }
 
 async fn run(ex: &Exchange) -> Reply {
@@ -143,6 +169,18 @@ async fn run(ex: &Exchange) -> Reply {
     let Some(cache) = cache else {
         return fetch_and_process(ex, None).await;
     };
+    if let (Some(p), 0) = (&ex.server.prefetch, ex.depth) {
+        // Phase: a prefetch of this URL under way finishes first (then it is a hit).
+        let o = &ex.server.cfg.origin;
+        if p.join(
+            &prefetch_key(&ex.parts.uri),
+            o.connect_timeout.0 + o.response_timeout.0,
+        )
+        .await
+        {
+            Metrics::add(&metrics.prefetch_joined, 1);
+        }
+    }
     let now = SystemTime::now();
     // Phase: a stored transformed variant for exactly this kind of client.
     if !ex.variant.is_empty() {
@@ -158,6 +196,7 @@ async fn run(ex: &Exchange) -> Reply {
             let out =
                 transform_off_thread(ex, c.status, c.headers.clone(), c.body.clone(), now, now)
                     .await;
+            prefetch_objects(ex, c.status, c.headers, c.body);
             from_cached_reply(ex, out, "HIT")
         }
         Lookup::Stale(c) => {
@@ -309,6 +348,7 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
                     response_time,
                 )
                 .await;
+                prefetch_objects(ex, fresh.status, fresh.headers, fresh.body);
                 return from_cached_reply(ex, out, "REVALIDATED");
             }
         }
@@ -351,6 +391,7 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
             }
         }
     }
+    let original = (rparts.status, rparts.headers.clone(), body.clone());
     let out = transform_off_thread(
         ex,
         rparts.status,
@@ -360,6 +401,7 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
         response_time,
     )
     .await;
+    prefetch_objects(ex, original.0, original.1, original.2);
     Reply {
         status: out.status,
         headers: out.headers,
@@ -371,6 +413,83 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
             "MISS"
         },
     }
+}
+
+/// The key a prefetch is known by: the origin URL as `url` normalizes it.
+fn prefetch_key(uri: &Uri) -> String {
+    let s = uri.to_string();
+    url::Url::parse(&s).map(|u| u.to_string()).unwrap_or(s)
+}
+
+/// Phase (in the background): the objects of a page or stylesheet the proxy holds the
+/// origin's bytes of are fetched into the cache before the browser asks
+/// ([`crate::prefetch`]). Returns at once; the response to the client does not wait.
+fn prefetch_objects(ex: &Exchange, status: StatusCode, headers: HeaderMap, body: Bytes) {
+    let server = &ex.server;
+    if server.prefetch.is_none()
+        || ex.depth >= crate::prefetch::MAX_DEPTH
+        || status != StatusCode::OK
+        || ex.parts.method != Method::GET
+        || !crate::prefetch::is_document(
+            headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok()),
+        )
+    {
+        return;
+    }
+    let Ok(page) = url::Url::parse(&ex.parts.uri.to_string()) else {
+        return;
+    };
+    let ex = ex.clone();
+    tokio::spawn(async move {
+        let server = ex.server.clone();
+        let Some(prefetcher) = server.prefetch.clone() else {
+            return;
+        };
+        let limit = server.cfg.limits.max_body_transform;
+        let page2 = page.clone();
+        // Parsing is CPU work: it runs where the transforms do.
+        let urls = server
+            .transform_pool
+            .run(move || {
+                let ct = headers
+                    .get(header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok());
+                match content_coding(&headers) {
+                    None => crate::prefetch::objects_of(ct, &body, &page2),
+                    Some(ce) => match compress::decode(&body, &ce, limit) {
+                        Ok(d) => crate::prefetch::objects_of(ct, &d, &page2),
+                        Err(_) => Vec::new(),
+                    },
+                }
+            })
+            .await
+            .unwrap_or_default();
+        let (claims, skipped) = prefetcher.claim(urls);
+        Metrics::add(&server.metrics.prefetch_started, claims.len() as u64);
+        Metrics::add(&server.metrics.prefetch_skipped, skipped as u64);
+        for claim in claims {
+            let req = url::Url::parse(claim.url())
+                .ok()
+                .and_then(|u| crate::prefetch::request_for(&ex.req, &page, &u));
+            let Some(req) = req else { continue };
+            let (server, prefetcher, depth) = (server.clone(), prefetcher.clone(), ex.depth + 1);
+            tokio::spawn(async move {
+                let _claim = claim;
+                let Some(_slot) = prefetcher.slot().await else {
+                    return;
+                };
+                let started = std::time::Instant::now();
+                let url = req.mode.origin_url().unwrap_or_default();
+                let reply = match exchange(&server, Arc::new(req), depth) {
+                    Ok(ex) => run(&ex).await,
+                    Err(r) => *r,
+                };
+                crate::prefetch::log_done(&url, reply.status.as_u16(), reply.cache, started);
+            });
+        }
+    });
 }
 
 fn stream_reply(rparts: http::response::Parts, prefix: Bytes, rest: Incoming) -> Reply {

@@ -19,6 +19,7 @@ use crate::metrics::Metrics;
 use crate::mode::Mode;
 use crate::optimize::{self, CompressUnit, RewriteUnit, TranscodeUnit, Transform};
 use crate::origin::{build_client, Dialer, OriginClient, Resolve, StubResolve, SystemResolve};
+use crate::prefetch::Prefetcher;
 use crate::reply::Reply;
 use crate::transform_pool::TransformPool;
 
@@ -54,6 +55,8 @@ pub struct Server {
     pub(crate) instance: String,
     /// Where transforms run, at most `[limits] transform-workers` at once.
     pub(crate) transform_pool: TransformPool,
+    /// Prefetch of pages' objects (`[prefetch]`; only with the cache).
+    pub(crate) prefetch: Option<Arc<Prefetcher>>,
 }
 
 impl std::fmt::Debug for Server {
@@ -130,6 +133,8 @@ impl Server {
             metrics: Metrics::default(),
             instance: instance_id(),
             transform_pool: TransformPool::new(cfg.limits.transform_workers),
+            prefetch: (cfg.prefetch.enabled && cfg.cache.enabled)
+                .then(|| Arc::new(Prefetcher::new(&cfg.prefetch))),
             cfg,
             limits,
         }))

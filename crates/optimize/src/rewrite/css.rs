@@ -15,7 +15,7 @@ pub fn rewrite_css(css: &[u8], sheet_url: &Url, proxy_authority: &str) -> Vec<u8
 }
 
 /// The unresolved URL references of a stylesheet, in order.
-pub(crate) fn css_urls(css: &[u8]) -> Vec<String> {
+pub fn css_urls(css: &[u8]) -> Vec<String> {
     let mut found = Vec::new();
     scan(css, &mut |raw| {
         found.push(raw.to_string());

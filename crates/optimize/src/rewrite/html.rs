@@ -375,19 +375,36 @@ pub fn embedded_urls(html: &[u8]) -> Vec<String> {
         }
         Ok(())
     }));
+    scan_with_styles(html, handlers, f, &style_text, "embedded_urls");
+    found.into_inner()
+}
+
+/// Runs `handlers`, and collectors of the `url()`/`@import` references of `style` attributes
+/// and elements into `found`, over `html` (output discarded; lenient: malformed input gives
+/// what could be found).
+fn scan_with_styles<'h>(
+    html: &[u8],
+    mut handlers: Vec<(
+        Cow<'h, lol_html::Selector>,
+        lol_html::ElementContentHandlers<'h>,
+    )>,
+    found: &'h RefCell<Vec<String>>,
+    style_text: &'h RefCell<String>,
+    what: &str,
+) {
     handlers.push(element!("*[style]", move |el| {
         if let Some(v) = el.get_attribute("style") {
-            f.borrow_mut()
+            found
+                .borrow_mut()
                 .extend(css::css_urls(decode_entities(&v).as_bytes()));
         }
         Ok(())
     }));
-    let st = &style_text;
     handlers.push(text!("style", move |chunk| {
-        let mut buf = st.borrow_mut();
+        let mut buf = style_text.borrow_mut();
         buf.push_str(chunk.as_str());
         if chunk.last_in_text_node() {
-            f.borrow_mut().extend(css::css_urls(buf.as_bytes()));
+            found.borrow_mut().extend(css::css_urls(buf.as_bytes()));
             buf.clear();
         }
         Ok(())
@@ -399,9 +416,88 @@ pub fn embedded_urls(html: &[u8]) -> Vec<String> {
     let mut rewriter = HtmlRewriter::new(settings, |_: &[u8]| {});
     let ok = rewriter.write(html).and_then(|()| rewriter.end());
     if let Err(e) = ok {
-        tracing::debug!(error = %e, "embedded_urls: stopped early");
+        tracing::debug!(error = %e, "{what}: stopped early");
     }
-    found.into_inner()
+}
+
+/// The objects a browser fetches to render a document (for the proxy's prefetch): `img`
+/// (`src`, else its first `srcset` candidate), `script`, stylesheets and preloads (`link`),
+/// frames, `embed`, image inputs, `background` attributes, and `url()`/`@import` in `style`
+/// attributes and elements; unresolved, character references decoded, in document order.
+/// Navigations (`a`, forms, meta refresh) are not fetched and not listed. Also returns the
+/// first `<base href>`, which the caller resolves the rest against. Malformed input gives
+/// what could be found; never panics.
+pub fn subresource_urls(html: &[u8]) -> (Option<String>, Vec<String>) {
+    const FETCHED: &[(&str, &str)] = &[
+        ("script[src]", "src"),
+        ("iframe[src]", "src"),
+        ("frame[src]", "src"),
+        ("embed[src]", "src"),
+        ("input[src]", "src"),
+        ("body[background]", "background"),
+        ("table[background]", "background"),
+        ("tr[background]", "background"),
+        ("td[background]", "background"),
+        ("th[background]", "background"),
+    ];
+    let found = RefCell::new(Vec::new());
+    let base = RefCell::new(None::<String>);
+    let style_text = RefCell::new(String::new());
+    let (f, b) = (&found, &base);
+    let mut handlers = vec![
+        element!("base[href]", move |el| {
+            let mut b = b.borrow_mut();
+            if b.is_none() {
+                *b = el
+                    .get_attribute("href")
+                    .map(|v| decode_entities(&v).into_owned());
+            }
+            Ok(())
+        }),
+        element!("img", move |el| {
+            let src = el
+                .get_attribute("src")
+                .filter(|v| !v.trim().is_empty())
+                .map(|v| decode_entities(&v).into_owned());
+            let pick = src.or_else(|| {
+                let set = el.get_attribute("srcset")?;
+                let set = decode_entities(&set);
+                srcset::parse(&set).first().map(|c| c.url.to_string())
+            });
+            if let Some(v) = pick {
+                f.borrow_mut().push(v);
+            }
+            Ok(())
+        }),
+        element!("link[href][rel]", move |el| {
+            let fetched = el.get_attribute("rel").is_some_and(|rel| {
+                rel.split_ascii_whitespace().any(|r| {
+                    r.eq_ignore_ascii_case("stylesheet") || r.eq_ignore_ascii_case("preload")
+                })
+            });
+            if let Some(v) = el.get_attribute("href").filter(|_| fetched) {
+                f.borrow_mut().push(decode_entities(&v).into_owned());
+            }
+            Ok(())
+        }),
+    ];
+    for &(selector, attr) in FETCHED {
+        handlers.push(element!(selector, move |el| {
+            if el.tag_name().eq_ignore_ascii_case("input")
+                && !el
+                    .get_attribute("type")
+                    .is_some_and(|t| t.trim().eq_ignore_ascii_case("image"))
+            {
+                return Ok(());
+            }
+            if let Some(v) = el.get_attribute(attr) {
+                f.borrow_mut().push(decode_entities(&v).into_owned());
+            }
+            Ok(())
+        }));
+    }
+    scan_with_styles(html, handlers, f, &style_text, "subresource_urls");
+    (base.into_inner(), found.into_inner())
 }
 
 #[cfg(test)]

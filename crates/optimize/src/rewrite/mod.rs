@@ -11,6 +11,8 @@
 //! - [`rewrite_css`]: `url(...)` and `@import "..."` in a stylesheet.
 //! - [`embedded_urls`]: the URL references of a document as the rewriter sees them (for tests,
 //!   fuzzing and discovery).
+//! - [`subresource_urls`], [`css_urls`]: what a browser fetches to render a document or
+//!   stylesheet (the proxy's prefetch).
 //!
 //! Only `http` URLs are rewritten: `https` stays end to end (DESIGN §6), and `data:`,
 //! `javascript:`, `mailto:` and the like are not fetches.
@@ -20,8 +22,8 @@ mod host;
 mod html;
 mod srcset;
 
-pub use css::rewrite_css;
-pub use html::{embedded_urls, rewrite_html};
+pub use css::{css_urls, rewrite_css};
+pub use html::{embedded_urls, rewrite_html, subresource_urls};
 
 use url::Url;
 

@@ -1,0 +1,388 @@
+//! Prefetch: when the proxy passes a page or a stylesheet to a client, it fetches the objects
+//! the browser will ask for next (000 §4.2.2: the proxy "(pre-)fetches these objects from the
+//! other servers"; 001's server proxy parses the page) through the normal pipeline, so they
+//! are in the cache, already transformed for that kind of client, while the page is still
+//! crossing the air. The browser's own requests then hit the cache, or join a prefetch still
+//! under way, instead of paying the origin round trip, the lookup at the edge and the
+//! transcoding on the page's critical path.
+//!
+//! Bounds, so a page cannot make the proxy an amplifier: at most `max-per-page` objects per
+//! document, `concurrency` fetches at once and `max-queued` waiting for all clients together,
+//! and one level of nesting below a document a client asked for (its stylesheets' images and
+//! its frames' objects, not theirs). Only `http` GETs; the client's credentials (Cookie,
+//! Authorization) are not sent, and the destinations pass the same access rules as every
+//! request. A response the shared cache may not store is fetched and dropped: the browser's
+//! own request then goes to the origin as it would have.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use http::header::{self, HeaderMap, HeaderValue};
+use tokio::sync::{watch, Semaphore};
+use url::Url;
+
+use crate::config::PrefetchConfig;
+use crate::conn::ClientRequest;
+use crate::http1::RequestHead;
+use crate::mode::Mode;
+
+/// Nesting below a document a client asked for: its objects (1), and the objects of those
+/// that are documents themselves (2: a stylesheet's images, a frame's objects).
+pub const MAX_DEPTH: u8 = 2;
+
+/// Request headers a prefetch copies from the client's request for the page: what the
+/// response's variant (content coding, WebP) and content negotiation depend on. Credentials
+/// and cookies are not copied.
+const COPIED_HEADERS: [header::HeaderName; 4] = [
+    header::USER_AGENT,
+    header::ACCEPT,
+    header::ACCEPT_LANGUAGE,
+    header::ACCEPT_ENCODING,
+];
+
+/// The prefetches under way (by URL) and their bounds.
+#[derive(Debug)]
+pub struct Prefetcher {
+    cfg: PrefetchConfig,
+    slots: Arc<Semaphore>,
+    inflight: Mutex<HashMap<String, watch::Receiver<bool>>>,
+    queued: AtomicUsize,
+}
+
+/// Removes a prefetch from the in-flight map and wakes the requests waiting on it when
+/// dropped: when the prefetch ends, fails, panics or is cancelled.
+pub struct InFlight {
+    prefetcher: Arc<Prefetcher>,
+    url: String,
+    done: watch::Sender<bool>,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Ok(mut m) = self.prefetcher.inflight.lock() {
+            m.remove(&self.url);
+        }
+        self.prefetcher.queued.fetch_sub(1, Relaxed);
+        let _ = self.done.send(true);
+    }
+}
+
+impl InFlight {
+    /// The URL being prefetched.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+impl Prefetcher {
+    /// A prefetcher with these bounds.
+    pub fn new(cfg: &PrefetchConfig) -> Prefetcher {
+        Prefetcher {
+            slots: Arc::new(Semaphore::new(cfg.concurrency.max(1))),
+            cfg: cfg.clone(),
+            inflight: Mutex::new(HashMap::new()),
+            queued: AtomicUsize::new(0),
+        }
+    }
+
+    /// Prefetches queued or running now.
+    pub fn queued(&self) -> usize {
+        self.queued.load(Relaxed)
+    }
+
+    /// Claims `urls` (already resolved, in document order) for prefetching: at most
+    /// `max-per-page` of them, none already under way, and no more than `max-queued` in all.
+    /// Each claim is held until its guard drops; requests for its URL wait on it meanwhile.
+    /// Returns the claims and how many URLs were left out by the bounds.
+    pub fn claim(self: &Arc<Self>, urls: Vec<Url>) -> (Vec<InFlight>, usize) {
+        let Ok(mut m) = self.inflight.lock() else {
+            return (Vec::new(), urls.len());
+        };
+        let mut claims = Vec::new();
+        let mut skipped = 0;
+        for u in urls.into_iter() {
+            let key = u.to_string();
+            if m.contains_key(&key) {
+                continue;
+            }
+            let full = claims.len() >= self.cfg.max_per_page
+                || self.queued.load(Relaxed) >= self.cfg.max_queued;
+            if full {
+                skipped += 1;
+                continue;
+            }
+            let (tx, rx) = watch::channel(false);
+            m.insert(key.clone(), rx);
+            self.queued.fetch_add(1, Relaxed);
+            claims.push(InFlight {
+                prefetcher: self.clone(),
+                url: key,
+                done: tx,
+            });
+        }
+        (claims, skipped)
+    }
+
+    /// Waits, at most `limit`, for a prefetch of `url` under way; false when there was none.
+    pub async fn join(&self, url: &str, limit: Duration) -> bool {
+        let rx = match self.inflight.lock() {
+            Ok(m) => m.get(url).cloned(),
+            Err(_) => None,
+        };
+        let Some(mut rx) = rx else { return false };
+        // An error means the prefetch's guard is gone: it ended.
+        let _ = tokio::time::timeout(limit, rx.wait_for(|done| *done)).await;
+        true
+    }
+
+    /// A slot to fetch in (waits while `concurrency` prefetches are fetching).
+    pub async fn slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.slots.clone().acquire_owned().await.ok()
+    }
+}
+
+fn mime(content_type: Option<&str>) -> String {
+    content_type
+        .and_then(|c| c.split(';').next())
+        .map(|c| c.trim().to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+/// Whether a response of this type lists objects a browser fetches next: a page (HTML,
+/// XHTML) or a stylesheet.
+pub fn is_document(content_type: Option<&str>) -> bool {
+    matches!(
+        mime(content_type).as_str(),
+        "text/html" | "application/xhtml+xml" | "text/css"
+    )
+}
+
+/// The objects of a page (`text/html`, XHTML) or stylesheet (`text/css`) body in identity
+/// coding, resolved against `page` (and `<base href>`), `http` only, each once, without the
+/// page itself, in document order. Anything else lists nothing.
+pub fn objects_of(content_type: Option<&str>, body: &[u8], page: &Url) -> Vec<Url> {
+    let (base, raw) = match mime(content_type).as_str() {
+        "text/html" | "application/xhtml+xml" => {
+            let (base, raw) = webpep_optimize::rewrite::subresource_urls(body);
+            let base = base
+                .and_then(|b| page.join(b.trim()).ok())
+                .unwrap_or_else(|| page.clone());
+            (base, raw)
+        }
+        "text/css" => (page.clone(), webpep_optimize::rewrite::css_urls(body)),
+        _ => return Vec::new(),
+    };
+    let mut seen = HashSet::new();
+    seen.insert(page.as_str().to_string());
+    raw.iter()
+        .filter_map(|r| base.join(r.trim()).ok())
+        .filter(|u| u.scheme() == "http" && u.host_str().is_some())
+        .map(|mut u| {
+            u.set_fragment(None);
+            u
+        })
+        .filter(|u| seen.insert(u.as_str().to_string()))
+        .collect()
+}
+
+/// The request a prefetch of `url` makes on behalf of `client`, who asked for `page`: the same
+/// mode (so the cache key and variant are those of the browser's own request), the headers
+/// the variant depends on, and the page as Referer.
+pub fn request_for(client: &ClientRequest, page: &Url, url: &Url) -> Option<ClientRequest> {
+    let host = url.host_str()?;
+    let authority = match url.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host.to_string(),
+    };
+    let path = match url.query() {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_string(),
+    };
+    let mode = match &client.mode {
+        Mode::Explicit { .. } => Mode::Explicit {
+            authority: authority.clone(),
+            path: path.clone(),
+        },
+        Mode::Transparent { .. } => Mode::Transparent {
+            authority: authority.clone(),
+            path: path.clone(),
+        },
+        Mode::UrlPath { .. } => Mode::UrlPath {
+            authority: authority.clone(),
+            path: path.clone(),
+        },
+        _ => return None,
+    };
+    let mut headers = HeaderMap::new();
+    for name in COPIED_HEADERS {
+        for v in client.head.headers.get_all(&name) {
+            headers.append(name.clone(), v.clone());
+        }
+    }
+    headers.insert(header::HOST, HeaderValue::from_str(&authority).ok()?);
+    if let Ok(v) = HeaderValue::from_str(page.as_str()) {
+        headers.insert(header::REFERER, v);
+    }
+    let target = match mode {
+        Mode::Explicit { .. } => url.to_string(),
+        _ => path,
+    };
+    Some(ClientRequest {
+        head: RequestHead {
+            method: http::Method::GET,
+            target,
+            version: http::Version::HTTP_11,
+            headers,
+            head_len: 0,
+        },
+        body: bytes::Bytes::new(),
+        peer: client.peer,
+        local: client.local,
+        original_dst: None,
+        mode,
+    })
+}
+
+/// Logs one finished prefetch.
+pub fn log_done(url: &str, status: u16, cache: &str, started: Instant) {
+    tracing::debug!(
+        target: "webpep::prefetch",
+        url,
+        status,
+        cache,
+        ms = started.elapsed().as_millis() as u64,
+        "prefetched"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page() -> Url {
+        Url::parse("http://www.example.com/news/index.html").unwrap()
+    }
+
+    #[test]
+    fn html_objects_resolve_against_base_once_http_only() {
+        let html = br#"<base href="http://static.example.com/s/">
+            <img src="a.gif"><img src="a.gif#frag"><img src="/top.png">
+            <script src="https://secure.example.com/x.js"></script>
+            <img src="data:image/gif;base64,R0lG"><a href="next.html">n</a>
+            <link rel=stylesheet href="//cdn.example.net/m.css">
+            <img src="http://www.example.com/news/index.html">"#;
+        let got: Vec<String> = objects_of(Some("text/html; charset=utf-8"), html, &page())
+            .into_iter()
+            .map(|u| u.to_string())
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "http://static.example.com/s/a.gif",
+                "http://static.example.com/top.png",
+                "http://cdn.example.net/m.css",
+            ]
+        );
+    }
+
+    #[test]
+    fn css_objects_resolve_against_the_sheet_and_other_types_list_nothing() {
+        let css = b"@import 'more.css'; body { background: url(\"../img/bg.png\") }";
+        let sheet = Url::parse("http://s.example.com/css/main.css").unwrap();
+        let got: Vec<String> = objects_of(Some("text/css"), css, &sheet)
+            .into_iter()
+            .map(|u| u.to_string())
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "http://s.example.com/css/more.css",
+                "http://s.example.com/img/bg.png"
+            ]
+        );
+        assert!(objects_of(Some("image/png"), b"<img src=a.gif>", &sheet).is_empty());
+        assert!(objects_of(None, b"<img src=a.gif>", &sheet).is_empty());
+    }
+
+    #[tokio::test]
+    async fn claims_are_bounded_unique_and_released_on_drop() {
+        let p = Arc::new(Prefetcher::new(&PrefetchConfig {
+            enabled: true,
+            max_per_page: 2,
+            concurrency: 1,
+            max_queued: 3,
+        }));
+        let u = |s: &str| Url::parse(&format!("http://h/{s}")).unwrap();
+        let (a, skipped) = p.claim(vec![u("1"), u("2"), u("3")]);
+        assert_eq!((a.len(), skipped), (2, 1), "max-per-page");
+        let (b, skipped) = p.claim(vec![u("1"), u("4"), u("5")]);
+        assert_eq!(b.len(), 1, "1 is under way; the queue holds 3 at most");
+        assert_eq!(skipped, 1);
+        assert_eq!(p.queued(), 3);
+        // A request for a URL under way waits until its prefetch ends.
+        let waiter = {
+            let p = p.clone();
+            tokio::spawn(async move { p.join("http://h/1", Duration::from_secs(10)).await })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiter.is_finished());
+        drop(a);
+        assert!(waiter.await.unwrap(), "joined the prefetch of 1");
+        assert!(!p.join("http://h/1", Duration::from_secs(10)).await);
+        assert_eq!(p.queued(), 1);
+        drop(b);
+        assert_eq!(p.queued(), 0);
+    }
+
+    #[test]
+    fn prefetch_requests_copy_negotiation_headers_not_credentials() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::ACCEPT, HeaderValue::from_static("image/webp,*/*"));
+        headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
+        headers.insert(header::COOKIE, HeaderValue::from_static("session=secret"));
+        headers.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Basic eA=="),
+        );
+        let client = ClientRequest {
+            head: RequestHead {
+                method: http::Method::GET,
+                target: "/news/index.html".into(),
+                version: http::Version::HTTP_11,
+                headers,
+                head_len: 0,
+            },
+            body: bytes::Bytes::new(),
+            peer: "10.0.0.2:5000".parse().unwrap(),
+            local: "10.0.0.1:80".parse().unwrap(),
+            original_dst: Some("192.0.2.1:80".parse().unwrap()),
+            mode: Mode::Transparent {
+                authority: "www.example.com".into(),
+                path: "/news/index.html".into(),
+            },
+        };
+        let obj = Url::parse("http://img.example.com:8080/a.gif?x=1").unwrap();
+        let r = request_for(&client, &page(), &obj).unwrap();
+        assert_eq!(
+            r.mode,
+            Mode::Transparent {
+                authority: "img.example.com:8080".into(),
+                path: "/a.gif?x=1".into()
+            }
+        );
+        assert_eq!(r.head.target, "/a.gif?x=1");
+        assert_eq!(
+            r.original_dst, None,
+            "connect by name, not to the page's address"
+        );
+        let h = &r.head.headers;
+        assert_eq!(h.get(header::ACCEPT).unwrap(), "image/webp,*/*");
+        assert_eq!(h.get(header::ACCEPT_ENCODING).unwrap(), "gzip");
+        assert_eq!(h.get(header::HOST).unwrap(), "img.example.com:8080");
+        assert_eq!(h.get(header::REFERER).unwrap(), page().as_str());
+        assert!(h.get(header::COOKIE).is_none());
+        assert!(h.get(header::AUTHORIZATION).is_none());
+    }
+}
