@@ -323,7 +323,8 @@ pub struct UrlRewriteConfig {
 pub struct PrefetchConfig {
     /// Prefetch the objects of pages and stylesheets served to clients.
     pub enabled: bool,
-    /// Objects prefetched per page or stylesheet, in document order; the rest are not.
+    /// Objects prefetched for a page a client asked for, its stylesheets', imports' and
+    /// frames' objects included, in document order; the rest are not.
     pub max_per_page: usize,
     /// Prefetches fetching at once, for all clients together.
     pub concurrency: usize,
@@ -336,7 +337,7 @@ impl Default for PrefetchConfig {
     fn default() -> Self {
         PrefetchConfig {
             enabled: true,
-            max_per_page: 64,
+            max_per_page: 96,
             concurrency: 8,
             max_queued: 512,
         }

@@ -6,10 +6,10 @@
 //! under way, instead of paying the origin round trip, the lookup at the edge and the
 //! transcoding on the page's critical path.
 //!
-//! Bounds, so a page cannot make the proxy an amplifier: at most `max-per-page` objects per
-//! document, `concurrency` fetches at once and `max-queued` waiting for all clients together,
-//! and one level of nesting below a document a client asked for (its stylesheets' images and
-//! its frames' objects, not theirs). Only `http` GETs; the client's credentials (Cookie,
+//! Bounds, so a page cannot make the proxy an amplifier: at most `max-per-page` objects for a
+//! page a client asked for, its stylesheets', imports' and frames' objects included;
+//! `concurrency` fetches at once and `max-queued` waiting for all clients together; three
+//! levels of nesting at most. Only `http` GETs; the client's credentials (Cookie,
 //! Authorization) are not sent, and the destinations pass the same access rules as every
 //! request. A response the shared cache may not store is fetched and dropped: the browser's
 //! own request then goes to the origin as it would have.
@@ -28,9 +28,29 @@ use crate::conn::ClientRequest;
 use crate::http1::RequestHead;
 use crate::mode::Mode;
 
-/// Nesting below a document a client asked for: its objects (1), and the objects of those
-/// that are documents themselves (2: a stylesheet's images, a frame's objects).
-pub const MAX_DEPTH: u8 = 2;
+/// Nesting below a document a client asked for: its objects (1), the objects of those that
+/// are documents themselves (2: a stylesheet's images and imports, a frame's objects), and
+/// theirs (3: an imported stylesheet's images, a frame's stylesheets' images).
+pub const MAX_DEPTH: u8 = 3;
+
+/// What is left of the `max-per-page` allowance of a page a client asked for, shared by every
+/// document prefetched below it (its stylesheets, imports and frames).
+#[derive(Clone, Debug)]
+pub struct Budget(Arc<AtomicUsize>);
+
+impl Budget {
+    /// An allowance of `n` prefetches.
+    pub fn new(n: usize) -> Budget {
+        Budget(Arc::new(AtomicUsize::new(n)))
+    }
+
+    /// Takes one prefetch from the allowance; false when none is left.
+    fn take(&self) -> bool {
+        self.0
+            .fetch_update(Relaxed, Relaxed, |v| v.checked_sub(1))
+            .is_ok()
+    }
+}
 
 /// Request headers a prefetch copies from the client's request for the page: what the
 /// response's variant (content coding, WebP) and content negotiation depend on. Credentials
@@ -92,11 +112,16 @@ impl Prefetcher {
         self.queued.load(Relaxed)
     }
 
-    /// Claims `urls` (already resolved, in document order) for prefetching: at most
-    /// `max-per-page` of them, none already under way, and no more than `max-queued` in all.
+    /// A fresh allowance for a page a client asked for (`max-per-page`).
+    pub fn budget(&self) -> Budget {
+        Budget::new(self.cfg.max_per_page)
+    }
+
+    /// Claims `urls` (already resolved, in document order) for prefetching: as many as
+    /// `budget` allows, none already under way, and no more than `max-queued` in all.
     /// Each claim is held until its guard drops; requests for its URL wait on it meanwhile.
     /// Returns the claims and how many URLs were left out by the bounds.
-    pub fn claim(self: &Arc<Self>, urls: Vec<Url>) -> (Vec<InFlight>, usize) {
+    pub fn claim(self: &Arc<Self>, urls: Vec<Url>, budget: &Budget) -> (Vec<InFlight>, usize) {
         let Ok(mut m) = self.inflight.lock() else {
             return (Vec::new(), urls.len());
         };
@@ -107,8 +132,7 @@ impl Prefetcher {
             if m.contains_key(&key) {
                 continue;
             }
-            let full = claims.len() >= self.cfg.max_per_page
-                || self.queued.load(Relaxed) >= self.cfg.max_queued;
+            let full = self.queued.load(Relaxed) >= self.cfg.max_queued || !budget.take();
             if full {
                 skipped += 1;
                 continue;
@@ -315,9 +339,16 @@ mod tests {
             max_queued: 3,
         }));
         let u = |s: &str| Url::parse(&format!("http://h/{s}")).unwrap();
-        let (a, skipped) = p.claim(vec![u("1"), u("2"), u("3")]);
+        let page = p.budget();
+        let (a, skipped) = p.claim(vec![u("1"), u("2"), u("3")], &page);
         assert_eq!((a.len(), skipped), (2, 1), "max-per-page");
-        let (b, skipped) = p.claim(vec![u("1"), u("4"), u("5")]);
+        let (none, skipped) = p.claim(vec![u("6")], &page);
+        assert_eq!(
+            (none.len(), skipped),
+            (0, 1),
+            "a stylesheet shares its page's allowance"
+        );
+        let (b, skipped) = p.claim(vec![u("1"), u("4"), u("5")], &p.budget());
         assert_eq!(b.len(), 1, "1 is under way; the queue holds 3 at most");
         assert_eq!(skipped, 1);
         assert_eq!(p.queued(), 3);

@@ -38,8 +38,10 @@ struct Exchange {
     /// In URL mode: the origin URL and the proxy authority.
     url_mode: Option<(url::Url, String)>,
     variant: String,
-    /// 0 for a client's request; 1, 2 for prefetches below it ([`crate::prefetch`]).
+    /// 0 for a client's request; 1, 2, 3 for prefetches below it ([`crate::prefetch`]).
     depth: u8,
+    /// A prefetch's share of its page's allowance (None for a client's request).
+    budget: Option<crate::prefetch::Budget>,
 }
 
 impl Exchange {
@@ -55,7 +57,7 @@ impl Exchange {
 
 /// Serves a request for an origin (explicit, transparent or URL mode).
 pub async fn proxy_http(server: Arc<Server>, req: Arc<ClientRequest>) -> Reply {
-    let ex = match exchange(&server, req.clone(), 0) {
+    let ex = match exchange(&server, req.clone(), 0, None) {
         Ok(ex) => ex,
         Err(reply) => return *reply,
     };
@@ -73,6 +75,7 @@ fn exchange(
     server: &Arc<Server>,
     req: Arc<ClientRequest>,
     depth: u8,
+    budget: Option<crate::prefetch::Budget>,
 ) -> Result<Exchange, Box<Reply>> {
     let Some(origin_url) = req.mode.origin_url() else {
         return Err(Box::new(Reply::text(
@@ -142,6 +145,7 @@ fn exchange(
         url_mode,
         variant: String::new(),
         depth,
+        budget,
     };
     let ctx = ex.ctx();
     ex.variant = server
@@ -466,7 +470,8 @@ fn prefetch_objects(ex: &Exchange, status: StatusCode, headers: HeaderMap, body:
             })
             .await
             .unwrap_or_default();
-        let (claims, skipped) = prefetcher.claim(urls);
+        let budget = ex.budget.clone().unwrap_or_else(|| prefetcher.budget());
+        let (claims, skipped) = prefetcher.claim(urls, &budget);
         Metrics::add(&server.metrics.prefetch_started, claims.len() as u64);
         Metrics::add(&server.metrics.prefetch_skipped, skipped as u64);
         for claim in claims {
@@ -474,7 +479,8 @@ fn prefetch_objects(ex: &Exchange, status: StatusCode, headers: HeaderMap, body:
                 .ok()
                 .and_then(|u| crate::prefetch::request_for(&ex.req, &page, &u));
             let Some(req) = req else { continue };
-            let (server, prefetcher, depth) = (server.clone(), prefetcher.clone(), ex.depth + 1);
+            let (server, prefetcher, budget) = (server.clone(), prefetcher.clone(), budget.clone());
+            let depth = ex.depth + 1;
             tokio::spawn(async move {
                 let _claim = claim;
                 let Some(_slot) = prefetcher.slot().await else {
@@ -482,7 +488,7 @@ fn prefetch_objects(ex: &Exchange, status: StatusCode, headers: HeaderMap, body:
                 };
                 let started = std::time::Instant::now();
                 let url = req.mode.origin_url().unwrap_or_default();
-                let reply = match exchange(&server, Arc::new(req), depth) {
+                let reply = match exchange(&server, Arc::new(req), depth, Some(budget)) {
                     Ok(ex) => run(&ex).await,
                     Err(r) => *r,
                 };

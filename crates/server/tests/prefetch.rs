@@ -176,3 +176,42 @@ async fn objects_over_max_per_page_are_not_prefetched() {
     assert_eq!(paths(&o), ["/", "/i0.gif", "/i1.gif", "/i2.gif"]);
     assert_eq!(metric(&p, "webpep_prefetch_skipped_total"), 7);
 }
+
+fn chain(r: &OriginRequest) -> OriginReply {
+    let css = |body: &str| {
+        OriginReply::ok("text/css", body.as_bytes().to_vec()).header("Cache-Control", "max-age=60")
+    };
+    match r.path.as_str() {
+        "/" => OriginReply::ok("text/html", "<link rel=stylesheet href=/a.css>")
+            .header("Cache-Control", "max-age=60"),
+        "/a.css" => css("@import 'b.css';"),
+        "/b.css" => css("@import 'c.css'; p { background: url(b.png) }"),
+        // Back to the top: a loop must end by the depth bound.
+        "/c.css" => css("@import 'a.css'; p { background: url(c.png) }"),
+        _ => OriginReply::ok("image/png", "png").header("Cache-Control", "max-age=60"),
+    }
+}
+
+#[tokio::test]
+async fn nesting_stops_three_levels_below_the_page() {
+    let o = Origin::start(chain).await;
+    let p = start_proxy(config(true)).await;
+    get_once(p.addr, &format!("http://{}/", o.addr), "").await;
+    origin_reaches(&o, 5).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // a.css (1), b.css (2), c.css and b.png (3); not c.png (4), and a.css not again.
+    assert_eq!(paths(&o), ["/", "/a.css", "/b.css", "/b.png", "/c.css"]);
+}
+
+#[tokio::test]
+async fn a_page_and_its_stylesheets_share_one_allowance() {
+    let o = Origin::start(chain).await;
+    let mut cfg = config(true);
+    cfg.prefetch.max_per_page = 3;
+    let p = start_proxy(cfg).await;
+    get_once(p.addr, &format!("http://{}/", o.addr), "").await;
+    origin_reaches(&o, 4).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(paths(&o), ["/", "/a.css", "/b.css", "/c.css"]);
+    assert_eq!(metric(&p, "webpep_prefetch_skipped_total"), 1, "b.png");
+}
