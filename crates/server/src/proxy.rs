@@ -22,6 +22,7 @@ use crate::optimize::{Applied, TransformCtx};
 use crate::origin::{connect_error, error_reason};
 use crate::reply::{Body, Reply};
 use crate::server::Server;
+use crate::transform_pool::Priority;
 
 /// The codings the proxy asks origins for when it recompresses itself (all it can decode).
 const ORIGIN_ACCEPT_ENCODING: &str = "gzip, deflate, br, zstd";
@@ -456,7 +457,7 @@ fn prefetch_objects(ex: &Exchange, status: StatusCode, headers: HeaderMap, body:
         // Parsing is CPU work: it runs where the transforms do.
         let urls = server
             .transform_pool
-            .run(move || {
+            .run_as(Priority::Background, move || {
                 let ct = headers
                     .get(header::CONTENT_TYPE)
                     .and_then(|v| v.to_str().ok());
@@ -566,10 +567,17 @@ async fn transform_off_thread(
     }
     let job = ex.clone();
     let (h2, b2) = (headers.clone(), body.clone());
+    let priority = if ex.depth == 0 {
+        Priority::Client
+    } else {
+        Priority::Background
+    };
     match ex
         .server
         .transform_pool
-        .run(move || transform_and_store(&job, status, h2, b2, request_time, response_time))
+        .run_as(priority, move || {
+            transform_and_store(&job, status, h2, b2, request_time, response_time)
+        })
         .await
     {
         Ok(t) => t,

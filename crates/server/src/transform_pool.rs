@@ -26,8 +26,21 @@ struct Gauges {
 #[derive(Debug, Clone)]
 pub struct TransformPool {
     slots: Arc<Semaphore>,
+    /// Background jobs (prefetches) hold one of these while they wait for or hold a slot, so
+    /// they never take more than `workers − 1` slots (1 with one worker) and a client's
+    /// request waits behind at most that many of them.
+    background: Arc<Semaphore>,
     workers: usize,
     gauges: Arc<Gauges>,
+}
+
+/// Whose work a job is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Priority {
+    /// For a response a client is waiting for.
+    Client,
+    /// Work no client waits for yet (prefetch).
+    Background,
 }
 
 /// Why a job did not return a value.
@@ -66,6 +79,7 @@ impl TransformPool {
         };
         TransformPool {
             slots: Arc::new(Semaphore::new(workers)),
+            background: Arc::new(Semaphore::new(workers.saturating_sub(1).max(1))),
             workers,
             gauges: Arc::default(),
         }
@@ -100,18 +114,42 @@ impl TransformPool {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let slot = {
+        self.run_as(Priority::Client, job).await
+    }
+
+    /// [`run`](Self::run) at a priority: background jobs take at most `workers − 1` slots
+    /// (1 with one worker), so a client's job always finds a slot free or waits behind at
+    /// most that many of them.
+    pub async fn run_as<T, F>(&self, priority: Priority, job: F) -> Result<T, JobError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let (turn, slot) = {
             let _waiting = Count::up(&self.gauges.waiting);
-            // The semaphore is never closed, so acquiring only waits.
-            self.slots
+            // The semaphores are never closed, so acquiring only waits.
+            let turn = match priority {
+                Priority::Client => None,
+                Priority::Background => Some(
+                    self.background
+                        .clone()
+                        .acquire_owned()
+                        .await
+                        .map_err(|_| JobError::Closed)?,
+                ),
+            };
+            let slot = self
+                .slots
                 .clone()
                 .acquire_owned()
                 .await
-                .map_err(|_| JobError::Closed)?
+                .map_err(|_| JobError::Closed)?;
+            (turn, slot)
         };
         let gauges = self.gauges.clone();
         tokio::task::spawn_blocking(move || {
             let _slot = slot;
+            let _turn = turn;
             let _running = Count::up(&gauges.running);
             let now = gauges.running.load(Relaxed).max(0) as usize;
             gauges.peak.fetch_max(now, Relaxed);
@@ -172,6 +210,35 @@ mod tests {
             );
             assert_eq!((pool.running(), pool.waiting()), (0, 0));
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn background_jobs_leave_a_slot_for_clients() {
+        let pool = TransformPool::new(3);
+        // Ten background jobs of 300 ms: at most 2 of the 3 slots run them.
+        let bg: Vec<_> = (0..10)
+            .map(|_| {
+                let p = pool.clone();
+                tokio::spawn(async move { p.run_as(Priority::Background, busy(300)).await })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(pool.running(), 2);
+        // A client's job does not queue behind them.
+        let t0 = Instant::now();
+        assert_eq!(pool.run(busy(10)).await, Ok(10));
+        assert!(
+            t0.elapsed() < Duration::from_millis(250),
+            "{:?}",
+            t0.elapsed()
+        );
+        for j in bg {
+            assert_eq!(j.await.unwrap(), Ok(300));
+        }
+        assert_eq!(pool.peak_running(), 3);
+        // With one worker, background work still runs.
+        let one = TransformPool::new(1);
+        assert_eq!(one.run_as(Priority::Background, || 5u8).await, Ok(5));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
