@@ -100,7 +100,15 @@ fn flags(profile: &Path, proxy: Option<SocketAddr>) -> Vec<String> {
         // as mixed content, and the browser would load less than the page: they load, so
         // every configuration loads the same objects.
         "--allow-running-insecure-content",
-        "--disable-features=AutoupgradeMixedContent,HttpsUpgrades,HttpsFirstBalancedModeAutoEnable,HttpsFirstModeV2ForEngagedSites,OptimizationHints,Translate,MediaRouter,AutofillServerCommunication",
+        // NetworkTimeServiceQuerying: the secure-time query to clients2.google.com, which
+        // --disable-background-networking leaves on.
+        "--disable-features=AutoupgradeMixedContent,HttpsUpgrades,HttpsFirstBalancedModeAutoEnable,HttpsFirstModeV2ForEngagedSites,OptimizationHints,Translate,MediaRouter,AutofillServerCommunication,NetworkTimeServiceQuerying",
+        // Chromium 156 still asks the component updater (update.googleapis.com) and Gaia
+        // (accounts.google.com) at start and during the load despite the flags above: each
+        // ask crossed the air (a lookup, or a request the edge proxy answered 502) and took
+        // uplink from the page. Pointed at a closed loopback port, they fail on the device.
+        "--component-updater=url-source=http://127.0.0.1:9/",
+        "--gaia-url=http://127.0.0.1:9",
         "--remote-debugging-pipe",
     ]
     .iter()
@@ -980,5 +988,9 @@ mod tests {
         assert!(f.contains(&"--remote-debugging-pipe".to_string()));
         assert!(f.contains(&"--user-data-dir=/tmp/p".to_string()));
         assert!(flags(Path::new("/tmp/p"), None).contains(&"--no-proxy-server".to_string()));
+        // Chromium's own background requests go nowhere near the air link.
+        assert!(f.iter().any(|a| a.contains("NetworkTimeServiceQuerying")));
+        assert!(f.contains(&"--gaia-url=http://127.0.0.1:9".to_string()));
+        assert!(f.contains(&"--component-updater=url-source=http://127.0.0.1:9/".to_string()));
     }
 }
