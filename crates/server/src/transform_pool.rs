@@ -57,9 +57,10 @@ pub enum JobError {
 struct Count<'a>(&'a AtomicI64);
 
 impl<'a> Count<'a> {
-    fn up(g: &'a AtomicI64) -> Count<'a> {
-        g.fetch_add(1, Relaxed);
-        Count(g)
+    /// Counts one more; also returns the count this one made (not a later one's).
+    fn up(g: &'a AtomicI64) -> (Count<'a>, i64) {
+        let now = g.fetch_add(1, Relaxed) + 1;
+        (Count(g), now)
     }
 }
 
@@ -126,7 +127,7 @@ impl TransformPool {
         T: Send + 'static,
     {
         let (turn, slot) = {
-            let _waiting = Count::up(&self.gauges.waiting);
+            let (_waiting, _) = Count::up(&self.gauges.waiting);
             // The semaphores are never closed, so acquiring only waits.
             let turn = match priority {
                 Priority::Client => None,
@@ -150,9 +151,8 @@ impl TransformPool {
         tokio::task::spawn_blocking(move || {
             let _slot = slot;
             let _turn = turn;
-            let _running = Count::up(&gauges.running);
-            let now = gauges.running.load(Relaxed).max(0) as usize;
-            gauges.peak.fetch_max(now, Relaxed);
+            let (_running, now) = Count::up(&gauges.running);
+            gauges.peak.fetch_max(now.max(0) as usize, Relaxed);
             job()
         })
         .await
