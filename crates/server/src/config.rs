@@ -424,6 +424,10 @@ pub struct LimitsConfig {
     /// Transforms (image transcoding, compression) run at once; more wait their turn. 0: one
     /// per available core. Bounds their memory: about 40 bytes per pixel each.
     pub transform_workers: usize,
+    /// Memory transforms may reserve at once, in bytes (a transcode about 40 bytes per
+    /// declared pixel); others wait their turn, and one needing more than this runs alone.
+    /// 0: bounded by `transform-workers` alone.
+    pub transform_memory: u64,
 }
 
 impl Default for LimitsConfig {
@@ -442,6 +446,7 @@ impl Default for LimitsConfig {
             client_rate: 0.0,
             client_burst: 100,
             transform_workers: 0,
+            transform_memory: 1 << 30,
         }
     }
 }
@@ -609,7 +614,7 @@ mod tests {
     #[test]
     fn client_limits_parse() {
         let c = ServerConfig::from_toml(
-            "[limits]\nmax-client-connections = 2\nmax-connections = 500\nclient-rate = 0.5\nclient-burst = 3\ntransform-workers = 4\n",
+            "[limits]\nmax-client-connections = 2\nmax-connections = 500\nclient-rate = 0.5\nclient-burst = 3\ntransform-workers = 4\ntransform-memory = 536870912\n",
             "x",
         )
         .unwrap();
@@ -618,6 +623,7 @@ mod tests {
         assert_eq!(c.limits.client_rate, 0.5);
         assert_eq!(c.limits.client_burst, 3);
         assert_eq!(c.limits.transform_workers, 4);
+        assert_eq!(c.limits.transform_memory, 512 << 20);
         // A whole number is a rate too.
         let c = ServerConfig::from_toml("[limits]\nclient-rate = 10\n", "x").unwrap();
         assert_eq!(c.limits.client_rate, 10.0);
@@ -628,9 +634,10 @@ mod tests {
                 d.max_connections,
                 d.client_rate,
                 d.client_burst,
-                d.transform_workers
+                d.transform_workers,
+                d.transform_memory
             ),
-            (64, 10_000, 0.0, 100, 0)
+            (64, 10_000, 0.0, 100, 0, 1 << 30)
         );
     }
 

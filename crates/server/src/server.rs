@@ -57,6 +57,8 @@ pub struct Server {
     pub(crate) transform_pool: TransformPool,
     /// Prefetch of pages' objects (`[prefetch]`; only with the cache).
     pub(crate) prefetch: Option<Arc<Prefetcher>>,
+    /// Images with more pixels are not transcoded (0: transcoding off).
+    pub(crate) transcode_max_pixels: u64,
 }
 
 impl std::fmt::Debug for Server {
@@ -109,9 +111,11 @@ impl Server {
             })
         };
         let mut transforms: Vec<Box<dyn Transform>> = Vec::new();
+        let mut transcode_max_pixels = 0;
         if cfg.transcode.enabled {
             let tc = optimize::transcode_config(&cfg.transcode.options)
                 .map_err(|m| config_err("transcode", m))?;
+            transcode_max_pixels = tc.max_pixels;
             transforms.push(Box::new(TranscodeUnit(tc)));
         }
         if cfg.url_rewrite.enabled {
@@ -132,7 +136,11 @@ impl Server {
             transforms,
             metrics: Metrics::default(),
             instance: instance_id(),
-            transform_pool: TransformPool::new(cfg.limits.transform_workers),
+            transform_pool: TransformPool::with_memory(
+                cfg.limits.transform_workers,
+                cfg.limits.transform_memory,
+            ),
+            transcode_max_pixels,
             prefetch: (cfg.prefetch.enabled && cfg.cache.enabled)
                 .then(|| Arc::new(Prefetcher::new(&cfg.prefetch))),
             cfg,

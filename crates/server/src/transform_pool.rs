@@ -6,7 +6,8 @@
 //! pool would start up to 512 of them at once, so a burst of large images (each within
 //! `max-pixels`) could take gigabytes and every core at once, and slow the connections'
 //! own I/O. Bounded, the memory is at most `workers` × 40 B × `max-pixels`, and a burst
-//! queues instead of thrashing.
+//! queues instead of thrashing. Each job also reserves its estimated peak memory from a
+//! shared budget (`[limits] transform-memory`), so many cores do not multiply that bound.
 
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
@@ -30,9 +31,15 @@ pub struct TransformPool {
     /// they never take more than `workers − 1` slots (1 with one worker) and a client's
     /// request waits behind at most that many of them.
     background: Arc<Semaphore>,
+    /// The memory jobs may reserve at once, in [`MEMORY_UNIT`]s (None: unbounded).
+    memory: Option<Arc<Semaphore>>,
+    memory_units: u32,
     workers: usize,
     gauges: Arc<Gauges>,
 }
+
+/// The grain of memory reservations (64 KiB), so a bound of terabytes still counts in u32.
+pub const MEMORY_UNIT: u64 = 64 * 1024;
 
 /// Whose work a job is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,16 +78,25 @@ impl Drop for Count<'_> {
 }
 
 impl TransformPool {
-    /// A pool of `workers` slots; 0 means one per available core.
+    /// A pool of `workers` slots; 0 means one per available core. No memory bound.
     pub fn new(workers: usize) -> TransformPool {
+        TransformPool::with_memory(workers, 0)
+    }
+
+    /// A pool of `workers` slots whose jobs reserve at most `memory` bytes at once (0: no
+    /// bound but the slots).
+    pub fn with_memory(workers: usize, memory: u64) -> TransformPool {
         let workers = if workers == 0 {
             std::thread::available_parallelism().map_or(1, |n| n.get())
         } else {
             workers
         };
+        let memory_units = u32::try_from(memory.div_ceil(MEMORY_UNIT)).unwrap_or(u32::MAX >> 4);
         TransformPool {
             slots: Arc::new(Semaphore::new(workers)),
             background: Arc::new(Semaphore::new(workers.saturating_sub(1).max(1))),
+            memory: (memory_units > 0).then(|| Arc::new(Semaphore::new(memory_units as usize))),
+            memory_units,
             workers,
             gauges: Arc::default(),
         }
@@ -115,20 +131,49 @@ impl TransformPool {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        self.run_as(Priority::Client, job).await
+        self.run_as(Priority::Client, 0, job).await
     }
 
-    /// [`run`](Self::run) at a priority: background jobs take at most `workers − 1` slots
-    /// (1 with one worker), so a client's job always finds a slot free or waits behind at
-    /// most that many of them.
-    pub async fn run_as<T, F>(&self, priority: Priority, job: F) -> Result<T, JobError>
+    /// The memory bound in bytes (0: none).
+    pub fn memory_limit(&self) -> u64 {
+        u64::from(self.memory_units) * MEMORY_UNIT
+    }
+
+    /// Bytes reserved now: by running jobs, and what waiting ones hold so far.
+    pub fn memory_reserved(&self) -> u64 {
+        match &self.memory {
+            Some(m) => u64::from(self.memory_units)
+                .saturating_sub(m.available_permits() as u64)
+                .saturating_mul(MEMORY_UNIT),
+            None => 0,
+        }
+    }
+
+    /// [`run`](Self::run) at a priority, reserving `memory` bytes (the job's peak, as
+    /// estimated by the caller) for as long as it runs: background jobs take at most
+    /// `workers − 1` slots (1 with one worker), so a client's job always finds a slot free or
+    /// waits behind at most that many of them; and jobs wait until their memory is free (one
+    /// that needs more than the whole bound runs alone).
+    pub async fn run_as<T, F>(&self, priority: Priority, memory: u64, job: F) -> Result<T, JobError>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let (turn, slot) = {
+        let (reserved, turn, slot) = {
             let (_waiting, _) = Count::up(&self.gauges.waiting);
             // The semaphores are never closed, so acquiring only waits.
+            let units = u32::try_from(memory.div_ceil(MEMORY_UNIT))
+                .unwrap_or(u32::MAX)
+                .min(self.memory_units);
+            let reserved = match &self.memory {
+                Some(m) if units > 0 => Some(
+                    m.clone()
+                        .acquire_many_owned(units)
+                        .await
+                        .map_err(|_| JobError::Closed)?,
+                ),
+                _ => None,
+            };
             let turn = match priority {
                 Priority::Client => None,
                 Priority::Background => Some(
@@ -145,12 +190,13 @@ impl TransformPool {
                 .acquire_owned()
                 .await
                 .map_err(|_| JobError::Closed)?;
-            (turn, slot)
+            (reserved, turn, slot)
         };
         let gauges = self.gauges.clone();
         tokio::task::spawn_blocking(move || {
             let _slot = slot;
             let _turn = turn;
+            let _reserved = reserved;
             let (_running, now) = Count::up(&gauges.running);
             gauges.peak.fetch_max(now.max(0) as usize, Relaxed);
             job()
@@ -165,11 +211,15 @@ impl TransformPool {
             "# HELP webpep_transform_workers Transforms (image transcoding, compression) allowed at once ([limits] transform-workers).\n# TYPE webpep_transform_workers gauge\nwebpep_transform_workers {}\n\
              # HELP webpep_transforms_running Transforms running now.\n# TYPE webpep_transforms_running gauge\nwebpep_transforms_running {}\n\
              # HELP webpep_transforms_running_max The most transforms that ran at once since start.\n# TYPE webpep_transforms_running_max gauge\nwebpep_transforms_running_max {}\n\
-             # HELP webpep_transforms_waiting Transforms waiting for a free worker now.\n# TYPE webpep_transforms_waiting gauge\nwebpep_transforms_waiting {}\n",
+             # HELP webpep_transforms_waiting Transforms waiting for a free worker or memory now.\n# TYPE webpep_transforms_waiting gauge\nwebpep_transforms_waiting {}\n\
+             # HELP webpep_transform_memory_limit_bytes Memory transforms may reserve at once ([limits] transform-memory; 0: unbounded).\n# TYPE webpep_transform_memory_limit_bytes gauge\nwebpep_transform_memory_limit_bytes {}\n\
+             # HELP webpep_transform_memory_reserved_bytes Memory reserved by transforms now (a transcode about 40 bytes per pixel).\n# TYPE webpep_transform_memory_reserved_bytes gauge\nwebpep_transform_memory_reserved_bytes {}\n",
             self.workers,
             self.running(),
             self.peak_running(),
-            self.waiting()
+            self.waiting(),
+            self.memory_limit(),
+            self.memory_reserved()
         )
     }
 }
@@ -213,13 +263,55 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn jobs_wait_for_memory_and_an_oversized_one_runs_alone() {
+        let unit = MEMORY_UNIT;
+        // Three workers, but memory for one 6-unit job at a time.
+        let pool = TransformPool::with_memory(3, 10 * unit);
+        assert_eq!(pool.memory_limit(), 10 * unit);
+        let started = Instant::now();
+        let mut jobs = Vec::new();
+        for m in [6 * unit, 6 * unit, 1000 * unit] {
+            let p = pool.clone();
+            jobs.push(tokio::spawn(async move {
+                p.run_as(Priority::Client, m, busy(100)).await
+            }));
+            // In this order.
+            tokio::time::sleep(Duration::from_millis(15)).await;
+        }
+        assert_eq!(pool.running(), 1);
+        // Waiters hold what they have been given so far (tokio's semaphore is fair).
+        assert!(pool.memory_reserved() >= 6 * unit);
+        assert!(pool.memory_reserved() <= pool.memory_limit());
+        // Jobs that need no memory still run beside them.
+        assert_eq!(pool.run(|| 1u8).await, Ok(1));
+        for j in jobs {
+            assert_eq!(j.await.unwrap(), Ok(100));
+        }
+        assert!(
+            started.elapsed() >= Duration::from_millis(300),
+            "one at a time: {:?}",
+            started.elapsed()
+        );
+        assert_eq!(
+            pool.peak_running(),
+            2,
+            "the memory-free job beside one big one"
+        );
+        assert_eq!(pool.memory_reserved(), 0);
+        // No bound: memory is not counted.
+        let free = TransformPool::new(2);
+        assert_eq!(free.run_as(Priority::Client, u64::MAX, || 2u8).await, Ok(2));
+        assert_eq!(free.memory_limit(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn background_jobs_leave_a_slot_for_clients() {
         let pool = TransformPool::new(3);
         // Ten background jobs of 300 ms: at most 2 of the 3 slots run them.
         let bg: Vec<_> = (0..10)
             .map(|_| {
                 let p = pool.clone();
-                tokio::spawn(async move { p.run_as(Priority::Background, busy(300)).await })
+                tokio::spawn(async move { p.run_as(Priority::Background, 0, busy(300)).await })
             })
             .collect();
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -238,7 +330,7 @@ mod tests {
         assert_eq!(pool.peak_running(), 3);
         // With one worker, background work still runs.
         let one = TransformPool::new(1);
-        assert_eq!(one.run_as(Priority::Background, || 5u8).await, Ok(5));
+        assert_eq!(one.run_as(Priority::Background, 0, || 5u8).await, Ok(5));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

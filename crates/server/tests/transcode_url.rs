@@ -121,6 +121,34 @@ async fn a_burst_of_images_is_transcoded_one_worker_at_a_time_when_so_limited() 
     assert_eq!(metric(&p, "webpep_transforms_waiting"), 0);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_images_waits_for_transform_memory_whatever_the_workers() {
+    let jpeg = photo_jpeg();
+    let img = image::load_from_memory(&jpeg).unwrap();
+    let peak = u64::from(img.width()) * u64::from(img.height()) * 40;
+    let j2 = jpeg.clone();
+    let o = Origin::start(move |_: &OriginRequest| OriginReply::ok("image/jpeg", j2.clone())).await;
+    let mut cfg = transcode_config();
+    cfg.limits.transform_workers = 6;
+    // Room for one of these images at a time, not two.
+    cfg.limits.transform_memory = peak * 3 / 2;
+    let p = start_proxy(cfg).await;
+    let gets: Vec<_> = (0..6)
+        .map(|i| {
+            let (addr, url) = (p.addr, format!("http://{}/photo{i}.jpg", o.addr));
+            tokio::spawn(async move { get_once(addr, &url, "Accept: */*\r\n").await })
+        })
+        .collect();
+    for g in gets {
+        let r = g.await.unwrap();
+        assert_eq!(r.status, 200);
+        assert!(r.body.len() < jpeg.len(), "transcoded");
+    }
+    assert_eq!(metric(&p, "webpep_transforms_running_max"), 1);
+    assert_eq!(metric(&p, "webpep_transform_memory_reserved_bytes"), 0);
+    assert!(metric(&p, "webpep_transform_memory_limit_bytes") >= (peak * 3 / 2) as i64);
+}
+
 #[tokio::test]
 async fn corrupt_jpeg_passed_through_and_proxy_still_serves() {
     let mut bad = photo_jpeg();
