@@ -15,7 +15,7 @@
 //! own request then goes to the origin as it would have.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -67,9 +67,24 @@ const COPIED_HEADERS: [header::HeaderName; 4] = [
 pub struct Prefetcher {
     cfg: PrefetchConfig,
     slots: Arc<Semaphore>,
-    inflight: Mutex<HashMap<String, watch::Receiver<bool>>>,
+    inflight: Mutex<HashMap<String, Entry>>,
     queued: AtomicUsize,
 }
+
+/// A prefetch under way: its end, and whether it has started fetching.
+#[derive(Debug, Clone)]
+struct Entry {
+    done: watch::Receiver<bool>,
+    state: Arc<AtomicU8>,
+}
+
+/// Waiting for a fetch slot.
+const QUEUED: u8 = 0;
+/// Fetching: a request for its URL waits for it.
+const RUNNING: u8 = 1;
+/// A client asked for the URL before the prefetch started: the client fetches it itself and
+/// the prefetch does nothing (no request waits behind the prefetch queue).
+const TAKEN: u8 = 2;
 
 /// Removes a prefetch from the in-flight map and wakes the requests waiting on it when
 /// dropped: when the prefetch ends, fails, panics or is cancelled.
@@ -77,6 +92,7 @@ pub struct InFlight {
     prefetcher: Arc<Prefetcher>,
     url: String,
     done: watch::Sender<bool>,
+    state: Arc<AtomicU8>,
 }
 
 impl Drop for InFlight {
@@ -93,6 +109,14 @@ impl InFlight {
     /// The URL being prefetched.
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// Marks the prefetch as fetching, once it has a slot; false when a client has taken
+    /// its URL meanwhile (then there is nothing to do).
+    pub fn start(&self) -> bool {
+        self.state
+            .compare_exchange(QUEUED, RUNNING, Relaxed, Relaxed)
+            .is_ok()
     }
 }
 
@@ -138,24 +162,46 @@ impl Prefetcher {
                 continue;
             }
             let (tx, rx) = watch::channel(false);
-            m.insert(key.clone(), rx);
+            let state = Arc::new(AtomicU8::new(QUEUED));
+            m.insert(
+                key.clone(),
+                Entry {
+                    done: rx,
+                    state: state.clone(),
+                },
+            );
             self.queued.fetch_add(1, Relaxed);
             claims.push(InFlight {
                 prefetcher: self.clone(),
                 url: key,
                 done: tx,
+                state,
             });
         }
         (claims, skipped)
     }
 
-    /// Waits, at most `limit`, for a prefetch of `url` under way; false when there was none.
+    /// Waits, at most `limit`, for a prefetch of `url` that is fetching; false when there
+    /// was none. A prefetch of `url` still waiting for a slot is called off instead: the
+    /// client's request fetches it now rather than wait behind the queue.
     pub async fn join(&self, url: &str, limit: Duration) -> bool {
-        let rx = match self.inflight.lock() {
+        let entry = match self.inflight.lock() {
             Ok(m) => m.get(url).cloned(),
             Err(_) => None,
         };
-        let Some(mut rx) = rx else { return false };
+        let Some(Entry {
+            done: mut rx,
+            state,
+        }) = entry
+        else {
+            return false;
+        };
+        let taken = state
+            .compare_exchange(QUEUED, TAKEN, Relaxed, Relaxed)
+            .is_ok();
+        if taken || state.load(Relaxed) == TAKEN {
+            return false;
+        }
         // An error means the prefetch's guard is gone: it ended.
         let _ = tokio::time::timeout(limit, rx.wait_for(|done| *done)).await;
         true
@@ -352,7 +398,8 @@ mod tests {
         assert_eq!(b.len(), 1, "1 is under way; the queue holds 3 at most");
         assert_eq!(skipped, 1);
         assert_eq!(p.queued(), 3);
-        // A request for a URL under way waits until its prefetch ends.
+        // A request for a URL being fetched waits until its prefetch ends.
+        assert!(a[0].start());
         let waiter = {
             let p = p.clone();
             tokio::spawn(async move { p.join("http://h/1", Duration::from_secs(10)).await })
@@ -363,6 +410,9 @@ mod tests {
         assert!(waiter.await.unwrap(), "joined the prefetch of 1");
         assert!(!p.join("http://h/1", Duration::from_secs(10)).await);
         assert_eq!(p.queued(), 1);
+        // A request for a URL whose prefetch has not started calls it off and does not wait.
+        assert!(!p.join("http://h/4", Duration::from_secs(10)).await);
+        assert!(!b[0].start(), "called off");
         drop(b);
         assert_eq!(p.queued(), 0);
     }

@@ -483,10 +483,13 @@ fn prefetch_objects(ex: &Exchange, status: StatusCode, headers: HeaderMap, body:
             let (server, prefetcher, budget) = (server.clone(), prefetcher.clone(), budget.clone());
             let depth = ex.depth + 1;
             tokio::spawn(async move {
-                let _claim = claim;
                 let Some(_slot) = prefetcher.slot().await else {
                     return;
                 };
+                if !claim.start() {
+                    // A client asked for it first and fetches it itself.
+                    return;
+                }
                 let started = std::time::Instant::now();
                 let url = req.mode.origin_url().unwrap_or_default();
                 let reply = match exchange(&server, Arc::new(req), depth, Some(budget)) {

@@ -215,3 +215,35 @@ async fn a_page_and_its_stylesheets_share_one_allowance() {
     assert_eq!(paths(&o), ["/", "/a.css", "/b.css", "/c.css"]);
     assert_eq!(metric(&p, "webpep_prefetch_skipped_total"), 1, "b.png");
 }
+
+#[tokio::test]
+async fn a_request_does_not_wait_behind_the_prefetch_queue() {
+    let o = Origin::start(|r: &OriginRequest| match r.path.as_str() {
+        "/" => OriginReply::ok("text/html", "<img src=/slow.gif><img src=/b.gif>")
+            .header("Cache-Control", "max-age=60"),
+        "/slow.gif" => OriginReply::ok("image/gif", "slow")
+            .header("Cache-Control", "max-age=60")
+            .delay(Duration::from_millis(600)),
+        _ => OriginReply::ok("image/gif", "b").header("Cache-Control", "max-age=60"),
+    })
+    .await;
+    let mut cfg = config(true);
+    cfg.prefetch.concurrency = 1;
+    let p = start_proxy(cfg).await;
+    let base = format!("http://{}", o.addr);
+    get_once(p.addr, &format!("{base}/"), "").await;
+    // slow.gif is being prefetched; b.gif's prefetch waits for the one slot.
+    origin_reaches(&o, 2).await;
+    let t0 = Instant::now();
+    let r = get_once(p.addr, &format!("{base}/b.gif"), "").await;
+    assert_eq!(r.text(), "b");
+    assert!(
+        t0.elapsed() < Duration::from_millis(400),
+        "{:?}",
+        t0.elapsed()
+    );
+    // The called-off prefetch fetches nothing once its slot comes.
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert_eq!(paths(&o), ["/", "/b.gif", "/slow.gif"]);
+    assert_eq!(metric(&p, "webpep_prefetch_joined_total"), 0);
+}
