@@ -33,6 +33,15 @@ use crate::mode::Mode;
 /// theirs (3: an imported stylesheet's images, a frame's stylesheets' images).
 pub const MAX_DEPTH: u8 = 3;
 
+/// Where a prefetch stands below the page a client asked for.
+#[derive(Clone, Debug)]
+pub struct Below {
+    /// 1 for the page's objects, 2 and 3 for those of its stylesheets and frames.
+    pub depth: u8,
+    /// The page's allowance, shared by everything prefetched below it.
+    pub budget: Budget,
+}
+
 /// What is left of the `max-per-page` allowance of a page a client asked for, shared by every
 /// document prefetched below it (its stylesheets, imports and frames).
 #[derive(Clone, Debug)]

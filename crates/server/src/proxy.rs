@@ -20,6 +20,7 @@ use crate::metrics::Metrics;
 use crate::mode::Mode;
 use crate::optimize::{Applied, TransformCtx};
 use crate::origin::{connect_error, error_reason};
+use crate::prefetch::Below;
 use crate::reply::{Body, Reply};
 use crate::server::Server;
 use crate::transform_pool::Priority;
@@ -39,10 +40,9 @@ struct Exchange {
     /// In URL mode: the origin URL and the proxy authority.
     url_mode: Option<(url::Url, String)>,
     variant: String,
-    /// 0 for a client's request; 1, 2, 3 for prefetches below it ([`crate::prefetch`]).
-    depth: u8,
-    /// A prefetch's share of its page's allowance (None for a client's request).
-    budget: Option<crate::prefetch::Budget>,
+    /// None for a client's request; for a prefetch, where it stands below the client's page
+    /// ([`crate::prefetch`]).
+    below: Option<Below>,
 }
 
 impl Exchange {
@@ -58,7 +58,7 @@ impl Exchange {
 
 /// Serves a request for an origin (explicit, transparent or URL mode).
 pub async fn proxy_http(server: Arc<Server>, req: Arc<ClientRequest>) -> Reply {
-    let ex = match exchange(&server, req.clone(), 0, None) {
+    let ex = match exchange(&server, req.clone(), None) {
         Ok(ex) => ex,
         Err(reply) => return *reply,
     };
@@ -70,13 +70,12 @@ pub async fn proxy_http(server: Arc<Server>, req: Arc<ClientRequest>) -> Reply {
     reply
 }
 
-/// The exchange for a request (a client's, or a prefetch at `depth`), or the reply that
-/// refuses it.
+/// The exchange for a request (a client's, or a prefetch `below` a client's page), or the
+/// reply that refuses it.
 fn exchange(
     server: &Arc<Server>,
     req: Arc<ClientRequest>,
-    depth: u8,
-    budget: Option<crate::prefetch::Budget>,
+    below: Option<Below>,
 ) -> Result<Exchange, Box<Reply>> {
     let Some(origin_url) = req.mode.origin_url() else {
         return Err(Box::new(Reply::text(
@@ -145,8 +144,7 @@ fn exchange(
         connect_uri,
         url_mode,
         variant: String::new(),
-        depth,
-        budget,
+        below,
     };
     let ctx = ex.ctx();
     ex.variant = server
@@ -174,7 +172,7 @@ async fn run(ex: &Exchange) -> Reply {
     let Some(cache) = cache else {
         return fetch_and_process(ex, None).await;
     };
-    if let (Some(p), 0) = (&ex.server.prefetch, ex.depth) {
+    if let (Some(p), None) = (&ex.server.prefetch, &ex.below) {
         // Phase: a prefetch of this URL under way finishes first (then it is a hit).
         let o = &ex.server.cfg.origin;
         if p.join(
@@ -430,16 +428,17 @@ fn prefetch_key(uri: &Uri) -> String {
 /// origin's bytes of are fetched into the cache before the browser asks
 /// ([`crate::prefetch`]). Returns at once; the response to the client does not wait.
 fn prefetch_objects(ex: &Exchange, status: StatusCode, headers: HeaderMap, body: Bytes) {
-    let server = &ex.server;
-    if server.prefetch.is_none()
-        || ex.depth >= crate::prefetch::MAX_DEPTH
+    let Some(prefetcher) = ex.server.prefetch.clone() else {
+        return;
+    };
+    let depth = ex.below.as_ref().map_or(0, |b| b.depth);
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    if depth >= crate::prefetch::MAX_DEPTH
         || status != StatusCode::OK
         || ex.parts.method != Method::GET
-        || !crate::prefetch::is_document(
-            headers
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok()),
-        )
+        || !crate::prefetch::is_document(content_type)
     {
         return;
     }
@@ -449,29 +448,30 @@ fn prefetch_objects(ex: &Exchange, status: StatusCode, headers: HeaderMap, body:
     let ex = ex.clone();
     tokio::spawn(async move {
         let server = ex.server.clone();
-        let Some(prefetcher) = server.prefetch.clone() else {
-            return;
-        };
         let limit = server.cfg.limits.max_body_transform;
         let page2 = page.clone();
         // Parsing is CPU work: it runs where the transforms do.
         let urls = server
             .transform_pool
             .run_as(Priority::Background, 0, move || {
+                let body = match content_coding(&headers) {
+                    None => body,
+                    Some(ce) => match compress::decode(&body, &ce, limit) {
+                        Ok(d) => Bytes::from(d),
+                        Err(_) => return Vec::new(),
+                    },
+                };
                 let ct = headers
                     .get(header::CONTENT_TYPE)
                     .and_then(|v| v.to_str().ok());
-                match content_coding(&headers) {
-                    None => crate::prefetch::objects_of(ct, &body, &page2),
-                    Some(ce) => match compress::decode(&body, &ce, limit) {
-                        Ok(d) => crate::prefetch::objects_of(ct, &d, &page2),
-                        Err(_) => Vec::new(),
-                    },
-                }
+                crate::prefetch::objects_of(ct, &body, &page2)
             })
             .await
             .unwrap_or_default();
-        let budget = ex.budget.clone().unwrap_or_else(|| prefetcher.budget());
+        let budget = match &ex.below {
+            Some(b) => b.budget.clone(),
+            None => prefetcher.budget(),
+        };
         let (claims, skipped) = prefetcher.claim(urls, &budget);
         Metrics::add(&server.metrics.prefetch_started, claims.len() as u64);
         Metrics::add(&server.metrics.prefetch_skipped, skipped as u64);
@@ -480,8 +480,11 @@ fn prefetch_objects(ex: &Exchange, status: StatusCode, headers: HeaderMap, body:
                 .ok()
                 .and_then(|u| crate::prefetch::request_for(&ex.req, &page, &u));
             let Some(req) = req else { continue };
-            let (server, prefetcher, budget) = (server.clone(), prefetcher.clone(), budget.clone());
-            let depth = ex.depth + 1;
+            let (server, prefetcher) = (server.clone(), prefetcher.clone());
+            let below = Below {
+                depth: depth + 1,
+                budget: budget.clone(),
+            };
             tokio::spawn(async move {
                 let Some(_slot) = prefetcher.slot().await else {
                     return;
@@ -492,7 +495,7 @@ fn prefetch_objects(ex: &Exchange, status: StatusCode, headers: HeaderMap, body:
                 }
                 let started = std::time::Instant::now();
                 let url = req.mode.origin_url().unwrap_or_default();
-                let reply = match exchange(&server, Arc::new(req), depth, Some(budget)) {
+                let reply = match exchange(&server, Arc::new(req), Some(below)) {
                     Ok(ex) => run(&ex).await,
                     Err(r) => *r,
                 };
@@ -570,10 +573,9 @@ async fn transform_off_thread(
     }
     let job = ex.clone();
     let (h2, b2) = (headers.clone(), body.clone());
-    let priority = if ex.depth == 0 {
-        Priority::Client
-    } else {
-        Priority::Background
+    let priority = match ex.below {
+        None => Priority::Client,
+        Some(_) => Priority::Background,
     };
     let memory = transcode_memory(&body, ex.server.transcode_max_pixels);
     match ex

@@ -95,16 +95,8 @@ fn metric(p: &Proxy, name: &str) -> i64 {
         .unwrap_or_else(|| panic!("no metric {name}"))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_burst_of_images_is_transcoded_one_worker_at_a_time_when_so_limited() {
-    let jpeg = photo_jpeg();
-    let j2 = jpeg.clone();
-    let o = Origin::start(move |_: &OriginRequest| OriginReply::ok("image/jpeg", j2.clone())).await;
-    let mut cfg = transcode_config();
-    cfg.limits.transform_workers = 1;
-    let p = start_proxy(cfg).await;
-    assert_eq!(metric(&p, "webpep_transform_workers"), 1);
-    // Six clients at once, six URLs (no cache to share): every one is transcoded, in turn.
+/// Six clients ask for six different photos at once; each must come back transcoded.
+async fn six_images_at_once(p: &Proxy, o: &Origin, jpeg: &[u8]) {
     let gets: Vec<_> = (0..6)
         .map(|i| {
             let (addr, url) = (p.addr, format!("http://{}/photo{i}.jpg", o.addr));
@@ -116,6 +108,19 @@ async fn a_burst_of_images_is_transcoded_one_worker_at_a_time_when_so_limited() 
         assert_eq!(r.status, 200);
         assert!(r.body.len() < jpeg.len(), "transcoded");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_images_is_transcoded_one_worker_at_a_time_when_so_limited() {
+    let jpeg = photo_jpeg();
+    let j2 = jpeg.clone();
+    let o = Origin::start(move |_: &OriginRequest| OriginReply::ok("image/jpeg", j2.clone())).await;
+    let mut cfg = transcode_config();
+    cfg.limits.transform_workers = 1;
+    let p = start_proxy(cfg).await;
+    assert_eq!(metric(&p, "webpep_transform_workers"), 1);
+    // Six clients at once, six URLs (no cache to share): every one is transcoded, in turn.
+    six_images_at_once(&p, &o, &jpeg).await;
     assert_eq!(metric(&p, "webpep_transforms_running_max"), 1);
     assert_eq!(metric(&p, "webpep_transforms_running"), 0);
     assert_eq!(metric(&p, "webpep_transforms_waiting"), 0);
@@ -133,17 +138,7 @@ async fn a_burst_of_images_waits_for_transform_memory_whatever_the_workers() {
     // Room for one of these images at a time, not two.
     cfg.limits.transform_memory = peak * 3 / 2;
     let p = start_proxy(cfg).await;
-    let gets: Vec<_> = (0..6)
-        .map(|i| {
-            let (addr, url) = (p.addr, format!("http://{}/photo{i}.jpg", o.addr));
-            tokio::spawn(async move { get_once(addr, &url, "Accept: */*\r\n").await })
-        })
-        .collect();
-    for g in gets {
-        let r = g.await.unwrap();
-        assert_eq!(r.status, 200);
-        assert!(r.body.len() < jpeg.len(), "transcoded");
-    }
+    six_images_at_once(&p, &o, &jpeg).await;
     assert_eq!(metric(&p, "webpep_transforms_running_max"), 1);
     assert_eq!(metric(&p, "webpep_transform_memory_reserved_bytes"), 0);
     assert!(metric(&p, "webpep_transform_memory_limit_bytes") >= (peak * 3 / 2) as i64);
