@@ -12,7 +12,8 @@ fuzz_target!(|data: &[u8]| {
         .split(|&b| b == 0)
         .filter_map(|m| serde_json::from_slice::<serde_json::Value>(m).ok());
     let plt = (flags & 1 == 1).then(|| Duration::from_millis(u64::from(*flags) * 100));
-    let load = webpep_lab::chromium::load_from_events("http://a.test/", events, plt, flags & 2 == 2);
+    let load =
+        webpep_lab::chromium::load_from_events("http://a.test/", events, plt, flags & 2 == 2);
     assert_eq!(load.breakdown.total(), load.plt);
     let _ = load.to_har("fuzz");
 });

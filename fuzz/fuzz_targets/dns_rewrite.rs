@@ -7,9 +7,9 @@
 
 use std::net::IpAddr;
 
+use libfuzzer_sys::fuzz_target;
 use webpep_dns::hickory_proto::op::{Message, MessageType};
 use webpep_dns::hickory_proto::rr::{RData, RecordType};
-use libfuzzer_sys::fuzz_target;
 use webpep_dns::{rewrite_response, NameMatch, RewritePolicy};
 
 fn addrs(m: &Message) -> Vec<IpAddr> {
@@ -59,7 +59,11 @@ fuzz_target!(|data: &[u8]| {
         .filter(|a| got.first().is_some_and(|g| g.is_ipv4() == a.is_ipv4()))
         .collect();
     assert!(!family.is_empty());
-    assert_eq!(&got[..family.len()], &family[..], "the proxy's addresses come first");
+    assert_eq!(
+        &got[..family.len()],
+        &family[..],
+        "the proxy's addresses come first"
+    );
     for r in &rewritten.answers()[..family.len()] {
         assert_eq!(r.ttl(), policy.ttl);
     }
@@ -71,7 +75,11 @@ fuzz_target!(|data: &[u8]| {
     let q = &original.queries()[0];
     for r in rewritten.answers() {
         assert_eq!(r.record_type(), q.query_type());
-        assert!(r.name().eq_case(q.name()), "{} owned by the queried name", r.name());
+        assert!(
+            r.name().eq_case(q.name()),
+            "{} owned by the queried name",
+            r.name()
+        );
     }
     if policy.keep_original {
         for a in addrs(&original) {

@@ -29,7 +29,10 @@ fuzz_target!(|data: &[u8]| {
     let at_proxy = format!("http://{PROXY}/");
     for u in embedded_urls(&out) {
         let t = u.trim();
-        if !t.get(..7).is_some_and(|s| s.eq_ignore_ascii_case("http://")) {
+        if !t
+            .get(..7)
+            .is_some_and(|s| s.eq_ignore_ascii_case("http://"))
+        {
             continue;
         }
         let Ok(abs) = Url::parse(t) else { continue };
@@ -45,12 +48,16 @@ fuzz_target!(|data: &[u8]| {
     let all: std::collections::HashSet<String> = embedded_urls(data).into_iter().collect();
     let (base, fetched) = subresource_urls(data);
     for u in base.iter().chain(fetched.iter()) {
-        assert!(all.contains(u), "subresource {u:?} is not among the document's references");
+        assert!(
+            all.contains(u),
+            "subresource {u:?} is not among the document's references"
+        );
     }
 
     let sheet = Url::parse("http://static.a.com/css/site.css").unwrap_or(page);
     let css = rewrite_css(data, &sheet, PROXY);
     let lower = data.to_ascii_lowercase();
-    let has_ref = lower.windows(4).any(|w| w == b"url(") || lower.windows(7).any(|w| w == b"@import");
+    let has_ref =
+        lower.windows(4).any(|w| w == b"url(") || lower.windows(7).any(|w| w == b"@import");
     assert!(has_ref || css == data, "CSS without references changed");
 });

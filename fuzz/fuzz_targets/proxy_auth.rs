@@ -10,8 +10,8 @@ use webpep_server::auth::{parse_basic, parse_users, PasswordHash};
 fuzz_target!(|data: &[u8]| {
     // Basic credentials: whatever parses, encoded again, parses to the same.
     if let Ok(c) = parse_basic(data) {
-        let token = base64::engine::general_purpose::STANDARD
-            .encode(format!("{}:{}", c.user, c.password));
+        let token =
+            base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", c.user, c.password));
         let again = parse_basic(format!("Basic {token}").as_bytes()).expect("re-encoded");
         assert_eq!(again, c);
         assert!(!c.user.contains(':'), "the user-id ends at the first colon");

@@ -221,6 +221,17 @@ pub struct BodyDecoder {
 
 const MAX_CHUNK_LINE: usize = 4096;
 
+/// The position of the `\n` ending the line at the start of `buf` (`None`: not yet read). A
+/// line longer than [`MAX_CHUNK_LINE`] is an error whether or not its end has arrived, so the
+/// answer never depends on how the network split the bytes.
+fn line_end(buf: &[u8], what: &str) -> Result<Option<usize>, CodecError> {
+    let nl = buf.iter().position(|&b| b == b'\n');
+    if nl.unwrap_or(buf.len()) > MAX_CHUNK_LINE {
+        return Err(CodecError(format!("{what} line too long")));
+    }
+    Ok(nl)
+}
+
 impl BodyDecoder {
     pub fn new(framing: Framing) -> BodyDecoder {
         BodyDecoder {
@@ -271,10 +282,7 @@ impl BodyDecoder {
             Framing::Chunked => loop {
                 match self.chunk {
                     ChunkState::Size => {
-                        let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
-                            if buf.len() > MAX_CHUNK_LINE {
-                                return Err(CodecError("chunk size line too long".into()));
-                            }
+                        let Some(nl) = line_end(buf, "chunk size")? else {
                             break;
                         };
                         let line = std::str::from_utf8(&buf[..nl])
@@ -319,10 +327,7 @@ impl BodyDecoder {
                         self.chunk = ChunkState::Size;
                     }
                     ChunkState::Trailers => {
-                        let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
-                            if buf.len() > MAX_CHUNK_LINE {
-                                return Err(CodecError("trailer line too long".into()));
-                            }
+                        let Some(nl) = line_end(buf, "trailer")? else {
                             break;
                         };
                         let empty = buf[..nl].iter().all(|&b| b == b'\r');
@@ -433,6 +438,28 @@ mod tests {
         assert!(dec.decode(&mut buf, &mut |_| {}).is_err());
         let mut dec = BodyDecoder::new(Framing::Chunked);
         let mut buf = BytesMut::from(&b"2\r\nabXY"[..]);
+        assert!(dec.decode(&mut buf, &mut |_| {}).is_err());
+    }
+
+    #[test]
+    fn long_chunk_lines_fail_however_split() {
+        // A size line of zeros is valid hex, but longer than any sender needs.
+        let mut body = vec![b'0'; MAX_CHUNK_LINE + 10];
+        body.extend_from_slice(b"1\r\nx\r\n0\r\n\r\n");
+        for step in [1, 100, MAX_CHUNK_LINE, body.len()] {
+            let mut dec = BodyDecoder::new(Framing::Chunked);
+            let mut buf = BytesMut::new();
+            let failed = body.chunks(step).any(|piece| {
+                buf.extend_from_slice(piece);
+                dec.decode(&mut buf, &mut |_| {}).is_err()
+            });
+            assert!(failed, "step {step}");
+        }
+        let mut trailer = b"0\r\nX: ".to_vec();
+        trailer.extend(vec![b'a'; MAX_CHUNK_LINE]);
+        trailer.extend_from_slice(b"\r\n\r\n");
+        let mut dec = BodyDecoder::new(Framing::Chunked);
+        let mut buf = BytesMut::from(&trailer[..]);
         assert!(dec.decode(&mut buf, &mut |_| {}).is_err());
     }
 

@@ -214,10 +214,7 @@ impl ChunkedDecoder {
             match self.state {
                 ChunkState::Done => return Ok(pos),
                 ChunkState::Size => {
-                    let Some(line_end) = find_crlf(rest) else {
-                        if rest.len() > MAX_CHUNK_LINE {
-                            return Err(ChunkError::Malformed);
-                        }
+                    let Some(line_end) = chunk_line(rest)? else {
                         return Ok(pos);
                     };
                     let line = &rest[..line_end];
@@ -266,10 +263,7 @@ impl ChunkedDecoder {
                     self.state = ChunkState::Size;
                 }
                 ChunkState::Trailers => {
-                    let Some(line_end) = find_crlf(rest) else {
-                        if rest.len() > MAX_CHUNK_LINE {
-                            return Err(ChunkError::Malformed);
-                        }
+                    let Some(line_end) = chunk_line(rest)? else {
                         return Ok(pos);
                     };
                     pos += line_end + 2;
@@ -284,6 +278,19 @@ impl ChunkedDecoder {
 
 fn find_crlf(b: &[u8]) -> Option<usize> {
     b.windows(2).position(|w| w == b"\r\n")
+}
+
+/// The length of the CRLF-ended line at the start of `rest` (`None`: its end has not arrived).
+/// A line over [`MAX_CHUNK_LINE`] is malformed as soon as that is certain, whether or not its
+/// end has arrived, so the answer never depends on how the bytes were split into reads (a
+/// trailing `\r` may be the start of the CRLF, so it does not count yet).
+fn chunk_line(rest: &[u8]) -> Result<Option<usize>, ChunkError> {
+    let end = find_crlf(rest);
+    let known = end.unwrap_or(rest.len() - usize::from(rest.ends_with(b"\r")));
+    if known > MAX_CHUNK_LINE {
+        return Err(ChunkError::Malformed);
+    }
+    Ok(end)
 }
 
 /// True when the connection stays open after this exchange, judged from the request
@@ -549,6 +556,34 @@ mod tests {
             assert!(d.is_done());
             assert_eq!(out, b"hello world");
             assert_eq!(&buf[n2..], b"GET /next");
+        }
+    }
+
+    #[test]
+    fn long_chunk_lines_are_malformed_however_split() {
+        // A chunk extension or a trailer one byte over the limit fails whether its CRLF came
+        // in the same read or not; one at the limit passes either way.
+        for (len, ok) in [(MAX_CHUNK_LINE, true), (MAX_CHUNK_LINE + 1, false)] {
+            let mut size_line = b"1;".to_vec();
+            size_line.resize(len, b'x');
+            let mut trailer = b"X-T: ".to_vec();
+            trailer.resize(len, b'y');
+            let mut wire = size_line;
+            wire.extend_from_slice(b"\r\nz\r\n0\r\n");
+            wire.extend_from_slice(&trailer);
+            wire.extend_from_slice(b"\r\n\r\n");
+            for split in [1, len - 1, len, len + 1, len + 5, wire.len() - 3] {
+                let mut d = ChunkedDecoder::new(100);
+                let mut out = Vec::new();
+                let mut buf = wire[..split].to_vec();
+                let result = d.decode(&buf, &mut out).and_then(|n| {
+                    buf.drain(..n);
+                    buf.extend_from_slice(&wire[split..]);
+                    d.decode(&buf, &mut out)
+                });
+                assert_eq!(result.is_ok(), ok, "line {len}, split at {split}");
+                assert_eq!(d.is_done(), ok);
+            }
         }
     }
 

@@ -1,0 +1,121 @@
+//! Fuzzes what the browser model reads from servers (`webpep_loader`): the HTTP/1.x
+//! response-head parser, body framing and the incremental body decoder (`h1`), DNS replies
+//! (`dns::parse_reply`), and object discovery in HTML and CSS (`discover`). None may panic;
+//! the body decoder and the HTML scanner must not depend on how the bytes were split into
+//! reads (the network splits them anywhere), and discovery yields only http(s) URLs.
+
+#![no_main]
+
+use bytes::BytesMut;
+use libfuzzer_sys::fuzz_target;
+use url::Url;
+use webpep_loader::{discover, dns, h1};
+
+const MAX_HEAD: usize = 8192;
+
+/// Decodes `input` with `framing`, handing it over `step` bytes at a time, as reads would.
+/// Returns the body, the wire bytes consumed, whether it completed, and whether it failed.
+fn decode(framing: h1::Framing, input: &[u8], step: usize) -> (Vec<u8>, usize, bool, bool) {
+    let mut dec = h1::BodyDecoder::new(framing);
+    let mut buf = BytesMut::new();
+    let mut body = Vec::new();
+    let mut wire = 0;
+    for piece in input.chunks(step.max(1)) {
+        buf.extend_from_slice(piece);
+        match dec.decode(&mut buf, &mut |b| body.extend_from_slice(b)) {
+            Ok(d) => {
+                wire += d.wire;
+                if d.done {
+                    return (body, wire, true, false);
+                }
+            }
+            Err(_) => return (body, wire, false, true),
+        }
+    }
+    (body, wire, dec.is_done(), false)
+}
+
+fn response(data: &[u8], step: usize) {
+    let head = match h1::parse_head(data, MAX_HEAD) {
+        Ok(Some(h)) => h,
+        Ok(None) => {
+            assert!(
+                data.len() <= MAX_HEAD,
+                "an over-long partial head must be refused"
+            );
+            return;
+        }
+        Err(_) => return,
+    };
+    assert!(head.len <= data.len() && head.len <= MAX_HEAD);
+    for method in ["GET", "HEAD"] {
+        let Ok(framing) = h1::framing(&head, method) else {
+            continue;
+        };
+        let rest = &data[head.len..];
+        let (body, wire, done, failed) = decode(framing, rest, rest.len());
+        let split = decode(framing, rest, step);
+        assert_eq!(
+            split.3, failed,
+            "the decoder fails or not depending on the split (framing {framing:?}, step {step})"
+        );
+        if failed {
+            // The loader records the object as failed; what came before the error is not a body.
+            continue;
+        }
+        assert!(wire <= rest.len(), "consumed more than was given");
+        assert!(body.len() <= wire, "a body longer than its wire bytes");
+        if let h1::Framing::Length(l) = framing {
+            assert!(body.len() as u64 <= l);
+            assert_eq!(done, body.len() as u64 == l);
+        }
+        assert_eq!(
+            (&split.0, split.1, split.2),
+            (&body, wire, done),
+            "the decoder depends on how the bytes were split (framing {framing:?}, step {step})"
+        );
+    }
+}
+
+fn discovery(data: &[u8], step: usize) {
+    let base = Url::parse("http://www.example.com/dir/page.html").unwrap();
+    let whole = discover::scan_html(&base, data);
+    let mut scanner = discover::HtmlScanner::new(base.clone());
+    let mut pieces = Vec::new();
+    for piece in data.chunks(step.max(1)) {
+        pieces.extend(scanner.feed(piece));
+    }
+    pieces.extend(scanner.finish());
+    let text = String::from_utf8_lossy(data);
+    let css = discover::scan_css(&text, &base);
+    for d in whole.iter().chain(&pieces).chain(&css) {
+        assert!(matches!(d.url.scheme(), "http" | "https"), "{}", d.url);
+        assert!(d.url.fragment().is_none(), "{}", d.url);
+    }
+    if scanner.error().is_none() {
+        let urls = |v: &[discover::Discovered]| v.iter().map(|d| d.url.clone()).collect::<Vec<_>>();
+        assert_eq!(
+            urls(&pieces),
+            urls(&whole),
+            "the HTML scanner depends on the split"
+        );
+    }
+    let _ = discover::pick_srcset(&text, None);
+}
+
+fuzz_target!(|data: &[u8]| {
+    // Byte 0: which parser (low 2 bits) and the read size for the split checks (the rest).
+    let Some((&sel, rest)) = data.split_first() else {
+        return;
+    };
+    let step = usize::from(sel >> 2) + 1;
+    match sel & 3 {
+        0 | 1 => response(rest, step),
+        2 => {
+            if let dns::Reply::Answer(a) = dns::parse_reply(rest, 0x1234, "www.example.com") {
+                assert!(!a.addrs.is_empty(), "an answer without addresses");
+            }
+        }
+        _ => discovery(rest, step),
+    }
+});
