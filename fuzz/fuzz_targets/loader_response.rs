@@ -13,26 +13,38 @@ use webpep_loader::{discover, dns, h1};
 
 const MAX_HEAD: usize = 8192;
 
+/// A body as the decoder gave it.
+#[derive(Debug, PartialEq)]
+struct Body {
+    bytes: Vec<u8>,
+    /// Wire bytes consumed, framing included.
+    wire: usize,
+    done: bool,
+}
+
 /// Decodes `input` with `framing`, handing it over `step` bytes at a time, as reads would.
-/// Returns the body, the wire bytes consumed, whether it completed, and whether it failed.
-fn decode(framing: h1::Framing, input: &[u8], step: usize) -> (Vec<u8>, usize, bool, bool) {
+/// `None`: the decoder failed (the loader then records the object as an error, so what came
+/// out before is not a body).
+fn decode(framing: h1::Framing, input: &[u8], step: usize) -> Option<Body> {
     let mut dec = h1::BodyDecoder::new(framing);
     let mut buf = BytesMut::new();
-    let mut body = Vec::new();
+    let mut bytes = Vec::new();
     let mut wire = 0;
     for piece in input.chunks(step.max(1)) {
         buf.extend_from_slice(piece);
-        match dec.decode(&mut buf, &mut |b| body.extend_from_slice(b)) {
-            Ok(d) => {
-                wire += d.wire;
-                if d.done {
-                    return (body, wire, true, false);
-                }
-            }
-            Err(_) => return (body, wire, false, true),
+        let d = dec
+            .decode(&mut buf, &mut |b| bytes.extend_from_slice(b))
+            .ok()?;
+        wire += d.wire;
+        if d.done {
+            break;
         }
     }
-    (body, wire, dec.is_done(), false)
+    Some(Body {
+        bytes,
+        wire,
+        done: dec.is_done(),
+    })
 }
 
 fn response(data: &[u8], step: usize) {
@@ -53,25 +65,28 @@ fn response(data: &[u8], step: usize) {
             continue;
         };
         let rest = &data[head.len..];
-        let (body, wire, done, failed) = decode(framing, rest, rest.len());
+        let whole = decode(framing, rest, rest.len());
         let split = decode(framing, rest, step);
         assert_eq!(
-            split.3, failed,
+            split.is_none(),
+            whole.is_none(),
             "the decoder fails or not depending on the split (framing {framing:?}, step {step})"
         );
-        if failed {
-            // The loader records the object as failed; what came before the error is not a body.
+        let Some(body) = whole else {
             continue;
-        }
-        assert!(wire <= rest.len(), "consumed more than was given");
-        assert!(body.len() <= wire, "a body longer than its wire bytes");
+        };
+        assert!(body.wire <= rest.len(), "consumed more than was given");
+        assert!(
+            body.bytes.len() <= body.wire,
+            "a body longer than its wire bytes"
+        );
         if let h1::Framing::Length(l) = framing {
-            assert!(body.len() as u64 <= l);
-            assert_eq!(done, body.len() as u64 == l);
+            assert!(body.bytes.len() as u64 <= l);
+            assert_eq!(body.done, body.bytes.len() as u64 == l);
         }
         assert_eq!(
-            (&split.0, split.1, split.2),
-            (&body, wire, done),
+            split.as_ref(),
+            Some(&body),
             "the decoder depends on how the bytes were split (framing {framing:?}, step {step})"
         );
     }
