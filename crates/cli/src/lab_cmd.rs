@@ -326,6 +326,13 @@ pub fn run_cmd(args: LabArgs) -> Result<u8> {
                         .unwrap_or_else(|| "imported".into())
                 })
             };
+            let out_of = |sub: &ImportSub| match sub {
+                ImportSub::Har { out, .. }
+                | ImportSub::Warc { out, .. }
+                | ImportSub::Dir { out, .. } => out.clone(),
+            };
+            // A failed import leaves nothing behind in a directory it created.
+            let fresh = !out_of(&sub).exists();
             let (c, out) = match sub {
                 ImportSub::Har { file, out, name } => {
                     let n = name_of(&file, name);
@@ -345,7 +352,12 @@ pub fn run_cmd(args: LabArgs) -> Result<u8> {
                     (import::import_dir(&paths, &out, &n, domains.max(1)), out)
                 }
             };
-            let c = c.map_err(|e| BadInput(e.to_string()))?;
+            let c = c.map_err(|e| {
+                if fresh {
+                    let _ = std::fs::remove_dir_all(&out);
+                }
+                BadInput(e.to_string())
+            })?;
             println!(
                 "corpus {} ({} pages) written to {}",
                 c.manifest.name,

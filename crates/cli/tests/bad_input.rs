@@ -622,6 +622,31 @@ fn lab_run_bad_corpus_and_configuration_files() {
         ],
         &["broken.har"],
     );
+    // A HAR that parses but holds no importable page: the error names it, and the output
+    // directory the import created is removed.
+    let empty = dir.file(
+        "empty.har",
+        r#"{"log": {"version": "1.2", "creator": {"name": "t", "version": "1"}, "entries": [
+            {"startedDateTime": "2015-08-20T14:50:21.123Z", "time": 1,
+             "request": {"method": "GET", "url": "data:text/html,x", "headers": []},
+             "response": {"status": 200, "headers": [], "content": {"size": 1, "mimeType": "text/html"}},
+             "timings": {"send": 0, "wait": 1, "receive": 1}}]}}"#,
+    );
+    expect_bad_input(
+        &[
+            "lab",
+            "import",
+            "har",
+            &empty.display().to_string(),
+            "--out",
+            &out,
+        ],
+        &["empty.har"],
+    );
+    assert!(
+        !std::path::Path::new(&out).exists(),
+        "{out} left behind by a failed import"
+    );
 }
 
 #[test]

@@ -26,6 +26,9 @@ pub enum CorpusError {
     /// An input file (HAR, WARC, directory) that cannot be imported at all.
     #[error("{path}: cannot import: {message}")]
     Import { path: PathBuf, message: String },
+    /// Storing a body would pass the writer's limit ([`CorpusWriter::with_limit`]).
+    #[error("{path}: the bodies would pass {limit} bytes")]
+    OverLimit { path: PathBuf, limit: u64 },
     /// Content generation failed (an image encoder error, an impossible parameter).
     #[error("generating content: {message}")]
     Generate { message: String },
@@ -110,6 +113,9 @@ impl Corpus {
 pub struct CorpusWriter {
     dir: PathBuf,
     written: HashMap<String, u64>,
+    /// Bytes of the distinct bodies written, and the most allowed.
+    total: u64,
+    limit: u64,
 }
 
 impl CorpusWriter {
@@ -119,7 +125,16 @@ impl CorpusWriter {
         Ok(CorpusWriter {
             dir: dir.to_path_buf(),
             written: HashMap::new(),
+            total: 0,
+            limit: u64::MAX,
         })
+    }
+
+    /// Refuses (with [`CorpusError::OverLimit`], before writing) a body that would take the
+    /// distinct bodies past `limit` bytes.
+    pub fn with_limit(mut self, limit: u64) -> CorpusWriter {
+        self.limit = limit;
+        self
     }
 
     /// Stores a body (once per content) and returns its hash.
@@ -129,6 +144,14 @@ impl CorpusWriter {
         }
         let h = body_hash(bytes);
         if !self.written.contains_key(&h) {
+            let len = bytes.len() as u64;
+            if self.total.saturating_add(len) > self.limit {
+                return Err(CorpusError::OverLimit {
+                    path: self.dir.clone(),
+                    limit: self.limit,
+                });
+            }
+            self.total += len;
             let path = self.dir.join("bodies").join(&h);
             write_atomic(&path, bytes)?;
             self.written.insert(h.clone(), bytes.len() as u64);

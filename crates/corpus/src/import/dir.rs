@@ -263,6 +263,16 @@ pub fn import_dir(
     name: &str,
     domains: usize,
 ) -> Result<Corpus, CorpusError> {
+    import_dir_limited(paths, out_dir, name, domains, Limits::default())
+}
+
+pub(crate) fn import_dir_limited(
+    paths: &[PathBuf],
+    out_dir: &Path,
+    name: &str,
+    domains: usize,
+    limits: Limits,
+) -> Result<Corpus, CorpusError> {
     let first = paths.first().cloned().unwrap_or_default();
     if paths.is_empty() {
         return Err(CorpusError::Import {
@@ -368,7 +378,7 @@ pub fn import_dir(
         css_children: HashMap::new(),
         used_hosts: BTreeSet::new(),
     };
-    let mut b = Builder::new(out_dir)?;
+    let mut b = Builder::new(out_dir, &first, limits)?;
     let mut failed = 0usize;
     let mut first_error = String::new();
     for (ri, file) in &pages_in {

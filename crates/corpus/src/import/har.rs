@@ -10,7 +10,8 @@
 //! skipped and counted; non-GET requests and failed entries (status 0) are skipped and
 //! counted; 304s become 200s (bodies synthesized from the declared size; skipped when it is
 //! unknown); redirects keep their `Location` and no body; 204/205 are kept bodiless; bodies
-//! over [`MAX_OBJECT_BYTES`] are capped with a warning.
+//! over [`MAX_OBJECT_BYTES`] are capped with a warning, and the import stops with an error
+//! when the stored bodies pass [`MAX_IMPORT_BYTES`] in all.
 
 use std::fs;
 use std::path::Path;
@@ -225,6 +226,15 @@ fn entry(e: &Value, notes: &mut Notes) -> Result<Option<Item>, String> {
 
 /// Imports a HAR 1.2 file as corpus `name` in `out_dir`.
 pub fn import_har(path: &Path, out_dir: &Path, name: &str) -> Result<Corpus, CorpusError> {
+    import_har_limited(path, out_dir, name, Limits::default())
+}
+
+pub(crate) fn import_har_limited(
+    path: &Path,
+    out_dir: &Path,
+    name: &str,
+    limits: Limits,
+) -> Result<Corpus, CorpusError> {
     let bad = |message: String| CorpusError::Import {
         path: path.to_path_buf(),
         message,
@@ -287,7 +297,7 @@ pub fn import_har(path: &Path, out_dir: &Path, name: &str) -> Result<Corpus, Cor
         }
     }
 
-    let mut b = Builder::new(out_dir)?;
+    let mut b = Builder::new(out_dir, path, limits)?;
     let single = pages.len() == 1;
     let mut skipped_pages = 0;
     for (pi, p) in pages.iter().enumerate() {

@@ -10,8 +10,11 @@ mod dir;
 mod har;
 mod warc;
 
+#[cfg(test)]
+mod limits_tests;
+
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub use dir::import_dir;
 pub use har::import_har;
@@ -22,6 +25,43 @@ use crate::store::{Corpus, CorpusError, CorpusWriter};
 
 /// Bodies are capped at this size (an import warning names each capped object).
 pub const MAX_OBJECT_BYTES: u64 = 50_000_000;
+
+/// One import stops with an error when its bodies (and a compressed WARC once decompressed)
+/// pass this size: a HAR declaring thousands of huge objects or a gzip bomb must not fill
+/// the disk or the memory.
+pub const MAX_IMPORT_BYTES: u64 = 2 << 30;
+
+/// The bounds of one import ([`MAX_OBJECT_BYTES`], [`MAX_IMPORT_BYTES`]); tests use small ones.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    /// A body's size, after any content decoding; larger ones are cut with a warning.
+    pub(crate) object: u64,
+    /// All stored bodies together, and a decompressed WARC; more is an error.
+    pub(crate) total: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            object: MAX_OBJECT_BYTES,
+            total: MAX_IMPORT_BYTES,
+        }
+    }
+}
+
+impl Limits {
+    /// The error for an input that passes `total`.
+    pub(crate) fn exceeded(&self, input: &Path, what: &str) -> CorpusError {
+        CorpusError::Import {
+            path: input.to_path_buf(),
+            message: format!(
+                "{what} more than {} bytes, the limit of one import (a decompression bomb, or an \
+                 input to split)",
+                self.total
+            ),
+        }
+    }
+}
 
 /// Last-Modified when the input gives none: 2024-01-01.
 pub(crate) const DEFAULT_DATE: &str = "Mon, 01 Jan 2024 00:00:00 GMT";
@@ -44,6 +84,8 @@ pub(crate) fn keep_header(name: &str) -> bool {
 /// Collects objects (first one per URL wins) and pages, then writes the corpus.
 pub(crate) struct Builder {
     w: CorpusWriter,
+    input: PathBuf,
+    limits: Limits,
     objects: HashMap<String, Object>,
     pages: Vec<Page>,
     ids: HashSet<String>,
@@ -51,9 +93,15 @@ pub(crate) struct Builder {
 }
 
 impl Builder {
-    pub(crate) fn new(out_dir: &Path) -> Result<Builder, CorpusError> {
+    pub(crate) fn new(
+        out_dir: &Path,
+        input: &Path,
+        limits: Limits,
+    ) -> Result<Builder, CorpusError> {
         Ok(Builder {
-            w: CorpusWriter::create(out_dir)?,
+            w: CorpusWriter::create(out_dir)?.with_limit(limits.total),
+            input: input.to_path_buf(),
+            limits,
             objects: HashMap::new(),
             pages: Vec::new(),
             ids: HashSet::new(),
@@ -78,7 +126,12 @@ impl Builder {
         if let Some(o) = self.objects.get(url) {
             return Ok(o.clone());
         }
-        let v = self.w.version(body, last_modified)?;
+        let v = self.w.version(body, last_modified).map_err(|e| match e {
+            CorpusError::OverLimit { .. } => {
+                self.limits.exceeded(&self.input, "the bodies come to")
+            }
+            e => e,
+        })?;
         let o = Object {
             url: url.to_string(),
             content_type: content_type.to_string(),

@@ -7,6 +7,8 @@
 //! wins. Every 2xx HTML response whose embedded objects (found by a tag/attribute scan of the
 //! HTML and its stylesheets and frames) are in the archive becomes a page: the root, then those
 //! objects in discovery order (a redirect in the archive brings its target along).
+//! Decompression is bounded ([`Limits`]): a body's content coding is undone up to the object
+//! limit, and the whole file and the decoded bodies together up to the import limit.
 
 use std::collections::HashMap;
 use std::fs;
@@ -151,15 +153,21 @@ fn dechunk(b: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
-fn decode(enc: &str, b: &[u8]) -> Option<Vec<u8>> {
+/// Undoes a content encoding, stopping one byte past `limit` (the caller cuts the body to the
+/// limit with a warning), so a compressed bomb costs at most that much memory.
+fn decode(enc: &str, b: &[u8], limit: u64) -> Option<Vec<u8>> {
     let mut out = Vec::new();
+    let cap = limit.saturating_add(1);
     match enc.trim().to_ascii_lowercase().as_str() {
-        "gzip" | "x-gzip" => GzDecoder::new(b).read_to_end(&mut out).ok()?,
-        "deflate" => match ZlibDecoder::new(b).read_to_end(&mut out) {
+        "gzip" | "x-gzip" => GzDecoder::new(b).take(cap).read_to_end(&mut out).ok()?,
+        "deflate" => match ZlibDecoder::new(b).take(cap).read_to_end(&mut out) {
             Ok(n) => n,
             Err(_) => {
                 out.clear();
-                DeflateDecoder::new(b).read_to_end(&mut out).ok()?
+                DeflateDecoder::new(b)
+                    .take(cap)
+                    .read_to_end(&mut out)
+                    .ok()?
             }
         },
         "identity" | "" => return Some(b.to_vec()),
@@ -199,6 +207,15 @@ fn hget<'a>(h: &'a [(String, String)], name: &str) -> Option<&'a str> {
 
 /// Imports a WARC file as corpus `name` in `out_dir`.
 pub fn import_warc(path: &Path, out_dir: &Path, name: &str) -> Result<Corpus, CorpusError> {
+    import_warc_limited(path, out_dir, name, Limits::default())
+}
+
+pub(crate) fn import_warc_limited(
+    path: &Path,
+    out_dir: &Path,
+    name: &str,
+    limits: Limits,
+) -> Result<Corpus, CorpusError> {
     let bad = |message: String| CorpusError::Import {
         path: path.to_path_buf(),
         message,
@@ -207,8 +224,12 @@ pub fn import_warc(path: &Path, out_dir: &Path, name: &str) -> Result<Corpus, Co
     let data = if raw.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::new();
         MultiGzDecoder::new(&raw[..])
+            .take(limits.total.saturating_add(1))
             .read_to_end(&mut out)
             .map_err(|e| bad(format!("truncated or corrupt gzip data: {e}")))?;
+        if out.len() as u64 > limits.total {
+            return Err(limits.exceeded(path, "the gzip data decompresses to"));
+        }
         out
     } else {
         raw
@@ -223,6 +244,7 @@ pub fn import_warc(path: &Path, out_dir: &Path, name: &str) -> Result<Corpus, Co
     let mut by_digest: HashMap<String, (Vec<u8>, String)> = HashMap::new();
     let mut resps: Vec<(String, Resp)> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
+    let mut held = 0u64;
     for r in &records {
         let typ = r.header("WARC-Type").unwrap_or("").to_ascii_lowercase();
         if typ != "response" && typ != "revisit" {
@@ -281,7 +303,7 @@ pub fn import_warc(path: &Path, out_dir: &Path, name: &str) -> Result<Corpus, Co
                 }
             }
             if let Some(enc) = hget(&headers, "content-encoding") {
-                match decode(enc, &b) {
+                match decode(enc, &b, limits.object) {
                     Some(x) => b = x,
                     None => {
                         notes.note(format!("{url}: content encoding {enc} kept"));
@@ -291,6 +313,11 @@ pub fn import_warc(path: &Path, out_dir: &Path, name: &str) -> Result<Corpus, Co
             }
             b
         };
+        // Decoded bodies are held in memory until the pages are built: bound them together.
+        held += body.len() as u64;
+        if held > limits.total {
+            return Err(limits.exceeded(path, "the response bodies decode to"));
+        }
         if let Some(d) = &digest {
             if typ == "response" {
                 by_digest
@@ -307,12 +334,13 @@ pub fn import_warc(path: &Path, out_dir: &Path, name: &str) -> Result<Corpus, Co
         }
         let bodiless = (300..400).contains(&status) || status == 204 || status == 205;
         let mut body = if bodiless { Vec::new() } else { body };
-        if body.len() as u64 > MAX_OBJECT_BYTES {
+        if body.len() as u64 > limits.object {
             notes.note(format!(
-                "{url}: {} bytes capped at {MAX_OBJECT_BYTES}",
-                body.len()
+                "{url}: {} bytes or more, capped at {}",
+                body.len(),
+                limits.object
             ));
-            body.truncate(MAX_OBJECT_BYTES as usize);
+            body.truncate(limits.object as usize);
         }
         let last_modified = hget(&headers, "last-modified")
             .and_then(normalize_http_date)
@@ -383,7 +411,7 @@ pub fn import_warc(path: &Path, out_dir: &Path, name: &str) -> Result<Corpus, Co
         .filter_map(|p| crate::model::host_of(&resps[p.0].0))
         .collect();
     let many_hosts = root_hosts.len() > 1;
-    let mut b = Builder::new(out_dir)?;
+    let mut b = Builder::new(out_dir, path, limits)?;
     let global = notes.render();
     for (root, objs, missing) in plans {
         if any_embedded && objs.is_empty() {
