@@ -194,6 +194,11 @@ pub struct LabConfig {
     /// Default: `mozilla-2003`, except `modern` for h2.
     #[serde(default)]
     pub browser: Option<Browser>,
+    /// The browser model lists `image/webp` in its Accept header, as every browser has since
+    /// 2020, so the edge proxy may answer images with WebP. Off by default: the papers'
+    /// browser (2003) did not know WebP. Real Chromium always lists it.
+    #[serde(default)]
+    pub accept_webp: bool,
     /// A peer proxy in place of webpep's (with `proxy = "explicit"`; the webpep switches
     /// except `air_tuning` do not apply to it).
     #[serde(default)]
@@ -271,6 +276,9 @@ impl LabConfig {
             Browser::Modern => ", modern browser (preload scanner)",
             Browser::Chromium => ", real Chromium (headless, fresh profile, over DevTools)",
         };
+        if self.accept_webp && self.browser() != Browser::Chromium {
+            s += ", accepts WebP";
+        }
         if self.warm {
             s += ", warm revisit";
         }
@@ -355,6 +363,15 @@ mod tests {
         assert_eq!(all["squid"].peer, Some(Peer::Squid));
         assert_eq!(all["ziproxy"].per_host(), all["explicit"].per_host());
         assert!(all["ziproxy"].summary().contains("Ziproxy, stock"));
+        // WebP only for the browser that says it decodes it.
+        assert!(!all["explicit"].accept_webp);
+        assert!(all["explicit-webp"].accept_webp);
+        assert!(all["explicit-webp"].summary().contains("accepts WebP"));
+        assert_eq!(
+            all["explicit-webp"].switches(),
+            all["explicit"].switches(),
+            "explicit-webp differs from explicit only in the browser's Accept"
+        );
     }
 
     #[test]

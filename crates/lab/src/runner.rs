@@ -85,6 +85,18 @@ pub const MOZILLA_2003_HEADERS: &[(&str, &str)] = &[
 ];
 pub const MOZILLA_2003_UA: &str = "Mozilla/5.0 (X11; U; Linux i686; en-US; rv:1.4) Gecko/20030624";
 
+/// Lists `image/webp` first in the Accept header (a modern browser's `*/*` when there is
+/// none), the way browsers that decode WebP announce it.
+fn with_webp_accept(headers: &mut Vec<(String, String)>) {
+    match headers
+        .iter_mut()
+        .find(|(n, _)| n.eq_ignore_ascii_case("accept"))
+    {
+        Some((_, v)) => *v = format!("image/webp,{v}"),
+        None => headers.push(("Accept".into(), "image/webp,*/*".into())),
+    }
+}
+
 fn policy(c: &LabConfig) -> Policy {
     match c.policy {
         PolicyName::Http10 => Policy::Http10,
@@ -116,6 +128,9 @@ fn loader_config(c: &LabConfig, hosting: &Hosting, k: f64) -> LoaderConfig {
             })
             .map(|(n, v)| (n.to_string(), v.to_string()))
             .collect();
+    }
+    if c.accept_webp {
+        with_webp_accept(&mut lc.request_headers);
     }
     lc.ca_pem = Some(hosting.ca_pem.as_bytes().to_vec());
     // The corpus is written with http:// URLs; a browser on h2 would use https.
@@ -414,4 +429,25 @@ fn measure(
     drop(proxy);
     load.scale_times(k);
     Ok((load, down, up))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn webp_goes_first_in_the_accept_header() {
+        let mut h: Vec<(String, String)> = MOZILLA_2003_HEADERS
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        with_webp_accept(&mut h);
+        assert_eq!(h.len(), MOZILLA_2003_HEADERS.len());
+        assert!(h[0].1.starts_with("image/webp,text/xml,"), "{}", h[0].1);
+        assert!(webpep_optimize::transcode::accepts_webp(Some(&h[0].1)));
+        // A modern browser model sends no Accept of its own: WebP and anything else.
+        let mut none = Vec::new();
+        with_webp_accept(&mut none);
+        assert_eq!(none, [("Accept".to_string(), "image/webp,*/*".to_string())]);
+    }
 }

@@ -392,6 +392,113 @@ fn the_edge_proxy_serves_every_mode() {
     assert!(left.is_empty(), "cache directories left behind");
 }
 
+/// `accept_webp`: the browser that lists image/webp gets a photo as WebP through the proxy;
+/// the papers' browser, which does not, gets JPEG (smaller than the origin's either way).
+#[test]
+fn webp_goes_only_to_a_browser_that_accepts_it() {
+    if !netns_available("webp_goes_only_to_a_browser_that_accepts_it") {
+        return;
+    }
+    let dir = TestDir::new("run-webp");
+    let corpus_dir = dir.join("corpus");
+    let mut w = CorpusWriter::create(&corpus_dir).unwrap();
+    let photo = webpep_corpus::images::fit(webpep_corpus::images::ImageKind::Jpeg, 7, 12_000)
+        .unwrap()
+        .bytes;
+    let html = b"<html><body><img src=\"http://img.webp.test/photo.jpg\"></body></html>";
+    let objects = vec![
+        Object {
+            url: "http://www.webp.test/".into(),
+            content_type: "text/html".into(),
+            status: 200,
+            headers: vec![],
+            versions: vec![w.version(html, LM).unwrap()],
+        },
+        Object {
+            url: "http://img.webp.test/photo.jpg".into(),
+            content_type: "image/jpeg".into(),
+            status: 200,
+            headers: vec![],
+            versions: vec![w.version(&photo, LM).unwrap()],
+        },
+    ];
+    let corpus = w
+        .finish(&Manifest {
+            format_version: FORMAT_VERSION,
+            name: "webp".into(),
+            description: String::new(),
+            domains: vec!["www.webp.test".into(), "img.webp.test".into()],
+            pages: vec![Page {
+                id: "webp".into(),
+                url: "http://www.webp.test/".into(),
+                source: "test".into(),
+                objects,
+            }],
+        })
+        .unwrap();
+    let all = configs::load(None).unwrap();
+    let names = [
+        "http11".to_string(),
+        "explicit".into(),
+        "explicit-webp".into(),
+    ];
+    let mut opts = RunOptions::new(
+        webpep_link_model::resolve("cdma-1x").unwrap(),
+        corpus,
+        dir.join("out"),
+    );
+    opts.configs = configs::select(&all, &names).unwrap();
+    opts.time_scale = 10.0;
+    opts.gap_s = 1.0;
+    opts.progress = false;
+    let r = run(&opts).expect("run");
+    let photo_entry = |config: &str| {
+        let l = r.loads.iter().find(|l| l.config == config).unwrap();
+        assert_eq!((l.objects, l.errors), (2, 0), "{config}");
+        let har: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("out").join(&l.har)).unwrap()).unwrap();
+        har["log"]["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["request"]["url"].as_str().unwrap().ends_with("photo.jpg"))
+            .cloned()
+            .unwrap()
+    };
+    let accept = |e: &serde_json::Value| {
+        e["request"]["headers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["name"].as_str().unwrap().eq_ignore_ascii_case("accept"))
+            .map(|h| h["value"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    let mime = |e: &serde_json::Value| e["response"]["content"]["mimeType"].clone();
+    let size = |e: &serde_json::Value| e["response"]["content"]["size"].as_u64().unwrap();
+
+    let direct = photo_entry("http11");
+    assert_eq!(mime(&direct), "image/jpeg");
+    assert_eq!(size(&direct), photo.len() as u64);
+    let old = photo_entry("explicit");
+    assert!(!accept(&old).contains("image/webp"), "{}", accept(&old));
+    assert_eq!(mime(&old), "image/jpeg");
+    let new = photo_entry("explicit-webp");
+    assert!(
+        accept(&new).starts_with("image/webp,text/xml"),
+        "{}",
+        accept(&new)
+    );
+    assert_eq!(mime(&new), "image/webp");
+    assert!(
+        size(&new) < size(&old) && size(&old) < photo.len() as u64,
+        "WebP {} < JPEG {} < origin {}",
+        size(&new),
+        size(&old),
+        photo.len()
+    );
+}
+
 /// DESIGN §9: an outage of the air link loses no request. Through the edge proxy (no DNS at
 /// the client), a page loaded across repeated outages gets every object, only later.
 #[test]

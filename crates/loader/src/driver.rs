@@ -660,18 +660,25 @@ async fn h2_request(
         retryable,
         reusable: true,
     };
+    // Over h2 only the configured Accept is sent of the browser's extra headers: the others
+    // (Connection, Keep-Alive) are HTTP/1.1's.
+    let accept = cfg
+        .request_headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("accept"))
+        .map_or("*/*", |(_, v)| v.as_str());
     let mut builder = http::Request::builder()
         .method(http::Method::GET)
         .uri(job.url.as_str())
         .header("user-agent", cfg.user_agent.as_str())
-        .header("accept", "*/*");
+        .header("accept", accept);
     let mut headers = vec![
         (":method".to_string(), "GET".to_string()),
         (":authority".to_string(), job.origin.host_header()),
         (":scheme".to_string(), "https".to_string()),
         (":path".to_string(), request_target(&job.url, false)),
         ("user-agent".to_string(), cfg.user_agent.clone()),
-        ("accept".to_string(), "*/*".to_string()),
+        ("accept".to_string(), accept.to_string()),
     ];
     if let Some(ae) = &cfg.accept_encoding {
         builder = builder.header("accept-encoding", ae.as_str());

@@ -79,26 +79,12 @@ pub fn transcode_config(options: &toml::Table) -> Result<TranscodeConfig, String
 /// Lossy image transcoding (000 §4.2, 003 §5); `no-transform` honoured.
 pub struct TranscodeUnit(pub TranscodeConfig);
 
-impl TranscodeUnit {
-    fn webp_accepted(accept: Option<&str>) -> bool {
-        accept.is_some_and(|a| {
-            a.split(',').any(|t| {
-                t.split(';')
-                    .next()
-                    .unwrap_or("")
-                    .trim()
-                    .eq_ignore_ascii_case("image/webp")
-            })
-        })
-    }
-}
-
 impl Transform for TranscodeUnit {
     fn name(&self) -> &'static str {
         "transcode"
     }
     fn variant_part(&self, ctx: &TransformCtx<'_>) -> Option<String> {
-        let webp = if Self::webp_accepted(ctx.accept) {
+        let webp = if transcode::accepts_webp(ctx.accept) {
             ";webp"
         } else {
             ""
@@ -114,7 +100,7 @@ impl Transform for TranscodeUnit {
         if !self.wants(headers, ctx) {
             return Applied::Unchanged("not an image or no-transform".into());
         }
-        let accept = if Self::webp_accepted(ctx.accept) {
+        let accept = if transcode::accepts_webp(ctx.accept) {
             ctx.accept
         } else {
             None
