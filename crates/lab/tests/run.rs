@@ -106,7 +106,12 @@ fn run_small(dir: &Path, names: &[&str]) -> webpep_lab::results::Results {
 
 /// [`run_small`]'s options.
 fn small_options(dir: &Path, names: &[&str]) -> RunOptions {
-    let corpus = small_corpus(&dir.join("corpus"));
+    options(small_corpus(&dir.join("corpus")), dir, names)
+}
+
+/// The built-in configurations `names` on `corpus` over cdma-1x at time scale 10 with 1 s
+/// gaps, writing under `dir/out`.
+fn options(corpus: Corpus, dir: &Path, names: &[&str]) -> RunOptions {
     let all = configs::load(None).unwrap();
     let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
     let mut opts = RunOptions::new(
@@ -436,22 +441,12 @@ fn webp_goes_only_to_a_browser_that_accepts_it() {
             }],
         })
         .unwrap();
-    let all = configs::load(None).unwrap();
-    let names = [
-        "http11".to_string(),
-        "explicit".into(),
-        "explicit-webp".into(),
-    ];
-    let mut opts = RunOptions::new(
-        webpep_link_model::resolve("cdma-1x").unwrap(),
+    let r = run(&options(
         corpus,
-        dir.join("out"),
-    );
-    opts.configs = configs::select(&all, &names).unwrap();
-    opts.time_scale = 10.0;
-    opts.gap_s = 1.0;
-    opts.progress = false;
-    let r = run(&opts).expect("run");
+        &dir,
+        &["http11", "explicit", "explicit-webp"],
+    ))
+    .expect("run");
     let photo_entry = |config: &str| {
         let l = r.loads.iter().find(|l| l.config == config).unwrap();
         assert_eq!((l.objects, l.errors), (2, 0), "{config}");
