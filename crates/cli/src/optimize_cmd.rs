@@ -37,6 +37,10 @@ struct ImagesArgs {
     /// Print JSON instead of tables
     #[arg(long)]
     json: bool,
+    /// Also list every image: its format, bytes in and out, SSIM, time, and what it became
+    /// or why it was kept (in JSON: an `each` array)
+    #[arg(long)]
+    each: bool,
     /// The client's Accept header; WebP is produced only when it lists image/webp
     /// [default: none, as a 2003 browser]
     #[arg(long, value_name = "ACCEPT")]
@@ -145,6 +149,93 @@ impl Row {
     }
 }
 
+/// What became of one image under one preset (or peer), for `--each`.
+#[derive(Debug)]
+struct ImageResult {
+    image: String,
+    format: &'static str,
+    input_bytes: usize,
+    output_bytes: usize,
+    /// The output's content type, when transcoded.
+    output: Option<String>,
+    /// Why the original was kept, when it was.
+    kept: Option<String>,
+    ssim: Option<f64>,
+    millis: f64,
+}
+
+/// The per-format rows of one preset (or peer) and its per-image results.
+#[derive(Default)]
+struct Tally {
+    rows: BTreeMap<String, Row>,
+    each: Vec<ImageResult>,
+}
+
+impl Tally {
+    fn add(&mut self, img: &InputImage, outcome: &Outcome, millis: f64) {
+        let format = format_of(&img.body);
+        self.rows
+            .entry(format.to_string())
+            .or_default()
+            .add(img.body.len(), outcome, millis);
+        let (output_bytes, output, kept, ssim) = match outcome {
+            Outcome::Transcoded {
+                body,
+                content_type,
+                ssim,
+            } => (
+                body.len(),
+                Some(content_type.to_string()),
+                None,
+                Some(ssim.unwrap_or(1.0)),
+            ),
+            Outcome::Unchanged(skip) => {
+                (img.body.len(), None, Some(skip.label().to_string()), None)
+            }
+        };
+        self.each.push(ImageResult {
+            image: img.name.clone(),
+            format,
+            input_bytes: img.body.len(),
+            output_bytes,
+            output,
+            kept,
+            ssim,
+            millis,
+        });
+    }
+
+    fn keep(&mut self, img: &InputImage, output_len: usize, why: &str, millis: f64) {
+        let format = format_of(&img.body);
+        self.rows.entry(format.to_string()).or_default().keep(
+            img.body.len(),
+            output_len,
+            why,
+            millis,
+        );
+        self.each.push(ImageResult {
+            image: img.name.clone(),
+            format,
+            input_bytes: img.body.len(),
+            output_bytes: output_len,
+            output: None,
+            kept: Some(why.to_string()),
+            ssim: None,
+            millis,
+        });
+    }
+
+    /// The rows with the "all" row added: the sum of the per-format rows.
+    fn with_total(mut self) -> Tally {
+        let mut all = Row::default();
+        for r in self.rows.values() {
+            all.merge(r);
+        }
+        self.rows.insert("all".into(), all);
+        self
+    }
+}
+
 fn parse_presets(s: &str) -> Result<Vec<Preset>, BadInput> {
     if s.eq_ignore_ascii_case("all") {
         return Ok(Preset::ALL.to_vec());
@@ -159,24 +250,10 @@ fn format_of(body: &[u8]) -> &'static str {
     transcode::sniff(body).map_or("other", |f| f.name())
 }
 
-/// Adds the "all" row: the sum of the per-format rows.
-fn with_total(mut rows: BTreeMap<String, Row>) -> BTreeMap<String, Row> {
-    let mut all = Row::default();
-    for r in rows.values() {
-        all.merge(r);
-    }
-    rows.insert("all".into(), all);
-    rows
-}
-
 /// The rows of one preset: every image transcoded as the edge proxy would.
-fn preset_rows(
-    preset: Preset,
-    inputs: &[InputImage],
-    accept: Option<&str>,
-) -> BTreeMap<String, Row> {
+fn preset_rows(preset: Preset, inputs: &[InputImage], accept: Option<&str>) -> Tally {
     let cfg = TranscodeConfig::with_preset(preset);
-    let mut rows: BTreeMap<String, Row> = BTreeMap::new();
+    let mut tally = Tally::default();
     for img in inputs {
         let started = Instant::now();
         let outcome = transcode::transcode(&img.body, img.content_type.as_deref(), accept, &cfg);
@@ -184,21 +261,18 @@ fn preset_rows(
         if let Outcome::Unchanged(Skip::Corrupt(m)) = &outcome {
             tracing::info!(image = %img.name, "corrupt: {m}");
         }
-        rows.entry(format_of(&img.body).to_string())
-            .or_default()
-            .add(img.body.len(), &outcome, ms);
+        tally.add(img, &outcome, ms);
     }
-    with_total(rows)
+    tally.with_total()
 }
 
 /// The rows of a peer proxy: every image fetched through it, its output measured against the
 /// original as the presets' are.
-fn peer_rows(ziproxy: &Ziproxy, inputs: &[InputImage]) -> BTreeMap<String, Row> {
+fn peer_rows(ziproxy: &Ziproxy, inputs: &[InputImage]) -> Tally {
     // The measuring limits are the lossless preset's (any preset's: they are shared).
     let cfg = TranscodeConfig::with_preset(Preset::Lossless);
-    let mut rows: BTreeMap<String, Row> = BTreeMap::new();
+    let mut tally = Tally::default();
     for img in inputs {
-        let row = rows.entry(format_of(&img.body).to_string()).or_default();
         let content_type = img
             .content_type
             .clone()
@@ -211,10 +285,10 @@ fn peer_rows(ziproxy: &Ziproxy, inputs: &[InputImage]) -> BTreeMap<String, Row> 
         match got {
             Err(e) => {
                 tracing::warn!(image = %img.name, "ziproxy: {e}");
-                row.keep(n, n, "peer-failed", ms);
+                tally.keep(img, n, "peer-failed", ms);
             }
-            Ok(r) if r.status != 200 => row.keep(n, n, &format!("status-{}", r.status), ms),
-            Ok(r) if r.body == img.body => row.keep(n, n, "unchanged", ms),
+            Ok(r) if r.status != 200 => tally.keep(img, n, &format!("status-{}", r.status), ms),
+            Ok(r) if r.body == img.body => tally.keep(img, n, "unchanged", ms),
             Ok(r) => match transcode::compare(&img.body, &r.body, &cfg) {
                 Ok(ssim) => {
                     let content_type =
@@ -224,16 +298,17 @@ fn peer_rows(ziproxy: &Ziproxy, inputs: &[InputImage]) -> BTreeMap<String, Row> 
                         content_type,
                         ssim: Some(ssim),
                     };
-                    row.add(n, &out, ms);
+                    tally.add(img, &out, ms);
                 }
                 Err(skip) => {
                     tracing::info!(image = %img.name, "ziproxy's output not measured: {skip}");
-                    row.keep(n, r.body.len(), &format!("unmeasured-{}", skip.label()), ms);
+                    let why = format!("unmeasured-{}", skip.label());
+                    tally.keep(img, r.body.len(), &why, ms);
                 }
             },
         }
     }
-    with_total(rows)
+    tally.with_total()
 }
 
 /// The peer `--peer` names, ready to run (checked before any work starts).
@@ -253,8 +328,8 @@ fn images(a: ImagesArgs) -> anyhow::Result<u8> {
             BadInput("no JPEG, PNG, GIF or WebP images found in the given paths".into()).into(),
         );
     }
-    // preset (or peer) -> format -> row.
-    let mut table: Vec<(String, BTreeMap<String, Row>)> = presets
+    // preset (or peer) -> format -> row, and the per-image results.
+    let mut table: Vec<(String, Tally)> = presets
         .iter()
         .map(|&p| (p.to_string(), preset_rows(p, &inputs, a.accept.as_deref())))
         .collect();
@@ -264,8 +339,8 @@ fn images(a: ImagesArgs) -> anyhow::Result<u8> {
     if a.json {
         let out: Vec<serde_json::Value> = table
             .iter()
-            .flat_map(|(preset, rows)| {
-                rows.iter().map(move |(format, r)| {
+            .flat_map(|(preset, tally)| {
+                tally.rows.iter().map(move |(format, r)| {
                     serde_json::json!({
                         "preset": preset,
                         "format": format,
@@ -284,14 +359,33 @@ fn images(a: ImagesArgs) -> anyhow::Result<u8> {
                 })
             })
             .collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "accept": a.accept,
-                "images": inputs.len(),
-                "rows": out,
-            }))?
-        );
+        let mut doc = serde_json::json!({
+            "accept": a.accept,
+            "images": inputs.len(),
+            "rows": out,
+        });
+        if a.each {
+            let each: Vec<serde_json::Value> = table
+                .iter()
+                .flat_map(|(preset, tally)| {
+                    tally.each.iter().map(move |e| {
+                        serde_json::json!({
+                            "preset": preset,
+                            "image": e.image,
+                            "format": e.format,
+                            "input_bytes": e.input_bytes,
+                            "output_bytes": e.output_bytes,
+                            "output": e.output,
+                            "kept": e.kept,
+                            "ssim": e.ssim,
+                            "millis": e.millis,
+                        })
+                    })
+                })
+                .collect();
+            doc["each"] = serde_json::Value::Array(each);
+        }
+        println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         println!(
             "{} images; Accept: {}; SSIM over transcoded images (kept ones are identical)",
@@ -302,8 +396,8 @@ fn images(a: ImagesArgs) -> anyhow::Result<u8> {
             "{:<10} {:<6} {:>6} {:>11} {:>11} {:>7} {:>7} {:>7} {:>6} {:>5} {:>8}  outputs / kept because",
             "preset", "format", "images", "in bytes", "out bytes", "saving", "mean", "min", "trans", "kept", "ms"
         );
-        for (preset, rows) in &table {
-            for (format, r) in rows {
+        for (preset, tally) in &table {
+            for (format, r) in &tally.rows {
                 let fmt_ssim = |v: Option<f64>| v.map_or("-".to_string(), |s| format!("{s:.4}"));
                 let detail: Vec<String> = r
                     .outputs
@@ -328,8 +422,45 @@ fn images(a: ImagesArgs) -> anyhow::Result<u8> {
                 );
             }
         }
+        if a.each {
+            print_each(&table);
+        }
     }
     Ok(0)
+}
+
+/// `--each` as a table: one line per image and preset (or peer).
+fn print_each(table: &[(String, Tally)]) {
+    println!(
+        "\n{:<10} {:<6} {:>11} {:>11} {:>7} {:>7} {:>8}  {:<16} image",
+        "preset", "format", "in bytes", "out bytes", "saving", "ssim", "ms", "output / kept"
+    );
+    for (preset, tally) in table {
+        for e in &tally.each {
+            let saving = if e.input_bytes == 0 {
+                0.0
+            } else {
+                100.0 * (1.0 - e.output_bytes as f64 / e.input_bytes as f64)
+            };
+            let what = match (&e.output, &e.kept) {
+                (Some(o), _) => o.trim_start_matches("image/").to_string(),
+                (None, Some(k)) => format!("kept: {k}"),
+                (None, None) => "-".to_string(),
+            };
+            println!(
+                "{:<10} {:<6} {:>11} {:>11} {:>6.1}% {:>7} {:>8.0}  {:<16} {}",
+                preset,
+                e.format,
+                e.input_bytes,
+                e.output_bytes,
+                saving,
+                e.ssim.map_or("-".to_string(), |s| format!("{s:.4}")),
+                e.millis,
+                what,
+                e.image
+            );
+        }
+    }
 }
 
 fn is_image_file(p: &Path) -> bool {
@@ -467,6 +598,7 @@ mod tests {
                 paths: paths.iter().map(PathBuf::from).collect(),
                 preset: preset.into(),
                 json: false,
+                each: false,
                 accept: None,
                 peer: None,
             }),
@@ -510,6 +642,39 @@ mod tests {
         let r = run(args(&[dir.to_str().unwrap()], "balanced"));
         let _ = std::fs::remove_dir_all(&dir);
         assert!(is_bad_input(r).is_some());
+    }
+
+    #[test]
+    fn each_image_is_listed_beside_the_rows() {
+        let img = |name: &str, body: Vec<u8>| InputImage {
+            name: name.into(),
+            body,
+            content_type: None,
+        };
+        // A real PNG graphic and bytes that only claim to be a JPEG.
+        let png = webpep_corpus::images::fit(webpep_corpus::images::ImageKind::Png, 3, 600)
+            .unwrap()
+            .bytes;
+        let inputs = [
+            img("a.png", png.clone()),
+            img("b.jpg", b"\xff\xd8\xff\xe0 not really".to_vec()),
+        ];
+        let t = preset_rows(Preset::Balanced, &inputs, None);
+        assert_eq!(t.each.len(), 2);
+        let a = &t.each[0];
+        assert_eq!(
+            (a.image.as_str(), a.format, a.input_bytes),
+            ("a.png", "png", png.len())
+        );
+        // Either transcoded (with an output type and SSIM) or kept (with a reason).
+        assert!(a.output.is_some() == a.ssim.is_some() && a.output.is_some() != a.kept.is_some());
+        let b = &t.each[1];
+        assert_eq!((b.format, b.output_bytes), ("jpeg", b.input_bytes));
+        assert_eq!(b.kept.as_deref(), Some("corrupt"));
+        // The per-image results add up to the "all" row.
+        let all = &t.rows["all"];
+        let out: usize = t.each.iter().map(|e| e.output_bytes).sum();
+        assert_eq!((all.images, all.output_bytes), (2, out as u64));
     }
 
     #[test]
