@@ -326,13 +326,12 @@ pub fn run_cmd(args: LabArgs) -> Result<u8> {
                         .unwrap_or_else(|| "imported".into())
                 })
             };
-            let out_of = |sub: &ImportSub| match sub {
+            // A failed import leaves nothing behind in a directory it created.
+            let fresh = match &sub {
                 ImportSub::Har { out, .. }
                 | ImportSub::Warc { out, .. }
-                | ImportSub::Dir { out, .. } => out.clone(),
+                | ImportSub::Dir { out, .. } => !out.exists(),
             };
-            // A failed import leaves nothing behind in a directory it created.
-            let fresh = !out_of(&sub).exists();
             let (c, out) = match sub {
                 ImportSub::Har { file, out, name } => {
                     let n = name_of(&file, name);

@@ -173,34 +173,29 @@ struct Tally {
 
 impl Tally {
     fn add(&mut self, img: &InputImage, outcome: &Outcome, millis: f64) {
+        let (body, content_type, ssim) = match outcome {
+            Outcome::Unchanged(skip) => {
+                return self.keep(img, img.body.len(), skip.label(), millis)
+            }
+            Outcome::Transcoded {
+                body,
+                content_type,
+                ssim,
+            } => (body, content_type, ssim),
+        };
         let format = format_of(&img.body);
         self.rows
             .entry(format.to_string())
             .or_default()
             .add(img.body.len(), outcome, millis);
-        let (output_bytes, output, kept, ssim) = match outcome {
-            Outcome::Transcoded {
-                body,
-                content_type,
-                ssim,
-            } => (
-                body.len(),
-                Some(content_type.to_string()),
-                None,
-                Some(ssim.unwrap_or(1.0)),
-            ),
-            Outcome::Unchanged(skip) => {
-                (img.body.len(), None, Some(skip.label().to_string()), None)
-            }
-        };
         self.each.push(ImageResult {
             image: img.name.clone(),
             format,
             input_bytes: img.body.len(),
-            output_bytes,
-            output,
-            kept,
-            ssim,
+            output_bytes: body.len(),
+            output: Some(content_type.to_string()),
+            kept: None,
+            ssim: Some(ssim.unwrap_or(1.0)),
             millis,
         });
     }
