@@ -128,6 +128,10 @@ pub fn run(args: DemoArgs) -> Result<u8> {
     print!("{}", r.table());
     print!("\n{}", r.air_table());
     print!("\n{}", r.link_table());
+    let tls = r.tls_upgrade_note();
+    if !tls.is_empty() {
+        print!("\n{tls}");
+    }
     println!("\nBeside 000 Table 1 (Mozilla HTTP/1.1 over GPRS) and Table 6 (pipelining −35…56 %, 6 connections −31…43 %):");
     for (page, paper) in PAPER_PLT {
         if let Some(s) = cell(page, "http11") {

@@ -274,6 +274,10 @@ pub fn run_cmd(args: LabArgs) -> Result<u8> {
             print!("{}", results.table());
             print!("\n{}", results.air_table());
             print!("\n{}", results.link_table());
+            let tls = results.tls_upgrade_note();
+            if !tls.is_empty() {
+                print!("\n{tls}");
+            }
             let ab = results.ablation_table();
             if !ab.is_empty() {
                 print!("\n{ab}");

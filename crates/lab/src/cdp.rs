@@ -204,6 +204,40 @@ fn read_message<R: BufRead>(input: &mut R, buf: &mut Vec<u8>) -> Result<bool, St
     }
 }
 
+/// A browser stand-in on two real pipes, for tests: `answer` gives the messages to send back
+/// for each command (events and the command's answer); the thread returns every command it
+/// read once the [`Cdp`] is dropped.
+#[cfg(test)]
+pub(crate) fn fake_browser<F>(answer: F) -> (Cdp, JoinHandle<Vec<Value>>)
+where
+    F: Fn(&Value) -> Vec<Value> + Send + 'static,
+{
+    let (cmd_r, cmd_w) = std::io::pipe().expect("pipe");
+    let (ev_r, mut ev_w) = std::io::pipe().expect("pipe");
+    let fake = std::thread::spawn(move || {
+        let mut input = BufReader::new(cmd_r);
+        let mut buf = Vec::new();
+        let mut seen = Vec::new();
+        while read_message(&mut input, &mut buf).expect("read") {
+            let m: Value = serde_json::from_slice(&buf).expect("json");
+            buf.clear();
+            for v in answer(&m) {
+                let mut b = serde_json::to_vec(&v).expect("json");
+                b.push(0);
+                ev_w.write_all(&b).expect("write");
+            }
+            seen.push(m);
+        }
+        seen
+    });
+    let cdp = Cdp::new(
+        File::from(std::os::fd::OwnedFd::from(cmd_w)),
+        File::from(std::os::fd::OwnedFd::from(ev_r)),
+    )
+    .expect("cdp");
+    (cdp, fake)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,35 +268,18 @@ mod tests {
         assert!(messages(b"").is_empty());
     }
 
-    /// A browser stand-in on two real pipes: answers every command, sends an event first.
+    /// Answers every command, sending an event first.
     #[test]
     fn commands_get_their_answers_and_events_wait_for_the_caller() {
-        let (cmd_r, cmd_w) = std::io::pipe().expect("pipe");
-        let (ev_r, mut ev_w) = std::io::pipe().expect("pipe");
-        let fake = std::thread::spawn(move || {
-            let mut input = BufReader::new(cmd_r);
-            let mut buf = Vec::new();
-            while read_message(&mut input, &mut buf).expect("read") {
-                let m: Value = serde_json::from_slice(&buf).expect("json");
-                buf.clear();
-                let reply = if m["method"] == "Fail.me" {
-                    json!({"id": m["id"], "error": {"message": "no such method"}})
-                } else {
-                    json!({"id": m["id"], "result": {"echo": m["params"], "session": m["sessionId"]}})
-                };
-                let event = json!({"method": "Network.dataReceived", "params": {"n": m["id"]}});
-                for v in [event, reply] {
-                    let mut b = serde_json::to_vec(&v).expect("json");
-                    b.push(0);
-                    ev_w.write_all(&b).expect("write");
-                }
-            }
+        let (mut cdp, fake) = fake_browser(|m| {
+            let reply = if m["method"] == "Fail.me" {
+                json!({"id": m["id"], "error": {"message": "no such method"}})
+            } else {
+                json!({"id": m["id"], "result": {"echo": m["params"], "session": m["sessionId"]}})
+            };
+            let event = json!({"method": "Network.dataReceived", "params": {"n": m["id"]}});
+            vec![event, reply]
         });
-        let mut cdp = Cdp::new(
-            File::from(std::os::fd::OwnedFd::from(cmd_w)),
-            File::from(std::os::fd::OwnedFd::from(ev_r)),
-        )
-        .expect("cdp");
         let t = Duration::from_secs(5);
         let r = cdp
             .call(Some("S1"), "Page.navigate", json!({"url": "http://a/"}), t)

@@ -269,6 +269,11 @@ impl Chromium {
         for m in ["Network.enable", "Page.enable"] {
             cdp.call(Some(&session), m, json!({}), t).map_err(cdp_err)?;
         }
+        // A cross-site iframe (an http:// ad frame in a page Chromium fetched over https,
+        // any third-party frame of an imported page) runs in its own process, a target of
+        // its own whose requests this session never sees: attach to each as it starts.
+        cdp.call(Some(&session), "Target.setAutoAttach", auto_attach(), t)
+            .map_err(cdp_err)?;
         self.session = session;
         self.product = product;
         Ok(())
@@ -304,6 +309,7 @@ impl Chromium {
                     loaded = true;
                     break;
                 }
+                follow_child(cdp, &ev);
                 rec.event(&ev);
             }
         }
@@ -328,6 +334,7 @@ impl Chromium {
         // Events already on their way (the last objects' loadingFinished).
         let settle = Instant::now() + Duration::from_millis(20);
         while let Some(ev) = cdp.next_event(settle).map_err(cdp_err)? {
+            follow_child(cdp, &ev);
             rec.event(&ev);
         }
         let mut load = rec.build(url, wall0, plt, via_proxy);
@@ -397,6 +404,31 @@ struct Entry {
     encoded_total: Option<u64>,
     error: Option<String>,
     redirect_url: Option<String>,
+    /// The browser redirected this request itself (HSTS: `Non-Authoritative-Reason`):
+    /// nothing crossed the network for it.
+    internal: bool,
+}
+
+/// Auto-attach to the targets a page starts (out-of-process iframes, workers), paused until
+/// [`follow_child`] has turned their network events on, so none of their requests is missed.
+fn auto_attach() -> Value {
+    json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true})
+}
+
+/// On `Target.attachedToTarget`: turns on the new target's network events (and the same
+/// auto-attach for its own frames), then lets it run. A target that is already gone is no
+/// error: its requests, if any, were not part of the load.
+fn follow_child(cdp: &mut Cdp, ev: &Value) {
+    if ev["method"] != "Target.attachedToTarget" {
+        return;
+    }
+    let Some(child) = ev["params"]["sessionId"].as_str() else {
+        return;
+    };
+    let t = Duration::from_secs(10);
+    let _ = cdp.call(Some(child), "Network.enable", json!({}), t);
+    let _ = cdp.call(Some(child), "Target.setAutoAttach", auto_attach(), t);
+    let _ = cdp.call(Some(child), "Runtime.runIfWaitingForDebugger", json!({}), t);
 }
 
 /// Builds a [`PageLoad`] from a page's `Network.*` events.
@@ -441,6 +473,10 @@ impl Recorder {
                     e.end = Some(ts);
                     e.redirect_url = Some(url.to_string());
                     e.encoded_total = redirect["encodedDataLength"].as_u64();
+                    e.internal = redirect["headers"].as_object().is_some_and(|h| {
+                        h.keys()
+                            .any(|k| k.eq_ignore_ascii_case("non-authoritative-reason"))
+                    });
                 }
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
                     self.by_id.remove(&id);
@@ -525,7 +561,28 @@ impl Recorder {
         let mut conns: BTreeMap<u64, ConnectionInfo> = BTreeMap::new();
         let mut lookups = Vec::new();
         let mut documents = 0;
+        let mut tls_upgrades: Vec<String> = Vec::new();
         for (i, e) in self.entries.iter_mut().enumerate() {
+            if e.internal {
+                // Not an object: the browser's own step from http:// to https:// (its HSTS
+                // preload list). The host is reported, the request that follows is the object.
+                let host = |u: &str| {
+                    url::Url::parse(u).ok().map(|u| {
+                        (
+                            u.scheme().to_string(),
+                            u.host_str().unwrap_or_default().to_string(),
+                        )
+                    })
+                };
+                if let (Some((from, h)), Some((to, _))) =
+                    (host(&e.url), e.redirect_url.as_deref().and_then(host))
+                {
+                    if from == "http" && to == "https" && !tls_upgrades.contains(&h) {
+                        tls_upgrades.push(h);
+                    }
+                }
+                continue;
+            }
             if e.end.is_none() {
                 if !timed_out {
                     continue;
@@ -720,6 +777,7 @@ impl Recorder {
             dns_lookups: lookups,
             timed_out,
             objects_dropped: 0,
+            tls_upgrades,
         }
     }
 }
@@ -810,6 +868,82 @@ mod tests {
 
     fn ev(method: &str, params: Value) -> Value {
         json!({"method": method, "params": params, "sessionId": "S"})
+    }
+
+    /// A page on Chromium's HSTS preload list: the browser turns http:// into https:// with
+    /// a redirect of its own that never crossed the network. It is no object; its host is
+    /// reported.
+    #[test]
+    fn an_hsts_upgrade_is_reported_not_counted() {
+        let mut r = Recorder::default();
+        let doc = |id: &str, url: &str, t: f64| {
+            json!({"requestId": id, "timestamp": t, "type": "Document",
+                   "request": {"url": url, "method": "GET", "headers": {}}})
+        };
+        r.event(&ev(
+            "Network.requestWillBeSent",
+            doc("1", "http://www.a.test/", 10.0),
+        ));
+        let mut up = doc("1", "https://www.a.test/", 10.001);
+        up["redirectResponse"] = json!({"status": 307, "statusText": "Internal Redirect",
+            "headers": {"Location": "https://www.a.test/", "Non-Authoritative-Reason": "HSTS"},
+            "encodedDataLength": 0, "timing": {}});
+        r.event(&ev("Network.requestWillBeSent", up));
+        r.event(&ev(
+            "Network.responseReceived",
+            json!({"requestId": "1", "response": {"url": "https://www.a.test/", "status": 200,
+                   "headers": {}, "protocol": "http/1.1", "encodedDataLength": 50}}),
+        ));
+        r.event(&ev(
+            "Network.loadingFinished",
+            json!({"requestId": "1", "timestamp": 11.0, "encodedDataLength": 1050}),
+        ));
+        let load = r.build("http://www.a.test/", SystemTime::now(), None, false);
+        assert_eq!(load.objects.len(), 1, "{:?}", load.objects);
+        assert_eq!(load.objects[0].url, "https://www.a.test/");
+        assert_eq!(load.objects[0].status, Some(200));
+        assert_eq!(load.objects[0].kind, ResourceKind::Document);
+        assert_eq!(load.tls_upgrades, vec!["www.a.test".to_string()]);
+    }
+
+    /// An out-of-process iframe's target is made to report its requests before it runs.
+    #[test]
+    fn a_new_frame_target_gets_network_events_then_runs() {
+        let (mut cdp, fake) =
+            crate::cdp::fake_browser(|m| vec![json!({"id": m["id"], "result": {}})]);
+        follow_child(
+            &mut cdp,
+            &ev("Network.dataReceived", json!({"requestId": "1"})),
+        );
+        follow_child(
+            &mut cdp,
+            &ev(
+                "Target.attachedToTarget",
+                json!({"sessionId": "F1", "targetInfo": {"type": "iframe"},
+                       "waitingForDebugger": true}),
+            ),
+        );
+        drop(cdp);
+        let seen: Vec<String> = fake
+            .join()
+            .expect("fake browser")
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} {}",
+                    m["sessionId"].as_str().unwrap_or("-"),
+                    m["method"].as_str().unwrap_or("")
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                "F1 Network.enable",
+                "F1 Target.setAutoAttach",
+                "F1 Runtime.runIfWaitingForDebugger"
+            ]
+        );
     }
 
     /// A page of a document, a redirected image and a data: URL, as Chromium reports them.

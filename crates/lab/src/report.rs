@@ -407,6 +407,18 @@ pub fn html(r: &Results) -> String {
         }
         h.push_str("</table>");
     }
+    let tls = r.tls_upgrade_note();
+    if let Some((head, rows)) = tls.split_once('\n') {
+        let _ = write!(
+            h,
+            "<h2>Fetched over https by the browser</h2><p>{}</p><ul>",
+            esc(head)
+        );
+        for row in rows.lines() {
+            let _ = write!(h, "<li>{}</li>", esc(row.trim()));
+        }
+        h.push_str("</ul>");
+    }
     h.push_str("<h2>Charts</h2>");
     for svg in [plt, bd, air] {
         h.push_str("<div>");
@@ -466,6 +478,11 @@ mod tests {
                     bound_ms: 33_600.0,
                     efficiency: 0.336,
                     har: format!("har/cnn-{c}-{r}.har"),
+                    tls_upgrades: if c == "http11" {
+                        Vec::new()
+                    } else {
+                        vec!["www.cnn.com".into()]
+                    },
                 });
             }
         }
@@ -490,6 +507,10 @@ mod tests {
         assert!(
             h.contains("-49.5 %") || h.contains("-49.8 %"),
             "reduction shown"
+        );
+        assert!(
+            h.contains("<li>cnn: www.cnn.com (pipelining&lt;&amp;&gt;)</li>"),
+            "the pages the browser fetched over https, under which configuration"
         );
     }
 

@@ -47,6 +47,10 @@ pub struct LoadRecord {
     /// The HAR file of this load, relative to the results directory.
     #[serde(default)]
     pub har: String,
+    /// Hosts the browser fetched over https on its own although the page names them
+    /// http:// (Chromium's HSTS preload list; never the model).
+    #[serde(default)]
+    pub tls_upgrades: Vec<String>,
 }
 
 /// How one load used the link (DESIGN §7.5). The bound counts the load's own response
@@ -464,6 +468,44 @@ impl Results {
         rows
     }
 
+    /// Which pages' hosts the browser moved to https by itself, and under which
+    /// configurations, as text (empty when none did): through a proxy those requests are
+    /// CONNECT tunnels, so a configuration's result on such a page is not the proxy's work.
+    pub fn tls_upgrade_note(&self) -> String {
+        // (page, hosts, configs), in the order the loads ran.
+        let mut rows: Vec<(&str, Vec<&str>, Vec<&str>)> = Vec::new();
+        for l in self.loads.iter().filter(|l| !l.tls_upgrades.is_empty()) {
+            let i = match rows.iter().position(|r| r.0 == l.page) {
+                Some(i) => i,
+                None => {
+                    rows.push((&l.page, Vec::new(), Vec::new()));
+                    rows.len() - 1
+                }
+            };
+            let (_, hosts, configs) = &mut rows[i];
+            for h in &l.tls_upgrades {
+                if !hosts.contains(&h.as_str()) {
+                    hosts.push(h);
+                }
+            }
+            if !configs.contains(&l.config.as_str()) {
+                configs.push(&l.config);
+            }
+        }
+        if rows.is_empty() {
+            return String::new();
+        }
+        let mut t = String::from(
+            "Fetched over https by the browser itself, though the page names them http:// \
+             (Chromium's HSTS preload list); through a proxy these requests are CONNECT \
+             tunnels the proxy passes on untouched:\n",
+        );
+        for (page, hosts, configs) in rows {
+            t += &format!("  {page}: {} ({})\n", hosts.join(", "), configs.join(", "));
+        }
+        t
+    }
+
     /// Air bytes per configuration as text.
     pub fn air_table(&self) -> String {
         let mut t = format!(
@@ -583,6 +625,7 @@ mod tests {
             bound_ms: 0.0,
             efficiency: 0.0,
             har: String::new(),
+            tls_upgrades: Vec::new(),
         }
     }
 

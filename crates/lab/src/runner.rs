@@ -275,6 +275,7 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
                     bound_ms: link.bound_ms,
                     efficiency: link.efficiency,
                     har: format!("har/{har_name}"),
+                    tls_upgrades: load.tls_upgrades.clone(),
                 });
                 bar.inc(1);
             }

@@ -647,6 +647,94 @@ fn chromium_available(test: &str) -> bool {
     skip_unless_required(test, "WEBPEP_REQUIRE_CHROMIUM", reason)
 }
 
+/// A page whose name is on Chromium's HSTS preload list (all of `.dev` is), with an http://
+/// ad frame on another site: Chromium fetches the page over https on its own, and the frame,
+/// now cross-site, runs in a process of its own. Both loads record every object; the
+/// Chromium load says which host it upgraded.
+#[test]
+fn chromium_records_an_hsts_upgrade_and_a_cross_site_frame() {
+    let test = "chromium_records_an_hsts_upgrade_and_a_cross_site_frame";
+    if !netns_available(test) || !chromium_available(test) {
+        return;
+    }
+    let dir = TestDir::new("run-chromium-frames");
+    let mut w = CorpusWriter::create(&dir.join("corpus")).unwrap();
+    let mut object = |url: &str, content_type: &str, body: &[u8]| Object {
+        url: url.into(),
+        content_type: content_type.into(),
+        status: 200,
+        headers: vec![],
+        versions: vec![w.version(body, LM).unwrap()],
+    };
+    let banner: Vec<u8> = (0..2000u32).map(|b| (b * 13) as u8).collect();
+    let objects = vec![
+        object(
+            "http://www.frames.dev/",
+            "text/html",
+            b"<html><body><p>news</p><iframe src=\"http://ads.other.test/ad.html\"></iframe></body></html>",
+        ),
+        object(
+            "http://ads.other.test/ad.html",
+            "text/html",
+            b"<html><body><img src=\"http://ads.other.test/banner.gif\"></body></html>",
+        ),
+        object("http://ads.other.test/banner.gif", "image/gif", &banner),
+    ];
+    let corpus = w
+        .finish(&Manifest {
+            format_version: FORMAT_VERSION,
+            name: "frames".into(),
+            description: String::new(),
+            domains: vec!["www.frames.dev".into(), "ads.other.test".into()],
+            pages: vec![Page {
+                id: "frames".into(),
+                url: "http://www.frames.dev/".into(),
+                source: "test".into(),
+                objects,
+            }],
+        })
+        .unwrap();
+    let r = run(&options(corpus, &dir, &["http11", "chromium"])).expect("run");
+    eprintln!("{}\n{}", r.table(), r.tls_upgrade_note());
+    for l in &r.loads {
+        assert_eq!(l.errors, 0, "{}", l.config);
+        assert_eq!(
+            l.objects, 3,
+            "{}: the page, the frame and its image",
+            l.config
+        );
+        let har: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("out").join(&l.har)).unwrap()).unwrap();
+        let urls: Vec<&str> = har["log"]["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["request"]["url"].as_str().unwrap())
+            .collect();
+        assert!(
+            urls.contains(&"http://ads.other.test/banner.gif"),
+            "{}: {urls:?}",
+            l.config
+        );
+        let (page, upgrades) = match l.config.as_str() {
+            "chromium" => (
+                "https://www.frames.dev/",
+                vec!["www.frames.dev".to_string()],
+            ),
+            _ => ("http://www.frames.dev/", vec![]),
+        };
+        assert_eq!(urls[0], page, "{}", l.config);
+        assert_eq!(l.tls_upgrades, upgrades, "{}", l.config);
+        assert_eq!(
+            har["log"]["pages"][0]["_tlsUpgrades"],
+            serde_json::json!(upgrades)
+        );
+    }
+    assert!(r
+        .tls_upgrade_note()
+        .contains("frames: www.frames.dev (chromium)"));
+}
+
 /// DESIGN §7.4: real Chromium in `ue` loads the page over the emulated link, direct (its DNS
 /// crossing the air to the lab's resolver) and through the edge proxy, and its load is
 /// recorded like the browser model's.

@@ -1454,6 +1454,7 @@ impl Loader {
             dns_lookups,
             timed_out: st.timed_out,
             objects_dropped: st.dropped,
+            tls_upgrades: Vec::new(),
         }
     }
 }

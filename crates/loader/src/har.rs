@@ -178,6 +178,7 @@ impl PageLoad {
                     "_errors": self.errors(),
                     "_cacheHits": self.cache_hits(),
                     "_timedOut": self.timed_out,
+                    "_tlsUpgrades": self.tls_upgrades,
                 }],
                 "entries": self.objects.iter().map(|o| entry(self, o, page_id)).collect::<Vec<_>>(),
             }

@@ -171,6 +171,10 @@ pub struct PageLoad {
     pub timed_out: bool,
     /// References not followed because the page hit `max_objects`.
     pub objects_dropped: usize,
+    /// Hosts whose http:// URLs the browser fetched over https on its own (Chromium's HSTS
+    /// preload list); the model never does. Through a proxy such requests are CONNECT
+    /// tunnels, out of the proxy's reach.
+    pub tls_upgrades: Vec<String>,
 }
 
 impl PageLoad {
