@@ -378,7 +378,8 @@ fn measure_chromium(
         hosting.replay.set_visit(1);
     }
     std::thread::sleep(gap);
-    let before = topo.air.counters_now();
+    // Each load meets a trace from its start (a no-op on a constant-rate link).
+    let before = topo.air.restart_trace();
     let mut load = browser.load(&url, lc.page_timeout)?;
     // Let the last ACKs cross before reading the counters.
     std::thread::sleep(Duration::from_millis(50));
@@ -416,7 +417,8 @@ fn measure(
             replay.set_visit(1);
         }
         tokio::time::sleep(gap).await;
-        let before = air.counters_now();
+        // Each load meets a trace from its start (a no-op on a constant-rate link).
+        let before = air.restart_trace();
         let load = loader.load(&url).await;
         // Let the last ACKs cross before reading the counters.
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -85,6 +85,8 @@ enum Serializer {
 struct TraceCursor {
     trace: Arc<Trace>,
     time_scale: f64,
+    /// When the trace's millisecond 0 is (moved by [`Direction::restart_trace`]).
+    origin: SimTime,
     cycle: u64,
     index: usize,
     /// (time, bytes) left over in the last used opportunity.
@@ -94,7 +96,15 @@ struct TraceCursor {
 impl TraceCursor {
     fn time_of(&self, cycle: u64, index: usize) -> SimTime {
         let ms = cycle * self.trace.period_ms + self.trace.timestamps_ms[index];
-        SimTime::from_micros((ms as f64 * 1000.0 / self.time_scale).round() as u64)
+        self.origin + Duration::from_micros((ms as f64 * 1000.0 / self.time_scale).round() as u64)
+    }
+
+    /// Starts the trace over: its millisecond 0 is `at`, as when a Mahimahi shell starts.
+    fn restart(&mut self, at: SimTime) {
+        self.origin = at;
+        self.cycle = 0;
+        self.index = 0;
+        self.leftover = None;
     }
 
     fn current(&self) -> SimTime {
@@ -114,7 +124,7 @@ impl TraceCursor {
         if self.current() >= t {
             return;
         }
-        let t_ms = t.as_micros() as f64 * self.time_scale / 1000.0;
+        let t_ms = (t - self.origin).as_micros() as f64 * self.time_scale / 1000.0;
         let cycle = (t_ms / self.trace.period_ms as f64).floor() as u64;
         if cycle > self.cycle + 1 {
             self.cycle = cycle - 1;
@@ -260,6 +270,7 @@ impl<P> Direction<P> {
             Rate::Trace(t) => Serializer::Trace(TraceCursor {
                 trace: t.clone(),
                 time_scale: k,
+                origin: SimTime::ZERO,
                 cycle: 0,
                 index: 0,
                 leftover: None,
@@ -320,6 +331,15 @@ impl<P> Direction<P> {
 
     pub fn counters(&self) -> &Counters {
         &self.counters
+    }
+
+    /// A trace-driven direction starts its trace over at `now` (its first opportunity is then
+    /// `now` + the trace's first timestamp), so that loads started at different times meet
+    /// the same capacity, as each Mahimahi shell does. A constant rate is unchanged.
+    pub fn restart_trace(&mut self, now: SimTime) {
+        if let Serializer::Trace(c) = &mut self.serializer {
+            c.restart(now);
+        }
     }
 
     /// The latest `now` this direction has seen.

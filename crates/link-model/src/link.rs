@@ -91,6 +91,12 @@ impl<P> Link<P> {
         self.direction(side).counters()
     }
 
+    /// Both directions start their traces over at `now` (see [`Direction::restart_trace`]).
+    pub fn restart_trace(&mut self, now: SimTime) {
+        self.down.restart_trace(now);
+        self.up.restart_trace(now);
+    }
+
     pub fn set_event_log(&mut self, on: bool) {
         self.down.set_event_log(on);
         self.up.set_event_log(on);

@@ -108,6 +108,39 @@ fn trace_delivers_at_its_timestamps_and_loops() {
     assert_eq!(times, vec![10, 20, 20, 30, 40, 50]);
 }
 
+/// A load started later meets the trace from its beginning again, as a new Mahimahi shell
+/// would: a trace with a burst at its start and a gap after (here 3 opportunities in the
+/// first 30 ms, then none until 1000 ms).
+#[test]
+fn a_restarted_trace_offers_its_beginning_again() {
+    let trace = Trace::parse("10\n20\n30\n1000\n", "t").unwrap();
+    let rate = Rate::Trace(std::sync::Arc::new(trace));
+    let spec = plain(1.0, 0.0);
+    let fresh =
+        || -> Direction<u32> { Direction::new(&spec, &rate, 1.0, 1, 1, outage::Outages::none()) };
+    let times = |d: &mut Direction<u32>, from: u64| -> Vec<u64> {
+        let arrivals: Vec<_> = (0..3).map(|i| at(from, 1500, i)).collect();
+        drive(d, &arrivals)
+            .0
+            .iter()
+            .map(|(_, t)| t.as_micros() / 1000)
+            .collect()
+    };
+    // Without a restart, packets at 2500 ms fall in the gap of the third cycle.
+    let mut d = fresh();
+    assert_eq!(times(&mut d, 2500), vec![3000, 3010, 3020]);
+    // Restarted at 2500 ms, they meet the trace's opening burst, as at time 0.
+    let mut d = fresh();
+    d.restart_trace(ms(2500));
+    assert_eq!(times(&mut d, 2500), vec![2510, 2520, 2530]);
+    let mut d = fresh();
+    assert_eq!(times(&mut d, 0), vec![10, 20, 30]);
+    // A constant rate is not affected.
+    let mut c = dir(plain(12.0, 0.0));
+    c.restart_trace(ms(100));
+    assert_eq!(drive(&mut c, &[at(0, 1500, 1)]).0[0].1, ms(1000));
+}
+
 #[test]
 fn trace_opportunity_is_shared_by_small_packets_and_split_for_big_ones() {
     let trace = Trace::parse("10\n20\n30\n40\n", "t").unwrap();

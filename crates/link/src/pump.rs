@@ -140,6 +140,8 @@ struct SharedState {
     counters: LinkCounters,
     generation: u64,
     finished: bool,
+    /// Asked of the pump with the next snapshot: start the traces over first.
+    restart_trace: bool,
 }
 
 #[derive(Debug, Default)]
@@ -209,7 +211,20 @@ impl Pump {
 
     /// Asks the pump for a fresh snapshot and waits for it (up to one second).
     pub fn counters_now(&self) -> LinkCounters {
+        self.snapshot(false)
+    }
+
+    /// Starts a trace-driven link's traces over now, as a new Mahimahi shell would, and
+    /// returns the snapshot taken at that moment (a constant-rate link only gives the
+    /// snapshot). The lab calls it as each load starts, so that every load meets the same
+    /// capacity whenever it runs.
+    pub fn restart_trace(&self) -> LinkCounters {
+        self.snapshot(true)
+    }
+
+    fn snapshot(&self, restart_trace: bool) -> LinkCounters {
         let mut state = self.shared.lock();
+        state.restart_trace |= restart_trace;
         let target = state.generation + 1;
         self.request.signal();
         let deadline = Instant::now() + Duration::from_secs(1);
@@ -388,6 +403,9 @@ impl Worker {
             // 4. The shared snapshot.
             dirty |= progress;
             if requested || (dirty && last_snapshot.elapsed() >= self.options.snapshot_every) {
+                if requested && std::mem::take(&mut self.shared.lock().restart_trace) {
+                    self.link.restart_trace(now());
+                }
                 self.publish(
                     now(),
                     &write_errors,

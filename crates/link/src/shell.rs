@@ -274,6 +274,15 @@ impl RunningLink {
             .unwrap_or_default()
     }
 
+    /// Starts a trace-driven link's traces over now and returns the snapshot taken then (see
+    /// [`Pump::restart_trace`]).
+    pub fn restart_trace(&self) -> LinkCounters {
+        self.pump
+            .as_ref()
+            .map(|p| p.restart_trace())
+            .unwrap_or_default()
+    }
+
     /// Whether the pump thread is still running.
     pub fn is_running(&self) -> bool {
         self.pump.as_ref().is_some_and(|p| p.is_running())

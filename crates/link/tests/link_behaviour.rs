@@ -202,3 +202,39 @@ fn trace_profile_delivers_the_trace_rate() {
     trace_rate_matches(&p, &trace, 2.0);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The lab restarts a trace as each load starts, as each Mahimahi shell does: a probe sent
+/// into the trace's dead time waits for the next cycle; right after a restart it meets the
+/// trace's opening burst.
+#[test]
+fn a_restarted_trace_starts_over_for_the_next_load() {
+    if !can_run("a_restarted_trace_starts_over_for_the_next_load") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("webpep-restart-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // Down: 50 opportunities in the first 50 ms, then none until the period ends at 20 s.
+    let mut down: String = (1..=50).map(|t| format!("{t}\n")).collect();
+    down += "20000\n";
+    // Up: one opportunity every millisecond.
+    let up: String = (1..=20000).map(|t| format!("{t}\n")).collect();
+    let (d, u) = (dir.join("burst.down"), dir.join("steady.up"));
+    std::fs::write(&d, down).unwrap();
+    std::fs::write(&u, up).unwrap();
+    let p = resolve(&format!("trace:{},{}", d.display(), u.display())).expect("trace profile");
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let bed = ProbeBed::start(&p, 10.0, 1).expect("link");
+    let mut pinger = bed.pinger().expect("pinger");
+    let timeout = bed.scaled(40.0);
+    thread::sleep(bed.scaled(2.0));
+    let in_the_gap = pinger.ping(timeout).expect("ping").expect("an answer");
+    bed.link.restart_trace();
+    let after_restart = pinger.ping(timeout).expect("ping").expect("an answer");
+    let (gap_ms, fresh_ms) = (bed.unscaled_ms(in_the_gap), bed.unscaled_ms(after_restart));
+    eprintln!(
+        "RTT in the trace's dead time {gap_ms:.0} ms; right after a restart {fresh_ms:.0} ms"
+    );
+    assert!(gap_ms > 15_000.0, "waited for the next cycle: {gap_ms}");
+    assert!(fresh_ms < 2_000.0, "met the opening burst: {fresh_ms}");
+}
