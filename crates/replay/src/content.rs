@@ -28,6 +28,8 @@ pub struct Ask<'a> {
     pub host: Option<&'a str>,
     /// Origin-form target (`/path?query`) or absolute-form (`http://host/path`).
     pub target: &'a str,
+    /// The request came over TLS: an origin-form target names an https:// object.
+    pub secure: bool,
     pub if_none_match: Option<&'a str>,
     pub if_modified_since: Option<&'a str>,
 }
@@ -55,7 +57,9 @@ const NOT_MODIFIED_HEADERS: &[&str] = &["cache-control", "expires", "vary", "con
 /// The corpus, ready to serve.
 pub(crate) struct Site {
     objects: Vec<Object>,
-    index: HashMap<(String, String), usize>,
+    /// (https?, host, target) → object: a site may answer http:// and https:// differently
+    /// (a capture's http:// page is often a redirect to its https:// one).
+    index: HashMap<(bool, String, String), usize>,
     bodies: HashMap<String, Result<Bytes, String>>,
     domains: Vec<String>,
 }
@@ -95,7 +99,11 @@ impl Site {
                     continue;
                 };
                 let host = normalize_host(host);
-                let key = (host.clone(), request_target(&o.url).into_owned());
+                let key = (
+                    o.url.starts_with("https://"),
+                    host.clone(),
+                    request_target(&o.url).into_owned(),
+                );
                 if index.contains_key(&key) {
                     continue; // the same URL in two pages is the same object
                 }
@@ -143,6 +151,16 @@ impl Site {
         self.objects.len()
     }
 
+    /// The object at `host` + `path` under the request's scheme, else under the other one: a
+    /// corpus that names only http:// URLs (a 2003 page) is served over TLS too (h2, and
+    /// names a browser upgrades to https itself), and an https:// capture over plain HTTP.
+    fn find(&self, https: bool, host: &str, path: &str) -> Option<&usize> {
+        let key = |s: bool| (s, host.to_string(), path.to_string());
+        self.index
+            .get(&key(https))
+            .or_else(|| self.index.get(&key(!https)))
+    }
+
     /// The response to `ask` at visit `visit`. `fallback_host` is used when the request names
     /// no host (the listener's domain, or the TLS SNI).
     pub(crate) fn respond(
@@ -161,23 +179,27 @@ impl Site {
             return r;
         }
         let absolute_target;
-        let (host, path) =
+        let (host, path, https) =
             if ask.target.starts_with("http://") || ask.target.starts_with("https://") {
                 absolute_target = request_target(ask.target);
-                (host_of(ask.target), &*absolute_target)
+                (
+                    host_of(ask.target),
+                    &*absolute_target,
+                    ask.target.starts_with("https://"),
+                )
             } else {
-                (ask.host.or(fallback_host), ask.target)
+                (ask.host.or(fallback_host), ask.target, ask.secure)
             };
         let Some(host) = host else {
             return simple(400, "bad request: no Host\n");
         };
         let mut host = normalize_host(host);
-        let mut found = self.index.get(&(host.clone(), path.to_string()));
+        let mut found = self.find(https, &host, path);
         if found.is_none() && host.parse::<std::net::IpAddr>().is_ok() {
             // A client that connected by address: the listener's domain names the site.
             if let Some(domain) = fallback_host {
                 host = normalize_host(domain);
-                found = self.index.get(&(host.clone(), path.to_string()));
+                found = self.find(https, &host, path);
             }
         }
         let Some(&i) = found else {
@@ -364,6 +386,7 @@ mod tests {
             method: "GET",
             host: None,
             target: "/",
+            secure: false,
             if_none_match: inm,
             if_modified_since: ims,
         };

@@ -461,7 +461,7 @@ impl ReplayServer {
         let result = match tls {
             None => {
                 let mut io = io;
-                self.h1_loop(&mut io, &conn, domain.as_deref(), &cancel)
+                self.h1_loop(&mut io, &conn, domain.as_deref(), false, &cancel)
                     .await
             }
             Some(acceptor) => {
@@ -499,7 +499,7 @@ impl ReplayServer {
                         } else {
                             conn.protocol
                                 .store(Protocol::Http1Tls.as_u8(), Ordering::SeqCst);
-                            self.h1_loop(&mut stream, &conn, fallback.as_deref(), &cancel)
+                            self.h1_loop(&mut stream, &conn, fallback.as_deref(), true, &cancel)
                                 .await
                         }
                     }
@@ -542,6 +542,7 @@ impl ReplayServer {
         io: &mut S,
         conn: &ConnInfo,
         fallback: Option<&str>,
+        secure: bool,
         cancel: &CancellationToken,
     ) -> io::Result<()>
     where
@@ -588,6 +589,7 @@ impl ReplayServer {
                                     method: &head.method,
                                     host: head.host.as_deref(),
                                     target: &head.target,
+                                    secure,
                                     if_none_match: head.if_none_match.as_deref(),
                                     if_modified_since: head.if_modified_since.as_deref(),
                                 },
@@ -723,6 +725,7 @@ impl ReplayServer {
                 method,
                 host: host.as_deref(),
                 target,
+                secure: true,
                 if_none_match: inm.as_deref(),
                 if_modified_since: ims.as_deref(),
             },

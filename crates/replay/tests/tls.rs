@@ -185,6 +185,20 @@ fn http_1_1_over_tls_and_a_reloaded_ca() {
         assert!(all.windows(HTML0.len()).any(|w| w == HTML0));
         assert!(all.ends_with(GIF));
 
+        // Over TLS an https:// object answers; its http:// twin is a redirect (tests/http.rs).
+        let mut tls = connect(&site, ALPHA, &[b"http/1.1"]).await;
+        tls.write_all(b"GET /old HTTP/1.1\r\nHost: www.alpha.test\r\nConnection: close\r\n\r\n")
+            .await
+            .expect("write");
+        let mut all = Vec::new();
+        tls.read_to_end(&mut all).await.expect("read");
+        assert!(
+            all.starts_with(b"HTTP/1.1 200 OK\r\n"),
+            "{}",
+            String::from_utf8_lossy(&all)
+        );
+        assert!(all.ends_with(CSS));
+
         // No ALPN at all: HTTP/1.1.
         let mut tls = connect(&site, ALPHA, &[]).await;
         tls.write_all(
@@ -208,6 +222,7 @@ fn http_1_1_over_tls_and_a_reloaded_ca() {
     let stats = site.server.stats();
     assert_eq!(stats.per_connection[0].protocol, Protocol::Http1Tls);
     assert_eq!(stats.per_connection[0].requests, 2);
+    assert_eq!(stats.per_connection[1].requests, 1);
     // The server sees the failed handshake a moment after the client gives up.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     while site.server.stats().tls_failures == 0 && std::time::Instant::now() < deadline {

@@ -41,6 +41,7 @@ pub fn tiny_corpus(dir: &Path) -> Corpus {
     let html0 = w.version(HTML0, LM0).expect("v");
     let html1 = w.version(HTML1, LM1).expect("v");
     let css = w.version(CSS, LM0).expect("v");
+    let css_again = w.version(CSS, LM0).expect("v");
     let gif = w.version(GIF, LM0).expect("v");
     let missing = Version {
         body: "ab".repeat(32),
@@ -90,6 +91,14 @@ pub fn tiny_corpus(dir: &Path) -> Corpus {
                     vec![missing],
                 ),
                 redirect,
+                // The same host and path over https is another object (a capture's http://
+                // URL often redirects to its https:// twin).
+                object(
+                    "https://www.alpha.test/old",
+                    "text/css",
+                    vec![],
+                    vec![css_again],
+                ),
             ],
         }],
     };
