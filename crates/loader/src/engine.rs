@@ -1369,13 +1369,25 @@ impl Loader {
         o.decoder = None;
         o.response = Some(Response { body: None, ..resp });
         if let (true, Some(loc)) = (is_main, location) {
-            if redirects < self.cfg.max_redirects {
-                if let Some(id) =
-                    self.add_object(st, loc, ResourceKind::Document, Some(oid), 0, true)
-                {
-                    st.objs[id].redirects = redirects + 1;
-                    st.main = id;
+            // A page that never arrives is an error on its last redirect, as a browser's
+            // ERR_TOO_MANY_REDIRECTS is.
+            let failed = if redirects >= self.cfg.max_redirects {
+                Some(format!("more than {} redirects", self.cfg.max_redirects))
+            } else {
+                let at = loc.to_string();
+                match self.add_object(st, loc, ResourceKind::Document, Some(oid), 0, true) {
+                    Some(id) => {
+                        st.objs[id].redirects = redirects + 1;
+                        st.main = id;
+                        None
+                    }
+                    // Not added: over max_objects (counted as dropped), or already fetched.
+                    None if st.objs.len() >= self.cfg.max_objects => None,
+                    None => Some(format!("redirect loop: {at} was already fetched")),
                 }
+            };
+            if let Some(why) = failed {
+                st.objs[oid].error = Some(FetchError::Redirects(why));
             }
             return;
         }

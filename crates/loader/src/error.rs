@@ -58,6 +58,9 @@ pub enum FetchError {
     /// The page has more objects than the configured maximum; this one was not fetched.
     #[error("too many objects on the page (limit {0})")]
     TooManyObjects(usize),
+    /// The main page redirected in a loop or more often than the limit.
+    #[error("{0}")]
+    Redirects(String),
     /// A real browser's own error for the request (Chromium's `net::ERR_…` text).
     #[error("browser: {0}")]
     Browser(String),
@@ -84,6 +87,7 @@ impl FetchError {
             FetchError::Io(_) => "io",
             FetchError::PageTimeout => "page-timeout",
             FetchError::TooManyObjects(_) => "too-many-objects",
+            FetchError::Redirects(_) => "redirects",
             FetchError::Browser(_) => "browser",
         }
     }

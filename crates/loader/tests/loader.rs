@@ -390,6 +390,47 @@ async fn pipelining_resends_after_server_closes() {
     assert_eq!(answered.len(), 16);
 }
 
+/// A page that redirects to itself (a capture's https:// twin served as the redirect again),
+/// or past the limit, is an error on its last redirect, not a quiet empty page.
+#[tokio::test(flavor = "current_thread")]
+async fn a_redirect_loop_and_too_many_redirects_are_errors() {
+    let routes = Routes::default();
+    let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
+    let dns = dns_ttl30(&[("www.test", ip(2))]).await;
+    let base = format!("http://www.test:{}", srv.addr.port());
+    routes.add("www.test", "/a", Route::redirect(301, "/b"));
+    routes.add("www.test", "/b", Route::redirect(302, "/a"));
+    for i in 0..20 {
+        routes.add(
+            "www.test",
+            &format!("/r{i}"),
+            Route::redirect(302, &format!("/r{}", i + 1)),
+        );
+    }
+    let page = load_page(&format!("{base}/a"), &cfg(Policy::http11(), &dns)).await;
+    assert_eq!(page.objects.len(), 2);
+    assert_eq!(page.errors(), 1);
+    let e = page.objects[1]
+        .error
+        .as_ref()
+        .expect("the loop is an error");
+    assert_eq!(e.kind(), "redirects");
+    assert_eq!(
+        e.to_string(),
+        format!("redirect loop: {base}/a was already fetched")
+    );
+
+    let c = cfg(Policy::http11(), &dns);
+    let page = load_page(&format!("{base}/r0"), &c).await;
+    assert_eq!(page.objects.len(), c.max_redirects + 1);
+    let last = page.objects.last().unwrap();
+    assert_eq!(
+        last.error.as_ref().map(|e| e.to_string()),
+        Some(format!("more than {} redirects", c.max_redirects))
+    );
+    assert_eq!(page.errors(), 1);
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn redirects_followed_for_the_main_page_only() {
     let routes = Routes::default();
