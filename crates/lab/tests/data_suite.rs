@@ -89,7 +89,8 @@ fn a_real_page_over_a_real_trace_direct_and_through_the_edge_proxy() {
         proxied.air_down_bytes,
         direct.air_down_bytes
     );
-    let webp_or_smaller_images = har_of(&out, &proxied.har)["log"]["entries"]
+    // The text came compressed by the proxy (60 of the 138 responses when this was written).
+    let compressed = har_of(&out, &proxied.har)["log"]["entries"]
         .as_array()
         .unwrap()
         .iter()
@@ -103,11 +104,10 @@ fn a_real_page_over_a_real_trace_direct_and_through_the_edge_proxy() {
                         .as_str()
                         .unwrap()
                         .eq_ignore_ascii_case("content-encoding")
-                        || h["value"].as_str().unwrap().starts_with("image/")
                 })
         })
         .count();
-    assert!(webp_or_smaller_images > 50, "{webp_or_smaller_images}");
+    assert!(compressed > 30, "{compressed} compressed responses");
 
     // Real Chromium runs the page's real scripts through the proxy. What it asks for beyond
     // the capture is an error only where the capture has no such host (its scripts build
