@@ -72,6 +72,17 @@ pub struct Chromium {
     via_proxy: bool,
 }
 
+/// For tests that need Chromium: true when it is installed; otherwise prints `SKIP:` and
+/// returns false, or fails the test when `WEBPEP_REQUIRE_CHROMIUM=1` (CI).
+pub fn available_for_test(test: &str) -> bool {
+    find_binary(None).is_some_and(|b| b.exists())
+        || webpep_link::testing::skip_unless_required(
+            test,
+            "WEBPEP_REQUIRE_CHROMIUM",
+            "no Chromium (apt-get install chromium, or set WEBPEP_CHROMIUM)",
+        )
+}
+
 /// The flags of a quiet, reproducible headless browser: no sandbox (the lab runs as root),
 /// no GPU, no QUIC (the lab serves TCP), nothing fetched in the background, no HTTPS upgrade
 /// attempts on the corpus's http:// pages (they would cost a TLS handshake over the air).

@@ -407,15 +407,21 @@ pub fn html(r: &Results) -> String {
         }
         h.push_str("</table>");
     }
-    let tls = r.tls_upgrade_note();
-    if let Some((head, rows)) = tls.split_once('\n') {
+    let tls = r.tls_upgrades();
+    if !tls.is_empty() {
         let _ = write!(
             h,
-            "<h2>Fetched over https by the browser</h2><p>{}</p><ul>",
-            esc(head)
+            "<h2>Fetched over https by the browser</h2><p>{}.</p><ul>",
+            esc(crate::results::TLS_UPGRADES_HEAD)
         );
-        for row in rows.lines() {
-            let _ = write!(h, "<li>{}</li>", esc(row.trim()));
+        for (page, hosts, configs) in tls {
+            let _ = write!(
+                h,
+                "<li>{}: {} ({})</li>",
+                esc(page),
+                esc(&hosts.join(", ")),
+                esc(&configs.join(", "))
+            );
         }
         h.push_str("</ul>");
     }

@@ -303,6 +303,11 @@ impl Results {
     }
 }
 
+/// What the list of [`Results::tls_upgrades`] says, in the text tables and the report.
+pub const TLS_UPGRADES_HEAD: &str = "Fetched over https by the browser itself, though the page \
+    names them http:// (Chromium's HSTS preload list); through a proxy these requests are \
+    CONNECT tunnels the proxy passes on untouched";
+
 /// Air bytes over all pages of a run, per configuration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AirTotal {
@@ -469,10 +474,10 @@ impl Results {
     }
 
     /// Which pages' hosts the browser moved to https by itself, and under which
-    /// configurations, as text (empty when none did): through a proxy those requests are
-    /// CONNECT tunnels, so a configuration's result on such a page is not the proxy's work.
-    pub fn tls_upgrade_note(&self) -> String {
-        // (page, hosts, configs), in the order the loads ran.
+    /// configurations: `(page, hosts, configs)` in the order the loads ran. Through a proxy
+    /// those requests are CONNECT tunnels, so a configuration's result on such a page is not
+    /// the proxy's work.
+    pub fn tls_upgrades(&self) -> Vec<(&str, Vec<&str>, Vec<&str>)> {
         let mut rows: Vec<(&str, Vec<&str>, Vec<&str>)> = Vec::new();
         for l in self.loads.iter().filter(|l| !l.tls_upgrades.is_empty()) {
             let i = match rows.iter().position(|r| r.0 == l.page) {
@@ -492,14 +497,16 @@ impl Results {
                 configs.push(&l.config);
             }
         }
+        rows
+    }
+
+    /// [`Results::tls_upgrades`] as text, empty when the browser upgraded nothing.
+    pub fn tls_upgrade_note(&self) -> String {
+        let rows = self.tls_upgrades();
         if rows.is_empty() {
             return String::new();
         }
-        let mut t = String::from(
-            "Fetched over https by the browser itself, though the page names them http:// \
-             (Chromium's HSTS preload list); through a proxy these requests are CONNECT \
-             tunnels the proxy passes on untouched:\n",
-        );
+        let mut t = format!("{TLS_UPGRADES_HEAD}:\n");
         for (page, hosts, configs) in rows {
             t += &format!("  {page}: {} ({})\n", hosts.join(", "), configs.join(", "));
         }

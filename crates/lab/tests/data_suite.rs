@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use webpep_corpus::import;
 use webpep_lab::configs;
 use webpep_lab::runner::{run, RunOptions};
-use webpep_link::testing::{netns_available, skip_unless_required};
+use webpep_link::testing::netns_available;
 
 /// `shared/data` found among the ancestors of the current directory.
 fn data_dir() -> PathBuf {
@@ -29,15 +29,6 @@ impl Drop for TestDir {
     }
 }
 
-fn chromium_available(test: &str) -> bool {
-    webpep_lab::chromium::find_binary(None).is_some_and(|b| b.exists())
-        || skip_unless_required(
-            test,
-            "WEBPEP_REQUIRE_CHROMIUM",
-            "no Chromium (apt-get install chromium, or set WEBPEP_CHROMIUM)",
-        )
-}
-
 fn har_of(out: &Path, har: &str) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(out.join(har)).expect("HAR")).expect("HAR JSON")
 }
@@ -45,7 +36,7 @@ fn har_of(out: &Path, har: &str) -> serde_json::Value {
 #[test]
 fn a_real_page_over_a_real_trace_direct_and_through_the_edge_proxy() {
     let test = "a_real_page_over_a_real_trace_direct_and_through_the_edge_proxy";
-    if !netns_available(test) || !chromium_available(test) {
+    if !netns_available(test) || !webpep_lab::chromium::available_for_test(test) {
         return;
     }
     let dir = TestDir(std::env::temp_dir().join(format!("webpep-lab-data-{}", std::process::id())));

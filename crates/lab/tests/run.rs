@@ -639,14 +639,6 @@ fn peer_proxies_run_at_the_edge_in_place_of_webpep() {
     assert!(left.is_empty(), "peer directories left behind");
 }
 
-fn chromium_available(test: &str) -> bool {
-    if webpep_lab::chromium::find_binary(None).is_some_and(|b| b.exists()) {
-        return true;
-    }
-    let reason = "no Chromium (apt-get install chromium, or set WEBPEP_CHROMIUM)";
-    skip_unless_required(test, "WEBPEP_REQUIRE_CHROMIUM", reason)
-}
-
 /// A page whose name is on Chromium's HSTS preload list (all of `.dev` is), with an http://
 /// ad frame on another site: Chromium fetches the page over https on its own, and the frame,
 /// now cross-site, runs in a process of its own. Both loads record every object; the
@@ -654,7 +646,7 @@ fn chromium_available(test: &str) -> bool {
 #[test]
 fn chromium_records_an_hsts_upgrade_and_a_cross_site_frame() {
     let test = "chromium_records_an_hsts_upgrade_and_a_cross_site_frame";
-    if !netns_available(test) || !chromium_available(test) {
+    if !netns_available(test) || !webpep_lab::chromium::available_for_test(test) {
         return;
     }
     let dir = TestDir::new("run-chromium-frames");
@@ -741,7 +733,7 @@ fn chromium_records_an_hsts_upgrade_and_a_cross_site_frame() {
 #[test]
 fn real_chromium_loads_the_page_direct_and_through_the_edge_proxy() {
     let test = "real_chromium_loads_the_page_direct_and_through_the_edge_proxy";
-    if !netns_available(test) || !chromium_available(test) {
+    if !netns_available(test) || !webpep_lab::chromium::available_for_test(test) {
         return;
     }
     let dir = TestDir::new("run-chromium");
