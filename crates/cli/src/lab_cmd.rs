@@ -367,6 +367,8 @@ pub fn run_cmd(args: LabArgs) -> Result<u8> {
                 c.manifest.pages.len(),
                 out.display()
             );
+            // What the import made of the input (skipped entries, runs merged as visits).
+            println!("{}", c.manifest.description);
             Ok(0)
         }
     }

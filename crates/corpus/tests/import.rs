@@ -301,6 +301,130 @@ fn har_without_pages_and_bad_files() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// An entry of page `pageref` with a text body.
+fn text_entry(pageref: &str, url: &str, mime: &str, text: &str) -> serde_json::Value {
+    let mut e = entry(url, 200, mime, text.len() as i64);
+    e["pageref"] = json!(pageref);
+    e["response"]["content"]["text"] = json!(text);
+    e
+}
+
+#[test]
+fn har_runs_of_one_url_are_visits_and_repeat_views_are_skipped() {
+    let dir = tmp("har-runs");
+    let root = "http://www.example.test/";
+    let css = "http://www.example.test/s.css";
+    let img = "http://img.example.test/a.jpg";
+    let new_img = "http://img.example.test/new.jpg";
+    let html1 = "<html><head><link rel=stylesheet href=s.css></head><body>\
+                 <img src=http://img.example.test/a.jpg>morning</body></html>";
+    let html2 = "<html><head><link rel=stylesheet href=s.css></head><body>\
+                 <img src=http://img.example.test/a.jpg><img src=http://img.example.test/new.jpg>\
+                 noon</body></html>";
+    let page = |id: &str, title: &str, cached: i64| {
+        json!({"id": id, "title": title, "_cached": cached,
+        "startedDateTime": "2015-08-20T14:50:21.123Z", "pageTimings": {}})
+    };
+    let mut entries = vec![
+        // Run 1, first view.
+        text_entry("page_1_0", root, "text/html", html1),
+        text_entry("page_1_0", css, "text/css", "body{color:red}"),
+        entry(img, 200, "image/jpeg", 3000),
+        // Run 1, repeat view: the document again, the rest 304.
+        text_entry("page_1_1", root, "text/html", html1),
+        entry(css, 304, "text/css", 0),
+        // Run 2, first view: a new headline, a changed stylesheet, one more image.
+        text_entry("page_2_0", root, "text/html", html2),
+        text_entry("page_2_0", css, "text/css", "body{color:blue}"),
+        entry(img, 200, "image/jpeg", 3000),
+        entry(new_img, 200, "image/jpeg", 2000),
+        // Run 3, first view: only the document changed.
+        text_entry("page_3_0", root, "text/html", html1),
+        text_entry("page_3_0", css, "text/css", "body{color:blue}"),
+        entry(img, 200, "image/jpeg", 3000),
+        // Another page altogether.
+        text_entry(
+            "page_4_0",
+            "http://other.example.test/",
+            "text/html",
+            "<p>other</p>",
+        ),
+    ];
+    entries[2]["pageref"] = json!("page_1_0");
+    entries[4]["pageref"] = json!("page_1_1");
+    for i in [7, 8] {
+        entries[i]["pageref"] = json!("page_2_0");
+    }
+    entries[11]["pageref"] = json!("page_3_0");
+    let file = dir.join("wpt.har");
+    let har = json!({"log": {"version": "1.2", "creator": {"name": "WebPagetest", "version": "x"},
+        "pages": [page("page_1_0", "Run 1, First View for http://www.example.test/", 0),
+                  page("page_1_1", "Run 1, Repeat View for http://www.example.test/", 1),
+                  page("page_2_0", "Run 2, First View for http://www.example.test/", 0),
+                  page("page_3_0", "Run 3, First View for http://www.example.test/", 0),
+                  page("page_4_0", "Other", 0)],
+        "entries": entries}});
+    std::fs::write(&file, serde_json::to_vec(&har).unwrap()).unwrap();
+    let c = import::import_har(&file, &dir.join("c"), "wpt").unwrap();
+    let ids: Vec<&str> = c.manifest.pages.iter().map(|p| p.id.as_str()).collect();
+    assert_eq!(ids, ["wpt-1", "wpt-5"], "{}", c.manifest.description);
+    let d = &c.manifest.description;
+    assert!(
+        d.contains("2 further loads") && d.contains("1 repeat views"),
+        "{d}"
+    );
+    let p = c.manifest.page("wpt-1").unwrap();
+    assert_eq!(p.url, root);
+    let urls: Vec<&str> = p.objects.iter().map(|o| o.url.as_str()).collect();
+    assert_eq!(urls, [root, css, img, new_img]);
+    let body_at = |url: &str, visit: usize| {
+        let o = obj(p, url);
+        String::from_utf8(c.body(&o.version(visit).body).unwrap()).unwrap()
+    };
+    // Visit k gets run k's bodies; the last run's stay for later visits.
+    assert_eq!(body_at(root, 0), html1);
+    assert_eq!(body_at(root, 1), html2);
+    assert_eq!(body_at(root, 2), html1);
+    assert_eq!(body_at(root, 7), html1);
+    assert_eq!(body_at(css, 0), "body{color:red}");
+    assert_eq!(body_at(css, 1), "body{color:blue}");
+    assert_eq!(body_at(css, 2), "body{color:blue}");
+    // Unchanged objects keep one version; the versions' validators follow their bodies.
+    assert_eq!(obj(p, img).versions.len(), 1);
+    assert_eq!(obj(p, root).versions.len(), 3);
+    assert_ne!(obj(p, css).version(0).etag, obj(p, css).version(1).etag);
+    // Visit 1's document references the new image, visit 0's does not.
+    let found = |visit: usize| -> HashSet<String> {
+        scan::discover(&p.url, |u| {
+            p.objects.iter().find(|o| o.url == u).map(|o| {
+                (
+                    o.content_type.clone(),
+                    c.body(&o.version(visit).body).unwrap(),
+                )
+            })
+        })
+        .into_iter()
+        .map(|x| x.url)
+        .collect()
+    };
+    assert!(!found(0).contains(new_img) && found(1).contains(new_img));
+    assert!(
+        p.source.contains("page_2_0 imported as visit 2"),
+        "{}",
+        p.source
+    );
+
+    // A file of repeat views alone is imported as it is.
+    let only = dir.join("repeat.har");
+    let har = json!({"log": {"version": "1.2",
+        "pages": [page("page_1_1", "Run 1, Repeat View for http://www.example.test/", 1)],
+        "entries": [text_entry("page_1_1", root, "text/html", html1)]}});
+    std::fs::write(&only, serde_json::to_vec(&har).unwrap()).unwrap();
+    let c = import::import_har(&only, &dir.join("c2"), "rv").unwrap();
+    assert_eq!(c.manifest.pages.len(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 // ---------------------------------------------------------------------------------------------
 // WARC
 

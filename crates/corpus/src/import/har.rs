@@ -1,7 +1,12 @@
 //! HAR 1.2 import.
 //!
 //! Pages come from `log.pages` (one page for the whole file when there are none); a page's
-//! objects are its entries in file order (the first entry is the page's root). An entry gives
+//! objects are its entries in file order (the first entry is the page's root). A later page
+//! with the same root URL (another run of the same load, as WebPageTest records 3) is not a
+//! page of its own: it becomes the page's next visit, each object whose body changed getting
+//! a version (visit k gets run k's body) and objects new in it joining the page. Repeat views
+//! (reloads with a warm cache: WebPageTest's `_cached` pages) are skipped, since the lab's
+//! `-warm` configurations measure revisits. An entry gives
 //! URL, MIME type, status and size; its body comes from `content.text` (base64 when
 //! `content.encoding` says so) when present and of plausible size (between half and twice the
 //! declared size), and is synthesized of the right type and size otherwise. The page's
@@ -13,6 +18,7 @@
 //! over [`MAX_OBJECT_BYTES`] are capped with a warning, and the import stops with an error
 //! when the stored bodies pass [`MAX_IMPORT_BYTES`] in all.
 
+use std::collections::HashMap;
 use std::fs;
 use std::path::Path;
 
@@ -224,6 +230,18 @@ fn entry(e: &Value, notes: &mut Notes) -> Result<Option<Item>, String> {
     }))
 }
 
+/// Whether a HAR page is a reload with a warm cache: WebPageTest marks its repeat views with
+/// `_cached` and says so in the title.
+fn is_repeat_view(page: &Value) -> bool {
+    let cached = match page.get("_cached") {
+        Some(Value::Bool(b)) => *b,
+        Some(Value::Number(x)) => x.as_f64().is_some_and(|x| x != 0.0),
+        Some(Value::String(x)) => x.trim() == "1" || x.trim().eq_ignore_ascii_case("true"),
+        _ => false,
+    };
+    cached || s(page, "title").is_some_and(|t| t.to_ascii_lowercase().contains("repeat view"))
+}
+
 /// Imports a HAR 1.2 file as corpus `name` in `out_dir`.
 pub fn import_har(path: &Path, out_dir: &Path, name: &str) -> Result<Corpus, CorpusError> {
     import_har_limited(path, out_dir, name, Limits::default())
@@ -259,6 +277,8 @@ pub(crate) fn import_har_limited(
     struct PageIn<'a> {
         har_id: Option<String>,
         title: String,
+        /// A reload with a warm cache (WebPageTest's repeat view).
+        repeat_view: bool,
         entries: Vec<&'a Value>,
     }
     let mut pages: Vec<PageIn> = log
@@ -269,6 +289,7 @@ pub(crate) fn import_har_limited(
                 .map(|p| PageIn {
                     har_id: s(p, "id").map(str::to_string),
                     title: s(p, "title").unwrap_or("").to_string(),
+                    repeat_view: is_repeat_view(p),
                     entries: Vec::new(),
                 })
                 .collect()
@@ -279,6 +300,7 @@ pub(crate) fn import_har_limited(
         pages.push(PageIn {
             har_id: None,
             title: String::new(),
+            repeat_view: false,
             entries: entries.iter().collect(),
         });
     } else {
@@ -298,9 +320,25 @@ pub(crate) fn import_har_limited(
     }
 
     let mut b = Builder::new(out_dir, path, limits)?;
-    let single = pages.len() == 1;
+    // One page id without a number when every page is a load of the same URL.
+    let roots: std::collections::HashSet<&str> = pages
+        .iter()
+        .filter(|p| !p.repeat_view)
+        .filter_map(|p| p.entries.first().and_then(|e| s(e.get("request")?, "url")))
+        .collect();
+    let single = pages.len() == 1 || roots.len() == 1;
     let mut skipped_pages = 0;
+    let mut repeat_views = 0;
+    let mut further_runs = 0;
+    // Root URL → (index of the imported page, runs of it so far).
+    let mut runs: HashMap<String, (usize, usize)> = HashMap::new();
+    // A file of repeat views alone is imported as it is.
+    let first_views = pages.iter().any(|p| !p.repeat_view);
     for (pi, p) in pages.iter().enumerate() {
+        if p.repeat_view && first_views {
+            repeat_views += 1;
+            continue;
+        }
         let mut notes = Notes::default();
         if pi == 0 && orphans > 0 {
             notes.note(format!(
@@ -329,10 +367,14 @@ pub(crate) fn import_har_limited(
         let doc = items
             .iter()
             .position(|i| (200..300).contains(&i.status) && is_html(&i.mime) && !i.bodiless);
+        // A later run of a page already imported (same root URL) becomes its next version.
+        let run_of = runs.get(&items[0].url).copied();
+        let run = run_of.map_or(0, |(_, n)| n);
         let mut synthesized = 0;
         let mut objects = Vec::with_capacity(items.len());
         for (k, it) in items.iter().enumerate() {
-            if let Some(o) = b.get(&it.url) {
+            let known = b.get(&it.url).cloned();
+            if let (Some(o), None) = (&known, run_of) {
                 objects.push(o.clone());
                 continue;
             }
@@ -361,6 +403,11 @@ pub(crate) fn import_har_limited(
                     }
                 }
             };
+            if let Some(o) = known {
+                b.add_run_version(&it.url, run, &body, &it.last_modified)?;
+                objects.push(o);
+                continue;
+            }
             objects.push(b.add_object(
                 &it.url,
                 &it.mime,
@@ -375,6 +422,18 @@ pub(crate) fn import_har_limited(
                 "{synthesized} bodies not in the HAR synthesized of the declared type and size"
             ));
         }
+        if let Some((index, n)) = run_of {
+            further_runs += 1;
+            runs.insert(items[0].url.clone(), (index, n + 1));
+            let note = format!(
+                "; HAR page {} imported as visit {} (objects whose body changed got a version)",
+                p.har_id.as_deref().unwrap_or("(none)"),
+                n + 1
+            );
+            b.extend_page(index, objects, &note);
+            continue;
+        }
+        runs.insert(items[0].url.clone(), (b.page_count(), 1));
         let id = if single {
             b.unique_id(name)
         } else {
@@ -400,6 +459,18 @@ pub(crate) fn import_har_limited(
     if skipped_pages > 0 {
         desc.push_str(&format!(
             "; {skipped_pages} pages without usable entries skipped"
+        ));
+    }
+    if further_runs > 0 {
+        desc.push_str(&format!(
+            "; {further_runs} further loads of a page already imported became its later \
+             visits (versions)"
+        ));
+    }
+    if repeat_views > 0 {
+        desc.push_str(&format!(
+            "; {repeat_views} repeat views (reloads with a warm cache) skipped: the lab's \
+             -warm configurations measure revisits"
         ));
     }
     b.finish(path, name, desc, &[])

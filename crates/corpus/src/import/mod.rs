@@ -143,6 +143,53 @@ impl Builder {
         Ok(o)
     }
 
+    /// Gives the object stored under `url` its body of `run` (0-based), when it differs from
+    /// the body it has: earlier runs keep theirs, so visit k gets run k's body (the object's
+    /// last version is repeated to keep runs and versions aligned).
+    pub(crate) fn add_run_version(
+        &mut self,
+        url: &str,
+        run: usize,
+        body: &[u8],
+        last_modified: &str,
+    ) -> Result<(), CorpusError> {
+        let v = self.w.version(body, last_modified).map_err(|e| match e {
+            CorpusError::OverLimit { .. } => {
+                self.limits.exceeded(&self.input, "the bodies come to")
+            }
+            e => e,
+        })?;
+        let Some(o) = self.objects.get_mut(url) else {
+            return Ok(());
+        };
+        let last = o.versions.last().cloned().expect("an object has a version");
+        if last.body == v.body {
+            return Ok(());
+        }
+        while o.versions.len() < run {
+            o.versions.push(last.clone());
+        }
+        o.versions.push(v);
+        Ok(())
+    }
+
+    /// Adds objects to page `index` (the ones a later run of it has and earlier runs had not)
+    /// and a note to its source.
+    pub(crate) fn extend_page(&mut self, index: usize, objects: Vec<Object>, note: &str) {
+        for o in &objects {
+            if let Some(h) = host_of(&o.url) {
+                self.domains.insert(h.to_string());
+            }
+        }
+        let p = &mut self.pages[index];
+        for o in objects {
+            if !p.objects.iter().any(|x| x.url == o.url) {
+                p.objects.push(o);
+            }
+        }
+        p.source.push_str(note);
+    }
+
     /// `base` made unique among the page ids so far.
     pub(crate) fn unique_id(&mut self, base: &str) -> String {
         let base = if base.is_empty() { "page" } else { base };
@@ -192,12 +239,19 @@ impl Builder {
         }
         let mut domains = self.domains;
         domains.extend(extra_domains.iter().cloned());
+        // Pages hold copies taken when they were added; versions added since are in the map.
+        let mut pages = self.pages;
+        for o in pages.iter_mut().flat_map(|p| p.objects.iter_mut()) {
+            if let Some(cur) = self.objects.get(&o.url) {
+                o.versions.clone_from(&cur.versions);
+            }
+        }
         let manifest = Manifest {
             format_version: FORMAT_VERSION,
             name: name.to_string(),
             description,
             domains: domains.into_iter().collect(),
-            pages: self.pages,
+            pages,
         };
         self.w.finish(&manifest)
     }
