@@ -6,8 +6,9 @@
 //! outages, FEC and traces), byte 1 the time scale, bytes 2..10 the seed; then events of five
 //! bytes `[d0, d1, flags, l0, l1]`: the arrival comes `u16(d0, d1) × unit[flags & 3]` after the
 //! previous one (unit 1 µs, 1 ms, 10 ms, 100 ms: up to 109 minutes), on side `flags >> 2 & 1`, with
-//! `1 + u16(l0, l1) % 2000` bytes; with `flags >> 3 & 1` the traces start over at the arrival
-//! (`Link::restart_trace`, as the lab does before each load), packets in flight or not.
+//! `1 + u16(l0, l1) % 2000` bytes; with `flags >> 3 & 1` the link starts over at the arrival in
+//! epoch `flags >> 4` (`Link::restart`, as the lab does before each load: traces, outage
+//! schedule and random streams), packets in flight or not.
 //!
 //! Checked: per side, deliveries come in FIFO order (payload ids increase), only for accepted
 //! packets, never before their enqueue time, with their own length and enqueue time; every
@@ -238,7 +239,7 @@ fuzz_target!(|data: &[u8]| {
             "more than {budget} wakeups before {at} ({packets} packets so far)"
         );
         if ev[2] >> 3 & 1 == 1 {
-            drv.link.restart_trace(drv.now);
+            drv.link.restart(drv.now, u64::from(ev[2] >> 4));
         }
         let log = &mut drv.logs[idx(side)];
         let id = log.sent.len() as u32;

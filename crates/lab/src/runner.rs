@@ -235,9 +235,9 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
                 bar.set_message(format!("{} / {cname} #{r}", page.id));
                 let (load, down, up) = match &chromium_binary {
                     Some(b) if cfg.browser() == Browser::Chromium => {
-                        measure_chromium(&topo, &hosting, page, cfg, opts, b)?
+                        measure_chromium(&topo, &hosting, page, cfg, opts, r, b)?
                     }
-                    _ => measure(&topo, &hosting, page, cfg, opts)?,
+                    _ => measure(&topo, &hosting, page, cfg, opts, r)?,
                 };
                 let har_name = format!("{}-{}-{r}.har", safe(&page.id), safe(cname));
                 let har = load.to_har(&page.id);
@@ -356,6 +356,7 @@ fn measure_chromium(
     page: &webpep_corpus::Page,
     cfg: &LabConfig,
     opts: &RunOptions,
+    repeat: usize,
     binary: &Path,
 ) -> Result<(PageLoad, u64, u64)> {
     let k = opts.time_scale;
@@ -378,8 +379,8 @@ fn measure_chromium(
         hosting.replay.set_visit(1);
     }
     std::thread::sleep(gap);
-    // Each load meets a trace from its start (a no-op on a constant-rate link).
-    let before = topo.air.restart_trace();
+    // Each load meets a link started over (see `measure`).
+    let before = topo.air.restart(repeat as u64);
     let mut load = browser.load(&url, lc.page_timeout)?;
     // Let the last ACKs cross before reading the counters.
     std::thread::sleep(Duration::from_millis(50));
@@ -395,13 +396,16 @@ fn measure_chromium(
 }
 
 /// One measured load (after a warm-up load for warm configurations): the load with unscaled
-/// times, and the air bytes down and up it caused.
+/// times, and the air bytes down and up it caused. The load meets the link started over in
+/// epoch `repeat` (traces from their start, outages counted from the load's start, the
+/// epoch's random streams), so every configuration's load r meets the same link.
 fn measure(
     topo: &Topology,
     hosting: &Hosting,
     page: &webpep_corpus::Page,
     cfg: &LabConfig,
     opts: &RunOptions,
+    repeat: usize,
 ) -> Result<(PageLoad, u64, u64)> {
     let k = opts.time_scale;
     let (lc, proxy, url) = prepare(topo, hosting, page, cfg, opts)?;
@@ -417,8 +421,7 @@ fn measure(
             replay.set_visit(1);
         }
         tokio::time::sleep(gap).await;
-        // Each load meets a trace from its start (a no-op on a constant-rate link).
-        let before = air.restart_trace();
+        let before = air.restart(repeat as u64);
         let load = loader.load(&url).await;
         // Let the last ACKs cross before reading the counters.
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -85,7 +85,7 @@ enum Serializer {
 struct TraceCursor {
     trace: Arc<Trace>,
     time_scale: f64,
-    /// When the trace's millisecond 0 is (moved by [`Direction::restart_trace`]).
+    /// When the trace's millisecond 0 is (moved by [`Direction::restart`]).
     origin: SimTime,
     cycle: u64,
     index: usize,
@@ -236,6 +236,9 @@ pub struct Direction<P> {
     rng_loss: Rng,
     /// Its own stream, so profiles without a setup spread keep their delay and loss draws.
     rng_radio: Rng,
+    /// The link's seed and this direction's stream number (to reseed in a new epoch).
+    seed: u64,
+    stream: u64,
 
     queue: VecDeque<Queued<P>>,
     queue_bytes: u64,
@@ -317,6 +320,8 @@ impl<P> Direction<P> {
             rng_delay: Rng::new(seed, stream * 16 + 1),
             rng_loss: Rng::new(seed, stream * 16 + 2),
             rng_radio: Rng::new(seed, stream * 16 + 4),
+            seed,
+            stream,
             queue: VecDeque::new(),
             queue_bytes: 0,
             in_service: None,
@@ -333,12 +338,28 @@ impl<P> Direction<P> {
         &self.counters
     }
 
-    /// A trace-driven direction starts its trace over at `now` (its first opportunity is then
-    /// `now` + the trace's first timestamp), so that loads started at different times meet
-    /// the same capacity, as each Mahimahi shell does. A constant rate is unchanged.
-    pub fn restart_trace(&mut self, now: SimTime) {
+    /// Starts this direction over at `now` as a new link of epoch `epoch` would start, so
+    /// that loads started at different times meet the same link, as each Mahimahi shell does:
+    /// a trace starts over (its first opportunity is `now` + its first timestamp); the outage
+    /// schedule counts from `now`; loss, jitter, radio-setup and FEC draws come from the
+    /// epoch's streams (epoch 0: the link's seed, as at its creation), and a Gilbert channel
+    /// is in its good state. Packets queued or in flight keep going, and the radio channel
+    /// keeps its state (the lab leaves an idle gap before each load, so it is released).
+    pub fn restart(&mut self, now: SimTime, epoch: u64) {
         if let Serializer::Trace(c) = &mut self.serializer {
             c.restart(now);
+        }
+        self.outages.restart(now, epoch);
+        let seed = crate::rng::epoch_seed(self.seed, epoch);
+        let stream = self.stream;
+        self.rng_delay = Rng::new(seed, stream * 16 + 1);
+        self.rng_loss = Rng::new(seed, stream * 16 + 2);
+        self.rng_radio = Rng::new(seed, stream * 16 + 4);
+        if let Some(f) = self.fec.as_mut() {
+            f.reseed(Rng::new(seed, stream * 16 + 3));
+        }
+        if let Some(g) = self.gilbert.as_mut() {
+            g.bad = false;
         }
     }
 

@@ -71,6 +71,11 @@ pub fn block_failure_probability(e: f64, burst: f64, slots: u32, correctable: u3
 }
 
 impl FecModel {
+    /// Draws from `rng` from now on (a link restarted into a new epoch).
+    pub fn reseed(&mut self, rng: Rng) {
+        self.rng = rng;
+    }
+
     pub fn new(spec: &FecSpec, rng: Rng) -> Self {
         let correctable = (spec.fec_share * spec.slots_per_block as f64).floor() as u32;
         FecModel {

@@ -91,10 +91,13 @@ impl<P> Link<P> {
         self.direction(side).counters()
     }
 
-    /// Both directions start their traces over at `now` (see [`Direction::restart_trace`]).
-    pub fn restart_trace(&mut self, now: SimTime) {
-        self.down.restart_trace(now);
-        self.up.restart_trace(now);
+    /// Both directions start over at `now` as a new link of epoch `epoch` (see
+    /// [`Direction::restart`]): the lab does this before each load, with the load's repeat
+    /// number as the epoch, so that every configuration's load r meets the same trace, the
+    /// same outage schedule and the same random streams.
+    pub fn restart(&mut self, now: SimTime, epoch: u64) {
+        self.down.restart(now, epoch);
+        self.up.restart(now, epoch);
     }
 
     pub fn set_event_log(&mut self, on: bool) {

@@ -13,6 +13,10 @@ pub struct Outages {
     /// Known windows [start, end), sorted, non-overlapping after merging.
     windows: Vec<(SimTime, SimTime)>,
     random: Option<RandomGen>,
+    /// What [`Outages::restart`] rebuilds the schedule from.
+    spec: OutageSpec,
+    time_scale: f64,
+    seed: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -28,11 +32,17 @@ struct RandomGen {
 
 impl Outages {
     pub fn new(spec: &OutageSpec, time_scale: f64, seed: u64) -> Self {
+        Self::from(spec, time_scale, seed, SimTime::ZERO)
+    }
+
+    /// The schedule with its time 0 at `origin`: scheduled windows are offsets from it and
+    /// random ones are drawn from it on.
+    fn from(spec: &OutageSpec, time_scale: f64, seed: u64, origin: SimTime) -> Self {
         let mut windows: Vec<(SimTime, SimTime)> = spec
             .scheduled
             .iter()
             .map(|[s, d]| {
-                let start = SimTime::ZERO + scaled_ms(s * 1000.0, time_scale);
+                let start = origin + scaled_ms(s * 1000.0, time_scale);
                 (start, start + scaled_ms(d * 1000.0, time_scale))
             })
             .collect();
@@ -43,18 +53,34 @@ impl Outages {
             min_ms: r.min_s * 1000.0,
             max_ms: r.max_s * 1000.0,
             time_scale,
-            generated_to: SimTime::ZERO,
+            generated_to: origin,
         });
-        let mut o = Outages { windows, random };
+        let mut o = Outages {
+            windows,
+            random,
+            spec: spec.clone(),
+            time_scale,
+            seed,
+        };
         o.merge();
         o
     }
 
     pub fn none() -> Self {
-        Outages {
-            windows: Vec::new(),
-            random: None,
-        }
+        Self::new(&OutageSpec::default(), 1.0, 0)
+    }
+
+    /// Starts the schedule over at `now`, as a new link would (see `Link::restart`): an
+    /// outage under way ends there; scheduled windows count from `now`; random ones are drawn
+    /// from `now` on from the epoch's own stream.
+    pub fn restart(&mut self, now: SimTime, epoch: u64) {
+        let seed = crate::rng::epoch_seed(self.seed, epoch);
+        let spec = std::mem::take(&mut self.spec);
+        let fresh = Self::from(&spec, self.time_scale, seed, now);
+        *self = Outages {
+            seed: self.seed,
+            ..fresh
+        };
     }
 
     fn merge(&mut self) {

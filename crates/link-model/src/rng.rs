@@ -15,6 +15,16 @@ fn splitmix(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// The seed of epoch `epoch` of a link seeded `seed` (a lab load: see `Link::restart`): epoch
+/// 0 is the seed itself, so a link restarted into epoch 0 at its start draws as a new one.
+pub fn epoch_seed(seed: u64, epoch: u64) -> u64 {
+    if epoch == 0 {
+        return seed;
+    }
+    let mut st = seed ^ epoch.wrapping_mul(0xA24B_AED4_963E_E407);
+    splitmix(&mut st)
+}
+
 impl Rng {
     /// A stream for `(seed, stream)`: different streams of one seed are independent.
     pub fn new(seed: u64, stream: u64) -> Self {

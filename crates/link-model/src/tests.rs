@@ -1,5 +1,6 @@
 //! Behaviour of the model, proved exactly in virtual time.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use crate::presets::preset;
@@ -131,13 +132,13 @@ fn a_restarted_trace_offers_its_beginning_again() {
     assert_eq!(times(&mut d, 2500), vec![3000, 3010, 3020]);
     // Restarted at 2500 ms, they meet the trace's opening burst, as at time 0.
     let mut d = fresh();
-    d.restart_trace(ms(2500));
+    d.restart(ms(2500), 0);
     assert_eq!(times(&mut d, 2500), vec![2510, 2520, 2530]);
     let mut d = fresh();
     assert_eq!(times(&mut d, 0), vec![10, 20, 30]);
     // A constant rate is not affected.
     let mut c = dir(plain(12.0, 0.0));
-    c.restart_trace(ms(100));
+    c.restart(ms(100), 0);
     assert_eq!(drive(&mut c, &[at(0, 1500, 1)]).0[0].1, ms(1000));
 }
 
@@ -339,6 +340,81 @@ fn outage_delivers_nothing_then_resumes() {
     let times: Vec<u64> = got.iter().map(|p| p.1.as_micros() / 1000).collect();
     assert_eq!(times, vec![1100, 22000, 23100, 24100, 25100]);
     assert!(times.iter().all(|&t| !(2000..22000).contains(&t)));
+}
+
+/// Restarted, a link counts its scheduled outages from the restart and draws its random ones
+/// and its losses from the epoch's streams: the same epoch gives the same schedule wherever
+/// it starts; epoch 0 is the link as created.
+#[test]
+fn a_restart_starts_outages_and_random_streams_over() {
+    let spec = OutageSpec {
+        scheduled: vec![[2.0, 20.0]],
+        random: None,
+    };
+    let mut o = outage::Outages::new(&spec, 1.0, 7);
+    assert_eq!(o.shift(ms(3000)), ms(22000));
+    o.restart(ms(100_000), 3);
+    // The old window is gone; the scheduled one is 2 s after the restart.
+    assert_eq!(o.shift(ms(3000)), ms(3000));
+    assert_eq!(o.shift(ms(103_000)), ms(122_000));
+    assert_eq!(o.shift(ms(101_000)), ms(101_000));
+
+    let random = OutageSpec {
+        scheduled: vec![],
+        random: Some(RandomOutageSpec {
+            mean_interval_s: 60.0,
+            min_s: 5.0,
+            max_s: 40.0,
+        }),
+    };
+    // Windows of one epoch, relative to where it started.
+    let windows = |origin: u64, epoch: u64| -> Vec<(u64, u64)> {
+        let mut o = outage::Outages::new(&random, 1.0, 7);
+        o.restart(ms(origin), epoch);
+        o.next_after(ms(origin + 600_000));
+        o.windows()
+            .iter()
+            .map(|(s, e)| {
+                let rel = |t: SimTime| (t - ms(origin)).as_micros() as u64;
+                (rel(*s), rel(*e))
+            })
+            .collect()
+    };
+    assert_eq!(windows(0, 1), windows(50_000, 1));
+    assert_ne!(windows(0, 1), windows(0, 2));
+    let created = {
+        let mut o = outage::Outages::new(&random, 1.0, 7);
+        o.next_after(ms(600_000));
+        o.windows().to_vec()
+    };
+    let restarted: Vec<(SimTime, SimTime)> = windows(0, 0)
+        .into_iter()
+        .map(|(s, e)| (SimTime::from_micros(s), SimTime::from_micros(e)))
+        .collect();
+    assert_eq!(created, restarted);
+
+    // Losses: the same epoch loses the same packets of a load, wherever the load starts.
+    let mut lossy = plain(1000.0, 10.0);
+    lossy.loss.random = 0.3;
+    let lost = |start: u64, epoch: u64| -> Vec<u32> {
+        let mut d = dir(lossy.clone());
+        // An earlier load draws from the streams first.
+        drive(
+            &mut d,
+            &(0..50)
+                .map(|i| at(i, 100, 1000 + i as u32))
+                .collect::<Vec<_>>(),
+        );
+        d.restart(ms(start), epoch);
+        let arrivals: Vec<_> = (0..200u32)
+            .map(|i| at(start + u64::from(i), 100, i))
+            .collect();
+        let got: HashSet<u32> = drive(&mut d, &arrivals).0.iter().map(|p| p.0).collect();
+        (0..200).filter(|i| !got.contains(i)).collect()
+    };
+    assert_eq!(lost(10_000, 4), lost(70_000, 4));
+    assert_ne!(lost(10_000, 4), lost(10_000, 5));
+    assert!(!lost(10_000, 4).is_empty());
 }
 
 #[test]

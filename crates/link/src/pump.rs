@@ -140,8 +140,8 @@ struct SharedState {
     counters: LinkCounters,
     generation: u64,
     finished: bool,
-    /// Asked of the pump with the next snapshot: start the traces over first.
-    restart_trace: bool,
+    /// Asked of the pump with the next snapshot: start the link over in this epoch first.
+    restart: Option<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -211,20 +211,23 @@ impl Pump {
 
     /// Asks the pump for a fresh snapshot and waits for it (up to one second).
     pub fn counters_now(&self) -> LinkCounters {
-        self.snapshot(false)
+        self.snapshot(None)
     }
 
-    /// Starts a trace-driven link's traces over now, as a new Mahimahi shell would, and
-    /// returns the snapshot taken at that moment (a constant-rate link only gives the
-    /// snapshot). The lab calls it as each load starts, so that every load meets the same
-    /// capacity whenever it runs.
-    pub fn restart_trace(&self) -> LinkCounters {
-        self.snapshot(true)
+    /// Starts the link over now in epoch `epoch`, as a new Mahimahi shell would (traces from
+    /// their start, the outage schedule from now, the epoch's random streams: see
+    /// `Link::restart`), and returns the snapshot taken at that moment. The lab calls it as
+    /// each load starts, with the load's repeat number, so that every configuration's load r
+    /// meets the same link whenever it runs.
+    pub fn restart(&self, epoch: u64) -> LinkCounters {
+        self.snapshot(Some(epoch))
     }
 
-    fn snapshot(&self, restart_trace: bool) -> LinkCounters {
+    fn snapshot(&self, restart: Option<u64>) -> LinkCounters {
         let mut state = self.shared.lock();
-        state.restart_trace |= restart_trace;
+        if restart.is_some() {
+            state.restart = restart;
+        }
         let target = state.generation + 1;
         self.request.signal();
         let deadline = Instant::now() + Duration::from_secs(1);
@@ -403,8 +406,13 @@ impl Worker {
             // 4. The shared snapshot.
             dirty |= progress;
             if requested || (dirty && last_snapshot.elapsed() >= self.options.snapshot_every) {
-                if requested && std::mem::take(&mut self.shared.lock().restart_trace) {
-                    self.link.restart_trace(now());
+                let restart = if requested {
+                    self.shared.lock().restart.take()
+                } else {
+                    None
+                };
+                if let Some(epoch) = restart {
+                    self.link.restart(now(), epoch);
                 }
                 self.publish(
                     now(),

@@ -274,12 +274,12 @@ impl RunningLink {
             .unwrap_or_default()
     }
 
-    /// Starts a trace-driven link's traces over now and returns the snapshot taken then (see
-    /// [`Pump::restart_trace`]).
-    pub fn restart_trace(&self) -> LinkCounters {
+    /// Starts the link over now in epoch `epoch` and returns the snapshot taken then (see
+    /// [`Pump::restart`]).
+    pub fn restart(&self, epoch: u64) -> LinkCounters {
         self.pump
             .as_ref()
-            .map(|p| p.restart_trace())
+            .map(|p| p.restart(epoch))
             .unwrap_or_default()
     }
 

@@ -229,7 +229,7 @@ fn a_restarted_trace_starts_over_for_the_next_load() {
     let timeout = bed.scaled(40.0);
     thread::sleep(bed.scaled(2.0));
     let in_the_gap = pinger.ping(timeout).expect("ping").expect("an answer");
-    bed.link.restart_trace();
+    bed.link.restart(0);
     let after_restart = pinger.ping(timeout).expect("ping").expect("an answer");
     let (gap_ms, fresh_ms) = (bed.unscaled_ms(in_the_gap), bed.unscaled_ms(after_restart));
     eprintln!(
