@@ -300,13 +300,13 @@ pub fn run_cmd(args: LabArgs) -> Result<u8> {
                     println!("{}", serde_json::to_string_pretty(&list)?);
                 } else {
                     println!(
-                        "{:<24} {:>8} {:>8} {:>10}",
-                        "page", "objects", "domains", "bytes"
+                        "{:<24} {:>8} {:>8} {:>10} {:>8}",
+                        "page", "objects", "domains", "bytes", "versions"
                     );
                     for p in list {
                         println!(
-                            "{:<24} {:>8} {:>8} {:>10}",
-                            p.id, p.objects, p.domains, p.bytes
+                            "{:<24} {:>8} {:>8} {:>10} {:>8}",
+                            p.id, p.objects, p.domains, p.bytes, p.versions
                         );
                     }
                 }

@@ -53,9 +53,12 @@ pub struct PageSummary {
     pub domains: usize,
     /// Body bytes of the first visit (version 0 of every object).
     pub bytes: u64,
+    /// Distinct visits the page has (its objects' most versions; visit k gets version k).
+    pub versions: usize,
 }
 
-/// The pages of a corpus with their object count, domain count and bytes, in manifest order.
+/// The pages of a corpus with their object count, domain count, bytes and versions, in
+/// manifest order.
 pub fn list(corpus: &Corpus) -> Vec<PageSummary> {
     corpus
         .manifest
@@ -66,6 +69,12 @@ pub fn list(corpus: &Corpus) -> Vec<PageSummary> {
             objects: p.objects.len(),
             domains: p.domains().len(),
             bytes: p.bytes(0),
+            versions: p
+                .objects
+                .iter()
+                .map(|o| o.versions.len())
+                .max()
+                .unwrap_or(1),
         })
         .collect()
 }

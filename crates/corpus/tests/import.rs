@@ -413,6 +413,8 @@ fn har_runs_of_one_url_are_visits_and_repeat_views_are_skipped() {
         "{}",
         p.source
     );
+    let listed = list(&c);
+    assert_eq!((listed[0].objects, listed[0].versions), (4, 3));
 
     // A file of repeat views alone is imported as it is.
     let only = dir.join("repeat.har");

@@ -477,7 +477,8 @@ fn list_summarizes_pages() {
             id: "cnn".into(),
             objects: 67,
             domains: 6,
-            bytes: 186_800
+            bytes: 186_800,
+            versions: 3,
         }
     );
     // The corpus reopens from disk unchanged.
