@@ -272,6 +272,10 @@ pub fn run_cmd(args: LabArgs) -> Result<u8> {
         LabSub::Run(a) => {
             let results = lab_run(&a)?;
             print!("{}", results.table());
+            let paired = results.paired_table();
+            if !paired.is_empty() {
+                print!("\n{paired}");
+            }
             print!("\n{}", results.air_table());
             print!("\n{}", results.link_table());
             let tls = results.tls_upgrade_note();

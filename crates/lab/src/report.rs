@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::results::{Results, SummaryRecord};
+use crate::results::{order, Results, SummaryRecord};
 
 const PALETTE: &[&str] = &[
     "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
@@ -22,16 +22,6 @@ fn esc(s: &str) -> String {
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
-}
-
-fn order<'a>(v: impl Iterator<Item = &'a String>) -> Vec<&'a String> {
-    let mut out: Vec<&String> = Vec::new();
-    for s in v {
-        if !out.contains(&s) {
-            out.push(s);
-        }
-    }
-    out
 }
 
 /// A "nice" axis maximum above `v`.
@@ -332,12 +322,12 @@ pub fn html(r: &Results) -> String {
             esc(d)
         );
     }
-    h.push_str("</table><h2>Summary</h2><table><tr><th>page</th><th>config</th><th>loads</th><th>PLT mean s</th><th>sd</th><th>median</th><th>vs baseline</th><th>DNS s</th><th>connect s</th><th>idle s</th><th>payload s</th><th>air down KiB</th><th>air up KiB</th><th>utilization</th><th>efficiency</th><th>errors</th></tr>");
+    h.push_str("</table><h2>Summary</h2><table><tr><th>page</th><th>config</th><th>loads</th><th>PLT mean s</th><th>sd</th><th>median</th><th>vs baseline</th><th>paired by repeat [95 % CI]</th><th>DNS s</th><th>connect s</th><th>idle s</th><th>payload s</th><th>air down KiB</th><th>air up KiB</th><th>utilization</th><th>efficiency</th><th>errors</th></tr>");
     for s in &r.summary {
         let b = s.breakdown_ms;
         let _ = write!(
             h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.1}</td><td>{:.1}</td><td>{:.0} %</td><td>{:.0} %</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.1}</td><td>{:.1}</td><td>{:.0} %</td><td>{:.0} %</td><td>{}</td></tr>",
             esc(&s.page),
             esc(&s.config),
             s.plt_ms.n,
@@ -346,6 +336,7 @@ pub fn html(r: &Results) -> String {
             s.plt_ms.median / 1000.0,
             s.plt_reduction
                 .map_or("-".into(), |r| format!("{:+.1} %", -r * 100.0)),
+            s.plt_change_paired.map_or("-".into(), |p| p.text()),
             b.dns / 1000.0,
             b.connect / 1000.0,
             b.idle / 1000.0,

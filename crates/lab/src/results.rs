@@ -128,6 +128,63 @@ impl Stats {
     }
 }
 
+/// A configuration's PLT against the baseline's, paired by repeat: load r of each
+/// configuration met the same link (epoch r: the same trace start, outages and random
+/// streams), so the per-repeat ratios vary less than the two means do.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PairedChange {
+    /// Mean over the repeats of PLT ÷ the baseline's PLT of the same repeat, minus 1
+    /// (−0.45: 45 % faster).
+    pub mean: f64,
+    /// The 95 % confidence interval of that mean (Student's t), from 2 pairs on.
+    pub ci95: Option<[f64; 2]>,
+    /// Repeats with a load of both.
+    pub n: usize,
+}
+
+impl PairedChange {
+    /// From the per-repeat changes (ratio − 1).
+    pub fn of(changes: &[f64]) -> Option<PairedChange> {
+        let s = Stats::of(changes);
+        if s.n == 0 {
+            return None;
+        }
+        let ci95 = (s.n >= 2).then(|| {
+            let half = t975(s.n - 1) * s.sd / (s.n as f64).sqrt();
+            [s.mean - half, s.mean + half]
+        });
+        Some(PairedChange {
+            mean: s.mean,
+            ci95,
+            n: s.n,
+        })
+    }
+
+    /// `-45 % [-48, -42]` (the interval when there is one).
+    pub fn text(&self) -> String {
+        let pct = |x: f64| x * 100.0;
+        match self.ci95 {
+            Some([lo, hi]) => format!("{:+.0}% [{:+.0}, {:+.0}]", pct(self.mean), pct(lo), pct(hi)),
+            None => format!("{:+.0}%", pct(self.mean)),
+        }
+    }
+}
+
+/// The 0.975 quantile of Student's t with `df` degrees of freedom (≥ 1).
+fn t975(df: usize) -> f64 {
+    const T: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
+    ];
+    match df {
+        0 => f64::NAN,
+        1..=30 => T[df - 1],
+        // The normal quantile with the first term of t's expansion: within 0.002 above 30.
+        _ => 1.959_964 * (1.0 + (1.0 + 1.959_964f64.powi(2)) / (4.0 * df as f64)),
+    }
+}
+
 /// One (page, config) summary.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SummaryRecord {
@@ -152,6 +209,10 @@ pub struct SummaryRecord {
     pub plt_ratio_to_baseline: Option<f64>,
     /// 1 − ratio: the PLT cut, as the papers report it.
     pub plt_reduction: Option<f64>,
+    /// The change against the baseline paired by repeat, with its confidence interval (not
+    /// for the baseline itself).
+    #[serde(default)]
+    pub plt_change_paired: Option<PairedChange>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -225,6 +286,7 @@ pub fn summarize(loads: &[LoadRecord], baseline: &str) -> Vec<SummaryRecord> {
                 errors: mine.iter().map(|l| l.errors).sum(),
                 plt_ratio_to_baseline: None,
                 plt_reduction: None,
+                plt_change_paired: None,
             }
         })
         .collect();
@@ -239,6 +301,20 @@ pub fn summarize(loads: &[LoadRecord], baseline: &str) -> Vec<SummaryRecord> {
             s.plt_ratio_to_baseline = Some(r);
             s.plt_reduction = Some(1.0 - r);
         }
+        if s.config == baseline {
+            continue;
+        }
+        let changes: Vec<f64> = loads
+            .iter()
+            .filter(|l| l.page == s.page && l.config == s.config)
+            .filter_map(|l| {
+                let b = loads
+                    .iter()
+                    .find(|b| b.page == l.page && b.config == baseline && b.repeat == l.repeat)?;
+                (b.plt_ms > 0.0).then(|| l.plt_ms / b.plt_ms - 1.0)
+            })
+            .collect();
+        s.plt_change_paired = PairedChange::of(&changes);
     }
     out
 }
@@ -247,60 +323,85 @@ impl Results {
     /// A plain-text comparison table: mean PLT (s) per page × config, with the cut vs the
     /// baseline.
     pub fn table(&self) -> String {
-        let configs: Vec<&String> = {
-            let mut c = Vec::new();
-            for s in &self.summary {
-                if !c.contains(&&s.config) {
-                    c.push(&s.config);
-                }
-            }
-            c
-        };
-        let pages: Vec<&String> = {
-            let mut p = Vec::new();
-            for s in &self.summary {
-                if !p.contains(&&s.page) {
-                    p.push(&s.page);
-                }
-            }
-            p
-        };
-        let mut t = format!(
-            "Mean PLT in seconds (± sd; change vs {}), profile {}, unscaled\n{:<22}",
-            self.baseline, self.profile, "page"
+        let configs = order(self.summary.iter().map(|s| &s.config));
+        let head = format!(
+            "Mean PLT in seconds (± sd; change vs {}), profile {}, unscaled",
+            self.baseline, self.profile
         );
-        for c in &configs {
+        self.grid(&head, &configs, |s| {
+            let change = match s.plt_reduction {
+                Some(r) if s.config != self.baseline => format!(" {:+.0}%", -r * 100.0),
+                _ => String::new(),
+            };
+            Some(format!(
+                "{:.1}±{:.1}{}",
+                s.plt_ms.mean / 1000.0,
+                s.plt_ms.sd / 1000.0,
+                change
+            ))
+        })
+    }
+
+    /// The changes against the baseline paired by repeat, with 95 % confidence intervals;
+    /// empty when no configuration has 2 repeats paired with the baseline's.
+    pub fn paired_table(&self) -> String {
+        if !self
+            .summary
+            .iter()
+            .any(|s| s.plt_change_paired.is_some_and(|p| p.n >= 2))
+        {
+            return String::new();
+        }
+        let configs: Vec<&String> = order(self.summary.iter().map(|s| &s.config))
+            .into_iter()
+            .filter(|c| **c != self.baseline)
+            .collect();
+        let head = format!(
+            "Change vs {} paired by repeat (load r of every configuration met the same link), \
+             mean [95 % confidence interval], %",
+            self.baseline
+        );
+        self.grid(&head, &configs, |s| s.plt_change_paired.map(|x| x.text()))
+    }
+
+    /// A page × configuration table under `head`, one cell per summary record ("-" for none).
+    fn grid(
+        &self,
+        head: &str,
+        configs: &[&String],
+        cell: impl Fn(&SummaryRecord) -> Option<String>,
+    ) -> String {
+        let mut t = format!("{head}\n{:<22}", "page");
+        for c in configs {
             t += &format!("{:>24}", c);
         }
         t.push('\n');
-        for p in &pages {
+        for p in order(self.summary.iter().map(|s| &s.page)) {
             t += &format!("{:<22}", p);
-            for c in &configs {
-                let cell = self
+            for c in configs {
+                let text = self
                     .summary
                     .iter()
-                    .find(|s| &&s.page == p && &&s.config == c)
-                    .map(|s| {
-                        let change = match s.plt_reduction {
-                            Some(r) if s.config != self.baseline => {
-                                format!(" {:+.0}%", -r * 100.0)
-                            }
-                            _ => String::new(),
-                        };
-                        format!(
-                            "{:.1}±{:.1}{}",
-                            s.plt_ms.mean / 1000.0,
-                            s.plt_ms.sd / 1000.0,
-                            change
-                        )
-                    })
+                    .find(|s| &s.page == p && &s.config == *c)
+                    .and_then(&cell)
                     .unwrap_or_else(|| "-".into());
-                t += &format!("{:>24}", cell);
+                t += &format!("{:>24}", text);
             }
             t.push('\n');
         }
         t
     }
+}
+
+/// Distinct values in first-seen order.
+pub(crate) fn order<'a>(v: impl Iterator<Item = &'a String>) -> Vec<&'a String> {
+    let mut out: Vec<&String> = Vec::new();
+    for x in v {
+        if !out.contains(&x) {
+            out.push(x);
+        }
+    }
+    out
 }
 
 /// What the list of [`Results::tls_upgrades`] says, in the text tables and the report.
@@ -735,6 +836,42 @@ mod tests {
         assert!((s[1].plt_reduction.unwrap() - 0.5).abs() < 1e-9);
         let t = results_of(loads).table();
         assert!(t.contains("cnn") && t.contains("-50%"), "{t}");
+    }
+
+    #[test]
+    fn changes_are_paired_by_repeat_with_an_interval() {
+        let mut loads = Vec::new();
+        // The baseline swings with the link (an outage in repeat 1); the proxy halves each.
+        for (r, (base, cfg)) in [(100.0, 50.0), (200.0, 110.0), (120.0, 57.0)]
+            .into_iter()
+            .enumerate()
+        {
+            let mut b = load("cnn", "http11", base);
+            b.repeat = r;
+            let mut c = load("cnn", "explicit", cfg);
+            c.repeat = r;
+            loads.extend([b, c]);
+        }
+        let s = summarize(&loads, "http11");
+        assert_eq!(s[0].plt_change_paired, None);
+        let p = s[1].plt_change_paired.unwrap();
+        assert_eq!(p.n, 3);
+        // Ratios 0.5, 0.55, 0.475: mean change −49.17 %, sd 3.82 %, t(2) = 4.303.
+        assert!((p.mean + 0.491_667).abs() < 1e-5, "{p:?}");
+        let [lo, hi] = p.ci95.unwrap();
+        let half = 4.303 * 0.038_188 / 3f64.sqrt();
+        assert!((lo - (p.mean - half)).abs() < 1e-4 && (hi - (p.mean + half)).abs() < 1e-4);
+        // The unpaired means' spread is far wider than the paired one.
+        assert!(s[0].plt_ms.sd / s[0].plt_ms.mean > 0.3);
+        let r = results_of(loads);
+        let t = r.paired_table();
+        assert!(t.contains("-49% [-59, -40]"), "{t}");
+        // One repeat: a change, no interval, and no paired table.
+        let one = vec![load("a", "http11", 100.0), load("a", "explicit", 60.0)];
+        let s = summarize(&one, "http11");
+        assert_eq!(s[1].plt_change_paired.unwrap().ci95, None);
+        assert_eq!(results_of(one).paired_table(), "");
+        assert!((t975(1) - 12.706).abs() < 1e-9 && (t975(100) - 1.984).abs() < 0.002);
     }
 
     #[test]
