@@ -132,6 +132,7 @@ fn loader_config(c: &LabConfig, hosting: &Hosting, k: f64) -> LoaderConfig {
     if c.accept_webp {
         with_webp_accept(&mut lc.request_headers);
     }
+    lc.keep_connections = c.warm && c.revisit_connections;
     lc.ca_pem = Some(hosting.ca_pem.as_bytes().to_vec());
     // The corpus is written with http:// URLs; a browser on h2 would use https.
     lc.upgrade_insecure = c.policy == PolicyName::H2;
@@ -322,6 +323,10 @@ fn failed_objects(load: &PageLoad) -> usize {
         .count()
 }
 
+/// How long the origins keep an idle connection unless a configuration says otherwise
+/// (`ReplayConfig`'s default, wall time: longer than any load).
+const ORIGIN_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// What every load starts from: fresh hosting state (resolver cache, close-after, visit 0),
 /// the loader's settings, webpep's edge proxy (cold) when the configuration has one, and the
 /// URL this mode's browser opens.
@@ -335,6 +340,10 @@ fn prepare(
     let k = opts.time_scale;
     hosting.resolver.flush();
     hosting.replay.set_close_after(cfg.close_after);
+    hosting.replay.set_idle_timeout(Some(
+        cfg.origin_keepalive_s
+            .map_or(ORIGIN_IDLE_TIMEOUT, |t| Duration::from_secs_f64(t / k)),
+    ));
     hosting.replay.set_visit(0);
     let mut lc = loader_config(cfg, hosting, k);
     let proxy = match cfg.proxy {
@@ -411,6 +420,7 @@ fn measure(
     let (lc, proxy, url) = prepare(topo, hosting, page, cfg, opts)?;
     let gap = Duration::from_secs_f64(opts.gap_s / k);
     let warm = cfg.warm;
+    let revisit_cache = cfg.revisit_cache;
     let replay = hosting.replay.clone();
     let air = &topo.air;
     let (mut load, down, up) = run_in(&topo.ue, move || async move {
@@ -419,6 +429,9 @@ fn measure(
             tokio::time::sleep(gap).await;
             let _ = loader.load(&url).await;
             replay.set_visit(1);
+            if !revisit_cache {
+                loader.clear_http_cache();
+            }
         }
         tokio::time::sleep(gap).await;
         let before = air.restart(repeat as u64);

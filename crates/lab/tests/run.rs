@@ -5,6 +5,7 @@ use std::path::Path;
 
 use webpep_corpus::{Corpus, CorpusWriter, Manifest, Object, Page, FORMAT_VERSION};
 use webpep_lab::configs;
+use webpep_lab::results::{LoadRecord, Results};
 use webpep_lab::runner::{run, RunOptions};
 use webpep_link::testing::{netns_available, skip_unless_required};
 
@@ -207,15 +208,28 @@ fn an_object_the_server_cannot_serve_is_an_error_and_the_run_goes_on() {
 
 /// A page over six domains with DNS TTL 0: every lookup crosses the air link, and the DNS
 /// time of the breakdown is several round trips.
-/// How many of a HAR's entries made a DNS lookup.
-fn har_lookups(path: &Path) -> usize {
+/// How many of a HAR's entries spent time on `timing` (`dns`: made a lookup; `connect`:
+/// opened a connection); HAR writes −1 for a step that did not happen.
+fn har_count(path: &Path, timing: &str) -> usize {
     let har: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
     har["log"]["entries"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|e| e["timings"]["dns"].as_f64().unwrap_or(-1.0) >= 0.0)
+        .filter(|e| e["timings"][timing].as_f64().unwrap_or(-1.0) >= 0.0)
         .count()
+}
+
+/// The load of `config` in a run of the small corpus, checked complete (9 objects, no error).
+fn full_load<'a>(r: &'a Results, config: &str) -> &'a LoadRecord {
+    let l = r.loads.iter().find(|l| l.config == config).unwrap();
+    assert_eq!((l.objects, l.errors), (9, 0), "{config}");
+    l
+}
+
+/// How many of a HAR's entries made a DNS lookup.
+fn har_lookups(path: &Path) -> usize {
+    har_count(path, "dns")
 }
 
 #[test]
@@ -298,8 +312,7 @@ fn dns_rewriting_answers_outlive_the_origin_ttl_on_a_revisit() {
     let r = run(&opts).expect("run");
     eprintln!("{}", r.table());
     let lookups = |config: &str| {
-        let l = r.loads.iter().find(|l| l.config == config).unwrap();
-        assert_eq!((l.objects, l.errors), (9, 0), "{config}");
+        let l = full_load(&r, config);
         (
             har_lookups(&dir.join("out").join(&l.har)),
             l.breakdown_ms.dns,
@@ -315,6 +328,56 @@ fn dns_rewriting_answers_outlive_the_origin_ttl_on_a_revisit() {
         (0, 0.0),
         "the proxy's answers are still cached"
     );
+}
+
+/// 002's repeated downloads (`http11-repeat`): the revisit fetches every body again (cache
+/// off) with the names still cached over the connections kept from the first load, except
+/// those the origins closed while idle (Apache's 15 s). A warm revisit (`http11-warm`)
+/// revalidates from its cache and, by default, opens its connections again.
+#[test]
+fn a_repeated_download_fetches_everything_again_over_kept_connections() {
+    if !netns_available("a_repeated_download_fetches_everything_again_over_kept_connections") {
+        return;
+    }
+    let dir = TestDir::new("run-repeat");
+    let mut opts = small_options(&dir, &["http11", "http11-warm", "http11-repeat"]);
+    // The same with origins that keep idle connections for 100 s.
+    let kept = configs::parse(
+        "[repeat-kept]\npolicy = \"http11\"\nwarm = true\nrevisit_cache = false\n\
+         revisit_connections = true\norigin_keepalive_s = 100\n",
+        "test",
+    )
+    .unwrap();
+    opts.configs
+        .push(("repeat-kept".into(), kept["repeat-kept"].clone()));
+    // 20 s unscaled between the loads: past the origins' 15 s keep-alive, within the 30 s TTL.
+    opts.gap_s = 20.0;
+    let r = run(&opts).expect("run");
+    eprintln!("{}", r.table());
+    let load = |config: &str| {
+        let l = full_load(&r, config);
+        let har = dir.join("out").join(&l.har);
+        (l.body_bytes, har_lookups(&har), har_count(&har, "connect"))
+    };
+    let (cold_bytes, cold_lookups, cold_connects) = load("http11");
+    assert!(cold_lookups > 0 && cold_connects > 0);
+    let (bytes, lookups, connects) = load("http11-repeat");
+    assert_eq!(bytes, cold_bytes, "every body fetched again");
+    assert_eq!(lookups, 0, "the names are still cached");
+    assert!(connects > 0, "the origins closed the idle connections");
+    let (bytes, lookups, connects) = load("repeat-kept");
+    assert_eq!(
+        (bytes, lookups, connects),
+        (cold_bytes, 0, 0),
+        "kept connections"
+    );
+    let (bytes, lookups, connects) = load("http11-warm");
+    assert!(
+        bytes * 2 < cold_bytes,
+        "a warm revisit revalidates: {bytes}"
+    );
+    assert_eq!(lookups, 0);
+    assert!(connects > 0, "connections closed between the loads");
 }
 
 /// webpep's edge proxy in each of its modes (issue 4): every object arrives through it; the

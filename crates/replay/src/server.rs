@@ -41,6 +41,11 @@ pub enum ReplayError {
     Listener(#[source] io::Error),
 }
 
+/// An idle timeout as stored (µs; 0: none, and at least 1 µs otherwise).
+fn idle_us(t: Option<Duration>) -> u64 {
+    t.map_or(0, |t| (t.as_micros() as u64).max(1))
+}
+
 /// How the replay server behaves.
 #[derive(Clone, Debug)]
 pub struct ReplayConfig {
@@ -180,6 +185,8 @@ struct Inner {
     site: Site,
     config: ReplayConfig,
     close_after: AtomicU32,
+    /// `idle_timeout` in µs (0: none), changeable while serving.
+    idle_timeout_us: AtomicU64,
     visit: Arc<AtomicUsize>,
     totals: Totals,
     conns: Mutex<Vec<Arc<ConnInfo>>>,
@@ -208,6 +215,7 @@ impl ReplayServer {
             inner: Arc::new(Inner {
                 site,
                 close_after: AtomicU32::new(config.close_after.map_or(0, |n| n.max(1))),
+                idle_timeout_us: AtomicU64::new(idle_us(config.idle_timeout)),
                 config,
                 visit: Arc::new(AtomicUsize::new(0)),
                 totals: Totals::default(),
@@ -231,6 +239,20 @@ impl ReplayServer {
     /// The shared visit number, for the lab to change between page loads.
     pub fn visit_handle(&self) -> Arc<AtomicUsize> {
         self.inner.visit.clone()
+    }
+
+    /// Changes `idle_timeout` for connections from their next wait on (`None`: never).
+    pub fn set_idle_timeout(&self, t: Option<Duration>) {
+        self.inner
+            .idle_timeout_us
+            .store(idle_us(t), Ordering::SeqCst);
+    }
+
+    fn idle_timeout(&self) -> Option<Duration> {
+        match self.inner.idle_timeout_us.load(Ordering::SeqCst) {
+            0 => None,
+            us => Some(Duration::from_micros(us)),
+        }
     }
 
     /// Changes `close_after` for requests from now on.
@@ -639,7 +661,7 @@ impl ReplayServer {
             buf.reserve(16 * 1024);
             let read = tokio::select! {
                 _ = cancel.cancelled() => return Ok(()),
-                r = read_some(io, &mut buf, cfg.idle_timeout) => r,
+                r = read_some(io, &mut buf, self.idle_timeout()) => r,
             };
             match read {
                 Ok(0) => return Ok(()),
