@@ -363,6 +363,13 @@ impl Chromium {
         Ok(load)
     }
 
+    /// Empties the browser's HTTP cache (a revisit with `revisit_cache = false`); its DNS
+    /// cache and connections stay as Chromium keeps them.
+    pub fn clear_cache(&mut self) -> Result<()> {
+        let session = self.session.clone();
+        clear_http_cache(self.cdp()?, &session)
+    }
+
     fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(self.dir.join("chromium.log")).unwrap_or_default();
         let lines: Vec<&str> = text.lines().rev().take(5).collect();
@@ -824,6 +831,18 @@ fn secs(x: f64) -> Duration {
     }
 }
 
+/// Asks the page's session to drop every cached response (`Network.clearBrowserCache`).
+fn clear_http_cache(cdp: &mut Cdp, session: &str) -> Result<()> {
+    cdp.call(
+        Some(session),
+        "Network.clearBrowserCache",
+        json!({}),
+        Duration::from_secs(30),
+    )
+    .map(|_| ())
+    .map_err(cdp_err)
+}
+
 /// The load record Chromium's `Network.*` events make (for tests and the fuzz target):
 /// `plt` is the load event's time, `None` when the load timed out.
 pub fn load_from_events<I: IntoIterator<Item = Value>>(
@@ -915,6 +934,19 @@ mod tests {
         assert_eq!(load.objects[0].status, Some(200));
         assert_eq!(load.objects[0].kind, ResourceKind::Document);
         assert_eq!(load.tls_upgrades, vec!["www.a.test".to_string()]);
+    }
+
+    /// A revisit with the cache off asks the page's session to clear the browser cache.
+    #[test]
+    fn the_cache_is_cleared_through_the_page_session() {
+        let (mut cdp, fake) =
+            crate::cdp::fake_browser(|m| vec![json!({"id": m["id"], "result": {}})]);
+        clear_http_cache(&mut cdp, "P1").expect("cleared");
+        drop(cdp);
+        let seen = fake.join().expect("fake browser");
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0]["method"], "Network.clearBrowserCache");
+        assert_eq!(seen[0]["sessionId"], "P1");
     }
 
     /// An out-of-process iframe's target is made to report its requests before it runs.

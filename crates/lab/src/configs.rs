@@ -328,12 +328,16 @@ pub fn parse(text: &str, source: &str) -> Result<BTreeMap<String, LabConfig>> {
                 "{source}: [{name}]: per_host, pipeline_depth and close_after must be ≥ 1"
             )));
         }
-        if (!c.revisit_cache || c.revisit_connections)
-            && (!c.warm || c.browser() == Browser::Chromium)
-        {
+        if (!c.revisit_cache || c.revisit_connections) && !c.warm {
             return Err(LabError::BadInput(format!(
                 "{source}: [{name}]: revisit_cache and revisit_connections apply to a warm \
-                 revisit of the browser model: set warm = true (and not browser = \"chromium\")"
+                 revisit: set warm = true"
+            )));
+        }
+        if c.revisit_connections && c.browser() == Browser::Chromium {
+            return Err(LabError::BadInput(format!(
+                "{source}: [{name}]: revisit_connections is for the browser model: Chromium \
+                 keeps or closes its connections by its own policy"
             )));
         }
         if c.origin_keepalive_s
@@ -441,7 +445,7 @@ mod tests {
         for bad in [
             "revisit_cache = false",
             "revisit_connections = true",
-            "warm = true\nrevisit_cache = false\nbrowser = \"chromium\"",
+            "warm = true\nrevisit_connections = true\nbrowser = \"chromium\"",
         ] {
             let e = parse(&format!("[x]\npolicy = \"http11\"\n{bad}\n"), "c.toml")
                 .unwrap_err()
@@ -460,6 +464,9 @@ mod tests {
             .to_string();
             assert!(e.contains("origin_keepalive_s"), "{e}");
         }
+        // Chromium empties its cache for a revisit on request.
+        let ok = "[x]\npolicy = \"http11\"\nbrowser = \"chromium\"\nwarm = true\nrevisit_cache = false\n";
+        assert!(!parse(ok, "c.toml").unwrap()["x"].revisit_cache);
         let e = parse("[x]\npolicy = \"http11\"\ncolour = 1\n", "c.toml")
             .unwrap_err()
             .to_string();

@@ -386,6 +386,9 @@ fn measure_chromium(
         std::thread::sleep(gap);
         browser.load(&url, lc.page_timeout)?;
         hosting.replay.set_visit(1);
+        if !cfg.revisit_cache {
+            browser.clear_cache()?;
+        }
     }
     std::thread::sleep(gap);
     // Each load meets a link started over (see `measure`).
