@@ -323,10 +323,6 @@ fn failed_objects(load: &PageLoad) -> usize {
         .count()
 }
 
-/// How long the origins keep an idle connection unless a configuration says otherwise
-/// (`ReplayConfig`'s default, wall time: longer than any load).
-const ORIGIN_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
-
 /// What every load starts from: fresh hosting state (resolver cache, close-after, visit 0),
 /// the loader's settings, webpep's edge proxy (cold) when the configuration has one, and the
 /// URL this mode's browser opens.
@@ -340,10 +336,13 @@ fn prepare(
     let k = opts.time_scale;
     hosting.resolver.flush();
     hosting.replay.set_close_after(cfg.close_after);
-    hosting.replay.set_idle_timeout(Some(
+    // Unless the configuration says otherwise, the replay server's own default (wall time,
+    // longer than any load).
+    hosting.replay.set_idle_timeout(
         cfg.origin_keepalive_s
-            .map_or(ORIGIN_IDLE_TIMEOUT, |t| Duration::from_secs_f64(t / k)),
-    ));
+            .map(|t| Duration::from_secs_f64(t / k))
+            .or(ReplayConfig::default().idle_timeout),
+    );
     hosting.replay.set_visit(0);
     let mut lc = loader_config(cfg, hosting, k);
     let proxy = match cfg.proxy {

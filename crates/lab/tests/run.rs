@@ -705,6 +705,11 @@ fn peer_proxies_run_at_the_edge_in_place_of_webpep() {
     assert!(left.is_empty(), "peer directories left behind");
 }
 
+/// Namespaces and Chromium both there (else a printed reason; CI requires Chromium).
+fn chromium_available(test: &str) -> bool {
+    netns_available(test) && webpep_lab::chromium::available_for_test(test)
+}
+
 /// A page whose name is on Chromium's HSTS preload list (all of `.dev` is), with an http://
 /// ad frame on another site: Chromium fetches the page over https on its own, and the frame,
 /// now cross-site, runs in a process of its own. Both loads record every object; the
@@ -712,7 +717,7 @@ fn peer_proxies_run_at_the_edge_in_place_of_webpep() {
 #[test]
 fn chromium_records_an_hsts_upgrade_and_a_cross_site_frame() {
     let test = "chromium_records_an_hsts_upgrade_and_a_cross_site_frame";
-    if !netns_available(test) || !webpep_lab::chromium::available_for_test(test) {
+    if !chromium_available(test) {
         return;
     }
     let dir = TestDir::new("run-chromium-frames");
@@ -799,7 +804,7 @@ fn chromium_records_an_hsts_upgrade_and_a_cross_site_frame() {
 #[test]
 fn real_chromium_loads_the_page_direct_and_through_the_edge_proxy() {
     let test = "real_chromium_loads_the_page_direct_and_through_the_edge_proxy";
-    if !netns_available(test) || !webpep_lab::chromium::available_for_test(test) {
+    if !chromium_available(test) {
         return;
     }
     let dir = TestDir::new("run-chromium");

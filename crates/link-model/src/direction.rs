@@ -254,6 +254,24 @@ pub struct Direction<P> {
     events: Option<Vec<Event>>,
 }
 
+/// The random processes of a direction, each with its own stream of the link's seed (so
+/// turning one on does not shift the others' draws), for [`Direction::new`] and
+/// [`Direction::restart`] alike.
+#[derive(Clone, Copy)]
+enum Draw {
+    Delay = 1,
+    Loss = 2,
+    Fec = 3,
+    Radio = 4,
+}
+
+impl Draw {
+    /// This process's stream in direction `stream` of a link seeded `seed`.
+    fn rng(self, seed: u64, stream: u64) -> Rng {
+        Rng::new(seed, stream * 16 + self as u64)
+    }
+}
+
 impl<P> Direction<P> {
     /// Builds a direction from its spec and (loaded) rate; `seed` and `stream` pick the random
     /// streams; `outages` is shared in content with the other direction.
@@ -309,7 +327,7 @@ impl<P> Direction<P> {
             fec: spec
                 .fec
                 .as_ref()
-                .map(|f| FecModel::new(f, Rng::new(seed, stream * 16 + 3))),
+                .map(|f| FecModel::new(f, Draw::Fec.rng(seed, stream))),
             arq_delay: scaled_ms(spec.fec.as_ref().map_or(0.0, |f| f.arq_delay_ms), k),
             bunching: spec.bunching.as_ref().map(|b| Bunching {
                 count: b.count as usize,
@@ -317,9 +335,9 @@ impl<P> Direction<P> {
                 releasing: 0,
             }),
             outages,
-            rng_delay: Rng::new(seed, stream * 16 + 1),
-            rng_loss: Rng::new(seed, stream * 16 + 2),
-            rng_radio: Rng::new(seed, stream * 16 + 4),
+            rng_delay: Draw::Delay.rng(seed, stream),
+            rng_loss: Draw::Loss.rng(seed, stream),
+            rng_radio: Draw::Radio.rng(seed, stream),
             seed,
             stream,
             queue: VecDeque::new(),
@@ -352,11 +370,11 @@ impl<P> Direction<P> {
         self.outages.restart(now, epoch);
         let seed = crate::rng::epoch_seed(self.seed, epoch);
         let stream = self.stream;
-        self.rng_delay = Rng::new(seed, stream * 16 + 1);
-        self.rng_loss = Rng::new(seed, stream * 16 + 2);
-        self.rng_radio = Rng::new(seed, stream * 16 + 4);
+        self.rng_delay = Draw::Delay.rng(seed, stream);
+        self.rng_loss = Draw::Loss.rng(seed, stream);
+        self.rng_radio = Draw::Radio.rng(seed, stream);
         if let Some(f) = self.fec.as_mut() {
-            f.reseed(Rng::new(seed, stream * 16 + 3));
+            f.reseed(Draw::Fec.rng(seed, stream));
         }
         if let Some(g) = self.gilbert.as_mut() {
             g.bad = false;
