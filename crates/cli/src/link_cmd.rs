@@ -58,8 +58,12 @@ enum LinkSub {
     /// List the profiles with their parameters.
     Profiles {
         /// Print the profiles as JSON.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "toml")]
         json: bool,
+        /// Print one profile (a preset name, `trace:DOWN,UP` or a `.toml` file) as a TOML
+        /// profile file, to save and edit into a custom profile.
+        #[arg(long, value_name = "PROFILE")]
+        toml: Option<String>,
     },
     /// Measure the emulated link with real traffic and print one JSON object (with --json).
     Probe {
@@ -119,7 +123,10 @@ pub fn resolve_profile(opts: &LinkOpts) -> Result<ResolvedProfile> {
 
 pub fn run(args: LinkArgs) -> Result<u8> {
     match args.sub {
-        Some(LinkSub::Profiles { json }) => profiles(json),
+        Some(LinkSub::Profiles {
+            toml: Some(spec), ..
+        }) => profile_toml(&spec),
+        Some(LinkSub::Profiles { json, toml: None }) => profiles(json),
         Some(LinkSub::Probe {
             link,
             json,
@@ -212,6 +219,24 @@ fn run_behind_link(args: RunArgs) -> Result<u8> {
     Ok(code.clamp(0, 255) as u8)
 }
 
+/// `webpep link profiles --toml PROFILE`: the profile as it would be written in a file.
+fn profile_toml(spec: &str) -> Result<u8> {
+    let opts = LinkOpts {
+        profile: spec.to_string(),
+        time_scale: 1.0,
+        seed: 1,
+    };
+    let resolved = resolve_profile(&opts)?;
+    print!(
+        "{}",
+        resolved
+            .profile
+            .to_toml()
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+    );
+    Ok(0)
+}
+
 fn profiles(json: bool) -> Result<u8> {
     let dir = presets::find_trace_dir();
     let mut list = Vec::new();
@@ -261,7 +286,8 @@ fn profiles(json: bool) -> Result<u8> {
     }
     println!(
         "\nAlso: trace:DOWN_FILE,UP_FILE (Mahimahi traces) and FILE.toml (a custom profile; \
-         `webpep link profiles --json` shows every parameter)."
+         `webpep link profiles --json` shows every parameter, `--toml NAME` writes one as a \
+         profile file to edit)."
     );
     Ok(0)
 }

@@ -125,7 +125,7 @@ fn custom_toml(name: &str) -> String {
     let mut p = preset("gprs", None).expect("gprs preset");
     p.name = name.into();
     p.description = "a custom profile for the tests".into();
-    toml::to_string(&p).expect("serialize profile")
+    p.to_toml().expect("serialize profile")
 }
 
 /// `custom_toml` with the first line starting with `key = ` (after `[section]`) replaced.
@@ -454,6 +454,25 @@ fn profiles_json_parses() {
     }
     let gprs = list.iter().find(|p| p["name"] == "gprs").unwrap();
     assert_eq!(gprs["down_kbps"].as_f64(), Some(38.0));
+}
+
+#[test]
+fn profiles_toml_writes_a_file_that_reads_back_the_same() {
+    let o = webpep(&["link", "profiles", "--toml", "cdma-1x"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let parsed = Profile::from_toml(&text, "stdout").unwrap();
+    assert_eq!(parsed, preset("cdma-1x", None).unwrap());
+    // Saved as a file, the profile is accepted wherever a profile is, and prints the same.
+    let dir = TempDir::new("profiles-toml");
+    let file = dir.file("mine.toml", &text);
+    let o = webpep(&["link", "profiles", "--toml", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), text);
+    expect_bad_input(
+        &["link", "profiles", "--toml", "gprs-9000"],
+        &["gprs-9000", "known profiles"],
+    );
 }
 
 #[test]

@@ -298,6 +298,20 @@ mod tests {
     }
 
     #[test]
+    fn every_preset_written_as_toml_reads_back_the_same() {
+        let dir = Path::new("/traces");
+        for name in PRESET_NAMES {
+            let p = preset(name, Some(dir)).unwrap();
+            let text = p.to_toml().unwrap();
+            let back = Profile::from_toml(&text, name).unwrap_or_else(|e| panic!("{e}\n{text}"));
+            assert_eq!(back, p, "{name}:\n{text}");
+        }
+        // The block-flow parameters of gprs are written out, not left to defaults.
+        let text = preset("gprs", None).unwrap().to_toml().unwrap();
+        assert!(text.contains("setup_spread_ms = 1600.0"), "{text}");
+    }
+
+    #[test]
     fn gprs_rtt_is_in_the_papers_range() {
         let p = preset("gprs", None).unwrap().resolve(None).unwrap();
         // A ping after idle pays the block-flow setup both ways: 003 Table 3 measured

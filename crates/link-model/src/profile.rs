@@ -249,6 +249,15 @@ impl Profile {
         })
     }
 
+    /// The profile as a TOML file that [`Profile::from_toml`] reads back unchanged: a preset
+    /// written out is the starting point of a custom profile.
+    pub fn to_toml(&self) -> Result<String, ModelError> {
+        toml::to_string_pretty(self).map_err(|e| ModelError::Profile {
+            file: self.name.clone(),
+            message: e.to_string(),
+        })
+    }
+
     /// Loads traces (relative to `base_dir`) and checks every parameter.
     pub fn resolve(&self, base_dir: Option<&Path>) -> Result<ResolvedProfile, ModelError> {
         let rate = |r: &RateSpec| -> Result<Rate, ModelError> {
