@@ -172,6 +172,14 @@ pub struct LabConfig {
     pub per_host: Option<usize>,
     #[serde(default)]
     pub pipeline_depth: Option<usize>,
+    /// How pipelined requests are handed to connections: true, in batches as Mozilla 1.x did
+    /// (a pipeline of up to `pipeline_depth` waiting requests goes to an idle or new
+    /// connection, which takes nothing more until all are answered); false, a sliding window
+    /// (a connection takes a new request whenever fewer than `pipeline_depth` are
+    /// outstanding: "GETs issued without waiting for the previous responses", 000 §4.1.2).
+    /// Default: the browser's (batches for `mozilla-2003`, a window for `modern`).
+    #[serde(default)]
+    pub pipeline_batches: Option<bool>,
     #[serde(default)]
     pub proxy: ProxyMode,
     /// The edge proxy's switches (with a proxy; see [`ProxySwitches`]).
@@ -262,6 +270,12 @@ impl LabConfig {
         self.pipeline_depth.unwrap_or(4)
     }
 
+    /// Whether pipelines are handed out in batches (see the `pipeline_batches` key).
+    pub fn pipeline_batches(&self) -> bool {
+        self.pipeline_batches
+            .unwrap_or(self.browser() == Browser::Mozilla2003)
+    }
+
     /// One line for the report: the policy and switches as they will run.
     pub fn summary(&self) -> String {
         let chromium = self.browser() == Browser::Chromium;
@@ -270,8 +284,13 @@ impl LabConfig {
             PolicyName::Http10 => format!("http10, ≤{} connections", self.per_host()),
             PolicyName::Http11 => format!("http11, {} per host", self.per_host()),
             PolicyName::Pipelining => format!(
-                "pipelining depth {}, {} per host",
+                "pipelining depth {}{}, {} per host",
                 self.pipeline_depth(),
+                if self.pipeline_batches() {
+                    " in batches"
+                } else {
+                    " as a sliding window"
+                },
                 self.per_host()
             ),
             PolicyName::H2 => "h2 over TLS, 1 per origin".to_string(),
@@ -396,6 +415,19 @@ mod tests {
         assert_eq!(all["http11-6"].per_host(), 6);
         assert_eq!(all["http10"].per_host(), 8);
         assert_eq!(all["pipelining"].pipeline_depth(), 4);
+        // Mozilla 1.x hands out pipelines in batches; a window is asked for by name.
+        assert!(all["pipelining"].pipeline_batches());
+        assert!(all["pipelining"].summary().contains("depth 4 in batches"));
+        let window = &parse(
+            "[w]\npolicy = \"pipelining\"\npipeline_batches = false\n\
+             [m]\npolicy = \"pipelining\"\nbrowser = \"modern\"\n",
+            "test",
+        )
+        .unwrap();
+        for n in ["w", "m"] {
+            assert!(!window[n].pipeline_batches(), "{n}");
+            assert!(window[n].summary().contains("as a sliding window"), "{n}");
+        }
         assert!(all["http11-warm"].warm);
         assert!(all["transparent-dns-warm"].warm);
         // 002's repeated downloads: cache off, DNS and connections kept, Apache's keep-alive.

@@ -119,7 +119,6 @@ fn loader_config(c: &LabConfig, hosting: &Hosting, k: f64) -> LoaderConfig {
         lc.blocking_scripts = true;
         lc.serial_dns = true;
         lc.pool_by_address = true;
-        lc.pipeline_batches = true;
         lc.user_agent = MOZILLA_2003_UA.into();
         lc.request_headers = MOZILLA_2003_HEADERS
             .iter()
@@ -129,6 +128,7 @@ fn loader_config(c: &LabConfig, hosting: &Hosting, k: f64) -> LoaderConfig {
             .map(|(n, v)| (n.to_string(), v.to_string()))
             .collect();
     }
+    lc.pipeline_batches = c.pipeline_batches();
     if c.accept_webp {
         with_webp_accept(&mut lc.request_headers);
     }
