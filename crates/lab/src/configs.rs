@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+use webpep_server::config::Congestion;
 
 use crate::{LabError, Result};
 
@@ -64,6 +65,9 @@ pub struct ProxySwitches {
     /// Air-side TCP tuning (003 §6.1): per-socket congestion control, a small unsent buffer,
     /// initial window 10 on the route to ue. Off: a 2003 stack (Reno, initial window 2).
     pub air_tuning: bool,
+    /// With `air_tuning`: the congestion control of the proxy's client sockets (bbr, cubic,
+    /// reno).
+    pub air_congestion: Congestion,
     /// Keep-alive probes that hold the radio channel while the client is active (003 §6.4).
     pub keepalive_probes: bool,
     /// The proxy fetches a page's objects into its cache before the browser asks (000 §4.2.2;
@@ -78,6 +82,7 @@ impl Default for ProxySwitches {
             transcode: "balanced".into(),
             cache: true,
             air_tuning: true,
+            air_congestion: Congestion::Cubic,
             keepalive_probes: true,
             prefetch: true,
         }
@@ -97,7 +102,7 @@ impl ProxySwitches {
             on.push("cache".into());
         }
         if self.air_tuning {
-            on.push("air TCP tuning".into());
+            on.push(format!("air TCP tuning ({})", self.air_congestion.name()));
         }
         if self.keepalive_probes {
             on.push("keep-alive probes".into());
@@ -191,6 +196,9 @@ pub struct LabConfig {
     pub cache: bool,
     #[serde(default = "yes")]
     pub air_tuning: bool,
+    /// With `air_tuning`: congestion control of the proxy's client sockets.
+    #[serde(default = "cubic")]
+    pub air_congestion: Congestion,
     #[serde(default = "yes")]
     pub keepalive_probes: bool,
     #[serde(default = "yes")]
@@ -235,6 +243,9 @@ fn yes() -> bool {
 fn balanced() -> String {
     "balanced".into()
 }
+fn cubic() -> Congestion {
+    Congestion::Cubic
+}
 
 impl LabConfig {
     /// The edge proxy's switches.
@@ -244,6 +255,7 @@ impl LabConfig {
             transcode: self.transcode.clone(),
             cache: self.cache,
             air_tuning: self.air_tuning,
+            air_congestion: self.air_congestion,
             keepalive_probes: self.keepalive_probes,
             prefetch: self.prefetch,
         }
@@ -417,6 +429,15 @@ mod tests {
         assert_eq!(all["pipelining"].pipeline_depth(), 4);
         // Mozilla 1.x hands out pipelines in batches; a window is asked for by name.
         assert!(all["pipelining"].pipeline_batches());
+        // The proxy's air sockets: cubic unless a configuration names another.
+        assert_eq!(all["explicit"].switches().air_congestion, Congestion::Cubic);
+        assert!(all["explicit"].summary().contains("air TCP tuning (cubic)"));
+        let bbr = &parse(
+            "[b]\npolicy = \"http11\"\nproxy = \"explicit\"\nair_congestion = \"bbr\"\n",
+            "test",
+        )
+        .unwrap()["b"];
+        assert_eq!(bbr.switches().air_congestion, Congestion::Bbr);
         assert!(all["pipelining"].summary().contains("depth 4 in batches"));
         let window = &parse(
             "[w]\npolicy = \"pipelining\"\npipeline_batches = false\n\
@@ -487,6 +508,16 @@ mod tests {
                 "{e}"
             );
         }
+        let e = parse(
+            "[x]\npolicy = \"http11\"\nproxy = \"explicit\"\nair_congestion = \"vegas\"\n",
+            "c.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("c.toml") && e.contains("vegas") && e.contains("bbr"),
+            "{e}"
+        );
         for bad in ["0", "-3", "nan"] {
             let e = parse(
                 &format!("[x]\npolicy = \"http11\"\norigin_keepalive_s = {bad}\n"),

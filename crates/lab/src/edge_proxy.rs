@@ -105,9 +105,9 @@ probe-stop = {stop}
         url = cfg.proxy == ProxyMode::TransparentUrl,
         prefetch = sw.prefetch,
         congestion = if sw.air_tuning {
-            "congestion = \"cubic\"\n"
+            format!("congestion = \"{}\"\n", sw.air_congestion.name())
         } else {
-            ""
+            String::new()
         },
         lowat = if sw.air_tuning { 16384 } else { 0 },
         probes = sw.keepalive_probes,
