@@ -429,15 +429,6 @@ mod tests {
         assert_eq!(all["pipelining"].pipeline_depth(), 4);
         // Mozilla 1.x hands out pipelines in batches; a window is asked for by name.
         assert!(all["pipelining"].pipeline_batches());
-        // The proxy's air sockets: cubic unless a configuration names another.
-        assert_eq!(all["explicit"].switches().air_congestion, Congestion::Cubic);
-        assert!(all["explicit"].summary().contains("air TCP tuning (cubic)"));
-        let bbr = &parse(
-            "[b]\npolicy = \"http11\"\nproxy = \"explicit\"\nair_congestion = \"bbr\"\n",
-            "test",
-        )
-        .unwrap()["b"];
-        assert_eq!(bbr.switches().air_congestion, Congestion::Bbr);
         assert!(all["pipelining"].summary().contains("depth 4 in batches"));
         let window = &parse(
             "[w]\npolicy = \"pipelining\"\npipeline_batches = false\n\
@@ -449,6 +440,15 @@ mod tests {
             assert!(!window[n].pipeline_batches(), "{n}");
             assert!(window[n].summary().contains("as a sliding window"), "{n}");
         }
+        // The proxy's air sockets: cubic unless a configuration names another.
+        assert_eq!(all["explicit"].switches().air_congestion, Congestion::Cubic);
+        assert!(all["explicit"].summary().contains("air TCP tuning (cubic)"));
+        let bbr = &parse(
+            "[b]\npolicy = \"http11\"\nproxy = \"explicit\"\nair_congestion = \"bbr\"\n",
+            "test",
+        )
+        .unwrap()["b"];
+        assert_eq!(bbr.switches().air_congestion, Congestion::Bbr);
         assert!(all["http11-warm"].warm);
         assert!(all["transparent-dns-warm"].warm);
         // 002's repeated downloads: cache off, DNS and connections kept, Apache's keep-alive.
