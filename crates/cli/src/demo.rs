@@ -27,22 +27,6 @@ pub struct DemoArgs {
     pages: Vec<String>,
 }
 
-/// 000 Table 1: Mozilla HTTP/1.1 over GPRS, seconds.
-const PAPER_PLT: &[(&str, f64)] = &[
-    ("mail", 34.5),
-    ("yahoo", 35.0),
-    ("amazon", 76.4),
-    ("cnn", 196.3),
-];
-
-/// 000 Table 9, No-reconf.-I (HTTP/1.1Opt + the other no-reconfiguration schemes): PLT cut, %.
-const PAPER_NO_RECONF: &[(&str, f64)] = &[
-    ("mail", 54.4),
-    ("yahoo", 66.9),
-    ("amazon", 59.6),
-    ("cnn", 50.9),
-];
-
 pub fn run(args: DemoArgs) -> Result<u8> {
     // Real Chromium joins when installed: the check of the browser model (DESIGN §7.4).
     let chromium = webpep_lab::chromium::find_binary(None).filter(|b| b.exists());
@@ -132,30 +116,15 @@ pub fn run(args: DemoArgs) -> Result<u8> {
     if !tls.is_empty() {
         print!("\n{tls}");
     }
-    println!("\nBeside 000 Table 1 (Mozilla HTTP/1.1 over GPRS) and Table 6 (pipelining −35…56 %, 6 connections −31…43 %):");
-    for (page, paper) in PAPER_PLT {
-        if let Some(s) = cell(page, "http11") {
-            println!(
-                "  {page:<8} http11 {:>6.1} s   paper {paper:>6.1} s",
-                s.plt_ms.mean / 1000.0
-            );
-        }
-    }
-    println!("\nwebpep's edge proxy beside 000 Table 9 (no client software: −51…67 %):");
-    for (page, paper) in PAPER_NO_RECONF {
-        let cut = |c: &str| cut(page, c).unwrap_or_else(|| "-".into());
-        println!(
-            "  {page:<8} explicit {:>6}  transparent-dns {:>6}  transparent-url {:>6}   paper {:+.0} %",
-            cut("explicit"),
-            cut("transparent-dns"),
-            cut("transparent-url"),
-            -paper
-        );
+    // What the papers measured for the same pages and configurations (000 Tables 1, 6, 7, 9).
+    let paper = r.paper_table();
+    if !paper.is_empty() {
+        print!("\n{paper}");
     }
     if chromium.is_some() {
         println!("\nThe browser model beside real Chromium (6 connections per host both):");
         let mean = |page: &str, c: &str| cell(page, c).map(|s| s.plt_ms.mean / 1000.0);
-        for (page, _) in PAPER_PLT {
+        for page in &args.pages {
             if let (Some(m), Some(c)) = (mean(page, "http11-6"), mean(page, "chromium")) {
                 println!(
                     "  {page:<8} model http11-6 {m:>6.1} s   chromium {c:>6.1} s   ({:+.0} %)",
@@ -168,7 +137,7 @@ pub fn run(args: DemoArgs) -> Result<u8> {
         println!(
             "\nwebpep's edge proxy beside stock peer proxies in the same place (change vs http11):"
         );
-        for (page, _) in PAPER_PLT {
+        for page in &args.pages {
             let cells: Vec<String> = std::iter::once("explicit")
                 .chain(peers.iter().copied())
                 .filter_map(|c| cut(page, c).map(|x| format!("  {c} {x}")))

@@ -286,6 +286,10 @@ pub fn run_cmd(args: LabArgs) -> Result<u8> {
             if !ab.is_empty() {
                 print!("\n{ab}");
             }
+            let paper = results.paper_table();
+            if !paper.is_empty() {
+                print!("\n{paper}");
+            }
             println!("report: {}", a.out.join("report.html").display());
             Ok(0)
         }

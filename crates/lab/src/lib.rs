@@ -7,6 +7,7 @@ pub mod configs;
 pub mod edge_proxy;
 pub mod hosting;
 pub mod nsrt;
+pub mod paper_refs;
 pub mod peer_images;
 pub mod peers;
 pub mod proxy_bench;

@@ -398,6 +398,35 @@ pub fn html(r: &Results) -> String {
         }
         h.push_str("</table>");
     }
+    if !r.paper.is_empty() {
+        let _ = write!(
+            h,
+            "<h2>Beside the papers</h2><p>Profile {}: the run's mean PLT and its change vs \
+             http11 beside what the paper measured for the page, and the paper's change against \
+             its own http11 load.</p><table><tr><th>page</th><th>config</th><th>PLT s</th>\
+             <th>paper s</th><th>÷ paper</th><th>change</th><th>paper's change</th>\
+             <th>source</th></tr>",
+            esc(&r.profile)
+        );
+        let pct = |c: Option<f64>| c.map_or("-".to_string(), |c| format!("{:+.0} %", c * 100.0));
+        for p in &r.paper {
+            let own = p.config == "http11";
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&p.page),
+                esc(&p.config),
+                p.measured_s,
+                p.paper_s.map_or("-".to_string(), |s| format!("{s:.1}")),
+                p.paper_s
+                    .map_or("-".to_string(), |s| format!("×{:.2}", p.measured_s / s)),
+                if own { "-".to_string() } else { pct(p.measured_change) },
+                if own { "-".to_string() } else { pct(Some(p.paper_change)) },
+                esc(&p.source)
+            );
+        }
+        h.push_str("</table>");
+    }
     let tls = r.tls_upgrades();
     if !tls.is_empty() {
         let _ = write!(
@@ -484,9 +513,10 @@ mod tests {
             }
         }
         let summary = summarize(&loads, "http11");
-        let r = Results {
+        let mut r = Results {
             air_totals: Vec::new(),
             ablations: Vec::new(),
+            paper: Vec::new(),
             profile: "gprs".into(),
             time_scale: 10.0,
             seed: 1,
@@ -497,7 +527,21 @@ mod tests {
             loads,
             summary,
         };
+        r.paper = vec![crate::paper_refs::PaperRow {
+            page: "cnn".into(),
+            config: "http11".into(),
+            measured_s: 100.5,
+            paper_s: Some(196.3),
+            measured_change: Some(0.0),
+            paper_change: 0.0,
+            source: "000 Table 1 <WWAN>".into(),
+        }];
         let h = html(&r);
+        assert!(
+            h.contains("<td>cnn</td><td>http11</td><td>100.5</td><td>196.3</td><td>×0.51</td>"),
+            "the papers' table"
+        );
+        assert!(h.contains("000 Table 1 &lt;WWAN&gt;"), "escaped source");
         assert_eq!(h.matches("<svg").count(), 3);
         assert!(h.contains("pipelining&lt;&amp;&gt;"), "escaped");
         assert!(!h.contains("pipelining<&>"));

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::paper_refs::{self, PaperRow};
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BreakdownMs {
     pub dns: f64,
@@ -237,6 +239,10 @@ pub struct Results {
     /// Ablation rows (configurations named `FULL-no-SWITCH`; filled by [`Results::finish`]).
     #[serde(default)]
     pub ablations: Vec<AblationRow>,
+    /// The run beside what the papers measured for the same page and configuration (runs
+    /// over `gprs` only; filled by [`Results::finish`]).
+    #[serde(default)]
+    pub paper: Vec<PaperRow>,
 }
 
 /// Summarizes loads per (page, config), in first-seen order.
@@ -450,7 +456,75 @@ impl Results {
     pub fn finish(mut self) -> Results {
         self.air_totals = self.air_totals();
         self.ablations = self.ablations();
+        self.paper = self.paper_rows();
         self
+    }
+
+    /// Each (page, configuration) of the run that a paper measured too.
+    fn paper_rows(&self) -> Vec<PaperRow> {
+        self.summary
+            .iter()
+            .filter_map(|s| {
+                let r = paper_refs::lookup(&self.profile, &s.page, &s.config)?;
+                let http11 = self
+                    .summary
+                    .iter()
+                    .find(|b| b.page == s.page && b.config == "http11");
+                let measured_change = if s.config == "http11" {
+                    http11.map(|_| 0.0)
+                } else if self.baseline == "http11" && s.plt_change_paired.is_some() {
+                    s.plt_change_paired.map(|p| p.mean)
+                } else {
+                    http11
+                        .filter(|b| b.plt_ms.mean > 0.0)
+                        .map(|b| s.plt_ms.mean / b.plt_ms.mean - 1.0)
+                };
+                Some(PaperRow {
+                    page: s.page.clone(),
+                    config: s.config.clone(),
+                    measured_s: s.plt_ms.mean / 1000.0,
+                    paper_s: r.plt_s,
+                    measured_change,
+                    paper_change: r.change,
+                    source: r.source.to_string(),
+                })
+            })
+            .collect()
+    }
+
+    /// The run beside the papers as text; empty when no page and configuration of the run
+    /// has a reference.
+    pub fn paper_table(&self) -> String {
+        if self.paper.is_empty() {
+            return String::new();
+        }
+        let pct = |c: Option<f64>| c.map_or("-".to_string(), |c| format!("{:+.0}%", c * 100.0));
+        let mut t = format!(
+            "Beside the papers (profile {}; change vs http11, the paper's against its own http11 load)\n\
+             {:<20}{:<18}{:>10}{:>9}{:>9}{:>10}{:>8}  source\n",
+            self.profile, "page", "config", "PLT s", "paper s", "÷ paper", "change", "paper"
+        );
+        for r in &self.paper {
+            let (paper_s, ratio) = match r.paper_s {
+                Some(p) => (format!("{p:.1}"), format!("×{:.2}", r.measured_s / p)),
+                None => ("-".into(), "-".into()),
+            };
+            let paper_change = if r.config == "http11" {
+                "-".to_string()
+            } else {
+                pct(Some(r.paper_change))
+            };
+            let change = if r.config == "http11" {
+                "-".to_string()
+            } else {
+                pct(r.measured_change)
+            };
+            t += &format!(
+                "{:<20}{:<18}{:>10.1}{:>9}{:>9}{:>10}{:>8}  {}\n",
+                r.page, r.config, r.measured_s, paper_s, ratio, change, paper_change, r.source
+            );
+        }
+        t
     }
 
     fn configs_in_order(&self) -> Vec<String> {
@@ -751,6 +825,7 @@ mod tests {
             loads,
             air_totals: Vec::new(),
             ablations: Vec::new(),
+            paper: Vec::new(),
         }
     }
 
@@ -901,5 +976,45 @@ mod tests {
         assert_eq!(air[1].head_bytes, 150.0);
         assert!(r.air_table().contains("×8.00"), "{}", r.air_table());
         assert!(r.ablation_table().contains("compress"));
+    }
+
+    #[test]
+    fn runs_over_gprs_are_set_beside_the_papers() {
+        let mut loads = Vec::new();
+        for (r, (base, pipe)) in [(34_000.0, 17_000.0), (36_000.0, 27_000.0)]
+            .into_iter()
+            .enumerate()
+        {
+            for (config, plt) in [("http11", base), ("pipelining", pipe)] {
+                let mut l = load("mail", config, plt);
+                l.repeat = r;
+                loads.push(l);
+            }
+            // No paper measured these.
+            let mut l = load("session-cnn", "http11", base);
+            l.repeat = r;
+            loads.push(l);
+        }
+        let r = results_of(loads.clone()).finish();
+        assert_eq!(r.paper.len(), 2, "{:?}", r.paper);
+        let (own, pipe) = (&r.paper[0], &r.paper[1]);
+        assert_eq!((own.config.as_str(), own.paper_s), ("http11", Some(34.5)));
+        assert_eq!(own.measured_s, 35.0);
+        assert_eq!(pipe.source, "000 Table 6, Pipel.");
+        // Paired by repeat: (17/34 − 1 + 27/36 − 1) ÷ 2 = −0.375; the paper's is 15.2/34.5 − 1.
+        assert!((pipe.measured_change.unwrap() + 0.375).abs() < 1e-9);
+        assert!((pipe.paper_change - (15.2 / 34.5 - 1.0)).abs() < 1e-9);
+        let t = r.paper_table();
+        assert!(
+            t.contains("pipelining") && t.contains("-38%") && t.contains("-56%"),
+            "{t}"
+        );
+        assert!(!t.contains("session-cnn"), "{t}");
+        // Another link is not the papers' link.
+        let mut other = results_of(loads);
+        other.profile = "cdma-1x".into();
+        let other = other.finish();
+        assert!(other.paper.is_empty());
+        assert_eq!(other.paper_table(), "");
     }
 }

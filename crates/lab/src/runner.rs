@@ -303,6 +303,7 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
         summary,
         air_totals: Vec::new(),
         ablations: Vec::new(),
+        paper: Vec::new(),
     }
     .finish();
     let json = serde_json::to_vec_pretty(&results)
