@@ -133,6 +133,29 @@ pub struct PaperRow {
     pub source: String,
 }
 
+impl PaperRow {
+    /// The row's paper PLT, measured ÷ paper, change and paper's change as shown in tables
+    /// ("-" where there is none; no change on the `http11` row, which is the reference);
+    /// `percent` is the unit after a change ("%" or " %").
+    pub fn cells(&self, percent: &str) -> [String; 4] {
+        let own = self.config == "http11";
+        let pct = |c: Option<f64>| match c {
+            Some(c) if !own => format!("{:+.0}{percent}", c * 100.0),
+            _ => "-".to_string(),
+        };
+        let (paper_s, ratio) = match self.paper_s {
+            Some(p) => (format!("{p:.1}"), format!("×{:.2}", self.measured_s / p)),
+            None => ("-".into(), "-".into()),
+        };
+        [
+            paper_s,
+            ratio,
+            pct(self.measured_change),
+            pct(Some(self.paper_change)),
+        ]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -408,20 +408,14 @@ pub fn html(r: &Results) -> String {
              <th>source</th></tr>",
             esc(&r.profile)
         );
-        let pct = |c: Option<f64>| c.map_or("-".to_string(), |c| format!("{:+.0} %", c * 100.0));
         for p in &r.paper {
-            let own = p.config == "http11";
+            let [paper_s, ratio, change, paper_change] = p.cells(" %");
             let _ = write!(
                 h,
-                "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{paper_s}</td><td>{ratio}</td><td>{change}</td><td>{paper_change}</td><td>{}</td></tr>",
                 esc(&p.page),
                 esc(&p.config),
                 p.measured_s,
-                p.paper_s.map_or("-".to_string(), |s| format!("{s:.1}")),
-                p.paper_s
-                    .map_or("-".to_string(), |s| format!("×{:.2}", p.measured_s / s)),
-                if own { "-".to_string() } else { pct(p.measured_change) },
-                if own { "-".to_string() } else { pct(Some(p.paper_change)) },
                 esc(&p.source)
             );
         }

@@ -498,27 +498,13 @@ impl Results {
         if self.paper.is_empty() {
             return String::new();
         }
-        let pct = |c: Option<f64>| c.map_or("-".to_string(), |c| format!("{:+.0}%", c * 100.0));
         let mut t = format!(
             "Beside the papers (profile {}; change vs http11, the paper's against its own http11 load)\n\
              {:<20}{:<18}{:>10}{:>9}{:>9}{:>10}{:>8}  source\n",
             self.profile, "page", "config", "PLT s", "paper s", "÷ paper", "change", "paper"
         );
         for r in &self.paper {
-            let (paper_s, ratio) = match r.paper_s {
-                Some(p) => (format!("{p:.1}"), format!("×{:.2}", r.measured_s / p)),
-                None => ("-".into(), "-".into()),
-            };
-            let paper_change = if r.config == "http11" {
-                "-".to_string()
-            } else {
-                pct(Some(r.paper_change))
-            };
-            let change = if r.config == "http11" {
-                "-".to_string()
-            } else {
-                pct(r.measured_change)
-            };
+            let [paper_s, ratio, change, paper_change] = r.cells("%");
             t += &format!(
                 "{:<20}{:<18}{:>10.1}{:>9}{:>9}{:>10}{:>8}  {}\n",
                 r.page, r.config, r.measured_s, paper_s, ratio, change, paper_change, r.source
