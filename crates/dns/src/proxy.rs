@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
 use ipnet::IpNet;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
@@ -203,12 +203,8 @@ impl DnsProxy {
         let mut buf = vec![0u8; 65_535];
         loop {
             // Take a permit before reading: when all are in use the socket is not read.
-            let permit = tokio::select! {
-                _ = cancel.cancelled() => break,
-                p = permits.clone().acquire_owned() => match p {
-                    Ok(p) => p,
-                    Err(_) => break,
-                },
+            let Some(permit) = next_permit(&permits, &cancel).await else {
+                break;
             };
             let received = tokio::select! {
                 _ = cancel.cancelled() => break,
@@ -255,12 +251,8 @@ impl DnsProxy {
         let permits = Arc::new(Semaphore::new(self.limits.max_tcp_connections.max(1)));
         let tracker = TaskTracker::new();
         loop {
-            let permit = tokio::select! {
-                _ = cancel.cancelled() => break,
-                p = permits.clone().acquire_owned() => match p {
-                    Ok(p) => p,
-                    Err(_) => break,
-                },
+            let Some(permit) = next_permit(&permits, &cancel).await else {
+                break;
             };
             let accepted = tokio::select! {
                 _ = cancel.cancelled() => break,
@@ -418,5 +410,16 @@ impl DnsProxy {
         };
         set_wire_id(&mut out, query.id());
         fit_udp(out, limit)
+    }
+}
+
+/// The next of `permits` (a bound on work in flight), or `None` once `cancel` fires.
+async fn next_permit(
+    permits: &Arc<Semaphore>,
+    cancel: &CancellationToken,
+) -> Option<OwnedSemaphorePermit> {
+    tokio::select! {
+        _ = cancel.cancelled() => None,
+        p = permits.clone().acquire_owned() => p.ok(),
     }
 }

@@ -373,33 +373,12 @@ impl Loader {
         };
         let mut page = self.build(st);
         page.objects = vec![ObjectTiming {
-            id: 0,
-            url: page.url.clone(),
-            kind: ResourceKind::Document,
-            initiator: None,
-            start: Duration::ZERO,
-            end: Duration::ZERO,
             timings: Timings {
                 blocked: Some(Duration::ZERO),
                 ..Timings::default()
             },
-            status: None,
-            status_text: String::new(),
-            http_version: String::new(),
-            request_headers: Vec::new(),
-            request_headers_size: None,
-            response_headers: Vec::new(),
-            headers_size: None,
-            body_size: 0,
-            content_size: 0,
-            content_type: None,
-            redirect_url: None,
-            connection_id: None,
-            server_addr: None,
-            conditional: false,
-            cache_hit: false,
-            retries: 0,
             error: Some(error),
+            ..ObjectTiming::unanswered(0, page.url.clone(), ResourceKind::Document)
         }];
         page
     }

@@ -85,6 +85,39 @@ pub struct ObjectTiming {
     pub error: Option<FetchError>,
 }
 
+impl ObjectTiming {
+    /// An object that got no response (yet): only what identifies it, every timing and
+    /// response field empty.
+    pub fn unanswered(id: usize, url: String, kind: ResourceKind) -> Self {
+        ObjectTiming {
+            id,
+            url,
+            kind,
+            initiator: None,
+            start: Duration::ZERO,
+            end: Duration::ZERO,
+            timings: Timings::default(),
+            status: None,
+            status_text: String::new(),
+            http_version: String::new(),
+            request_headers: Vec::new(),
+            request_headers_size: None,
+            response_headers: Vec::new(),
+            headers_size: None,
+            body_size: 0,
+            content_size: 0,
+            content_type: None,
+            redirect_url: None,
+            connection_id: None,
+            server_addr: None,
+            conditional: false,
+            cache_hit: false,
+            retries: 0,
+            error: None,
+        }
+    }
+}
+
 /// One connection used (or attempted) during the load.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConnectionInfo {
@@ -348,10 +381,6 @@ mod tests {
                    connect: Option<u64>,
                    end: u64,
                    receive: u64| ObjectTiming {
-            id: 0,
-            url: "http://a.test/".into(),
-            kind: ResourceKind::Image,
-            initiator: None,
             start: ms(start),
             end: ms(end),
             timings: Timings {
@@ -366,20 +395,7 @@ mod tests {
             status: Some(200),
             status_text: "OK".into(),
             http_version: "HTTP/1.1".into(),
-            request_headers: Vec::new(),
-            request_headers_size: None,
-            response_headers: Vec::new(),
-            headers_size: None,
-            body_size: 0,
-            content_size: 0,
-            content_type: None,
-            redirect_url: None,
-            connection_id: None,
-            server_addr: None,
-            conditional: false,
-            cache_hit: false,
-            retries: 0,
-            error: None,
+            ..ObjectTiming::unanswered(0, "http://a.test/".into(), ResourceKind::Image)
         };
         // 0–100 dns, 100–300 connect, 300–500 waiting, 500–600 receiving; a second object
         // queued 50 ms at 200 and receiving 700–900.

@@ -172,6 +172,16 @@ fn rewrite_attr(el: &mut Element<'_, '_>, attr: &str, base: &Url, proxy: &str) -
     Ok(())
 }
 
+/// Whether `attr` of `el` names a resource: an `<input>`'s `src` does only on
+/// `type=image` (on any other input it is not fetched, so it is neither rewritten nor found).
+fn names_a_resource(el: &Element<'_, '_>, attr: &str) -> bool {
+    attr != "src"
+        || !el.tag_name().eq_ignore_ascii_case("input")
+        || el
+            .get_attribute("type")
+            .is_some_and(|t| t.trim().eq_ignore_ascii_case("image"))
+}
+
 /// Rewrites the embedded `http://` URLs of an HTML document so the browser fetches them
 /// through the proxy at `proxy_authority` (paper 002 §3.1).
 ///
@@ -222,13 +232,8 @@ pub fn rewrite_html(
     })];
     for &(selector, attr) in URL_ATTRIBUTES {
         handlers.push(element!(selector, move |el| {
-            if attr == "src" && el.tag_name().eq_ignore_ascii_case("input") {
-                let is_image = el
-                    .get_attribute("type")
-                    .is_some_and(|t| t.trim().eq_ignore_ascii_case("image"));
-                if !is_image {
-                    return Ok(());
-                }
+            if !names_a_resource(el, attr) {
+                return Ok(());
             }
             let base = state_ref.borrow().base.clone();
             rewrite_attr(el, attr, &base, proxy)
@@ -339,13 +344,8 @@ pub fn embedded_urls(html: &[u8]) -> Vec<String> {
     })];
     for &(selector, attr) in URL_ATTRIBUTES {
         handlers.push(element!(selector, move |el| {
-            if attr == "src" && el.tag_name().eq_ignore_ascii_case("input") {
-                let is_image = el
-                    .get_attribute("type")
-                    .is_some_and(|t| t.trim().eq_ignore_ascii_case("image"));
-                if !is_image {
-                    return Ok(());
-                }
+            if !names_a_resource(el, attr) {
+                return Ok(());
             }
             if let Some(v) = el.get_attribute(attr) {
                 f.borrow_mut().push(decode_entities(&v).into_owned());
