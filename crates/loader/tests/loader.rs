@@ -52,6 +52,29 @@ async fn one_host_page(n: usize, delay: Duration) -> (FakeDns, HttpServer, Strin
     (dns, srv, format!("http://www.test:{port}/"))
 }
 
+/// An h2 origin `secure.test` (TLS from a test CA) reachable only through an HTTP proxy
+/// that maps its CONNECT authority to it, and a DNS that knows no names: (CA, routes, origin,
+/// `secure.test:<port>` as CONNECT asks for it, proxy, DNS).
+async fn tunnel_setup() -> (TestCa, Routes, H2Server, String, HttpServer, FakeDns) {
+    let ca = make_ca(&["secure.test"]);
+    let routes = Routes::default();
+    let origin = H2Server::start(ip(8), routes.clone(), ca.server_config.clone()).await;
+    let authority = format!("secure.test:{}", origin.addr.port());
+    let mut map = std::collections::HashMap::new();
+    map.insert(authority.clone(), origin.addr);
+    let proxy = HttpServer::start(
+        ip(5),
+        routes.clone(),
+        ServerOptions {
+            connect_map: Some(map),
+            ..Default::default()
+        },
+    )
+    .await;
+    let dns = FakeDns::start(&[], DnsOptions::default()).await;
+    (ca, routes, origin, authority, proxy, dns)
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn discovery_from_html_and_css_two_levels() {
     let routes = Routes::default();
@@ -867,22 +890,7 @@ async fn h2_uses_one_connection_per_origin() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn https_through_proxy_uses_connect_tunnels() {
-    let ca = make_ca(&["secure.test"]);
-    let routes = Routes::default();
-    let origin = H2Server::start(ip(8), routes.clone(), ca.server_config.clone()).await;
-    let authority = format!("secure.test:{}", origin.addr.port());
-    let mut map = std::collections::HashMap::new();
-    map.insert(authority.clone(), origin.addr);
-    let proxy = HttpServer::start(
-        ip(5),
-        routes.clone(),
-        ServerOptions {
-            connect_map: Some(map),
-            ..Default::default()
-        },
-    )
-    .await;
-    let dns = FakeDns::start(&[], DnsOptions::default()).await;
+    let (ca, routes, _origin, authority, proxy, dns) = tunnel_setup().await;
     let mut html = String::new();
     for i in 0..6 {
         html.push_str(&format!("<img src=\"/{i}.gif\">"));
@@ -1294,22 +1302,7 @@ async fn an_unreachable_host_fails_its_objects_together() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn proxy_makes_room_for_tunnels_when_plain_connections_idle() {
-    let ca = make_ca(&["secure.test"]);
-    let routes = Routes::default();
-    let origin = H2Server::start(ip(8), routes.clone(), ca.server_config.clone()).await;
-    let authority = format!("secure.test:{}", origin.addr.port());
-    let mut map = std::collections::HashMap::new();
-    map.insert(authority.clone(), origin.addr);
-    let proxy = HttpServer::start(
-        ip(5),
-        routes.clone(),
-        ServerOptions {
-            connect_map: Some(map),
-            ..Default::default()
-        },
-    )
-    .await;
-    let dns = FakeDns::start(&[], DnsOptions::default()).await;
+    let (ca, routes, _origin, authority, proxy, dns) = tunnel_setup().await;
     let mut html = String::new();
     for i in 0..4 {
         html.push_str(&format!("<img src=\"https://{authority}/{i}.gif\">"));
