@@ -16,7 +16,7 @@ use webpep_replay::CancellationToken;
 use crate::configs::{Browser, LabConfig, ProxyMode};
 use crate::nsrt::NsService;
 use crate::peers::PeerProxy;
-use crate::topology::{ip_batch, sysctl, TcpEra, Topology, DOMAIN_PREFIX};
+use crate::topology::{ip_batch, scaled_initial_rto, sysctl, TcpEra, Topology, DOMAIN_PREFIX};
 use crate::{LabError, Result};
 
 /// The explicit proxy's port.
@@ -40,6 +40,8 @@ pub struct EdgeProxy {
     edge_addr: Ipv4Addr,
     /// A peer proxy (Squid, Ziproxy) running in place of webpep's; held to be stopped on drop.
     peer: Option<PeerProxy>,
+    /// The edge's initial RTO for this load (see [`set_air_tcp`]).
+    _initial_rto: Option<webpep_server::initial_rto::InitialRto>,
 }
 
 fn other(what: &str) -> impl Fn(std::io::Error) -> String + '_ {
@@ -90,7 +92,7 @@ enabled = {prefetch}
 max-client-connections = 1024
 
 [air]
-{congestion}notsent-lowat = {lowat}
+{congestion}{initial_rto}notsent-lowat = {lowat}
 keepalive-probes = {probes}
 probe-interval = {probe}
 probe-stop = {stop}
@@ -110,17 +112,33 @@ probe-stop = {stop}
             String::new()
         },
         lowat = if sw.air_tuning { 16384 } else { 0 },
+        // Tuned, the proxy sets its accepted side's initial RTO itself (÷ k like every delay).
+        initial_rto = if sw.air_tuning {
+            format!(
+                "initial-rto = {:.6}\n",
+                AIR_TUNED_INITIAL_RTO.as_secs_f64() / time_scale
+            )
+        } else {
+            String::new()
+        },
         probes = sw.keepalive_probes,
         probe = scaled_s(4.0),
         stop = scaled_s(20.0),
     )
 }
 
-/// Air-side TCP of the edge for one load: tuned (003 §6.1: initial window 10 towards ue; the
-/// proxy picks the client sockets' congestion control itself) or, untuned, the same stack as
-/// the lab's end hosts. A namespace other than the first may only default to the kernel's
+/// Air-side TCP of the edge for one load: tuned (003 §6.1: initial window 10 towards ue,
+/// initial RTO 7 s; the proxy picks the client sockets' congestion control itself) or,
+/// untuned, the same stack as the lab's end hosts. Returns the initial-RTO guard to hold
+/// while the load runs (none when the proxy sets its initial RTO itself). A namespace other than the first may only default to the kernel's
 /// non-restricted algorithms (here reno and bbr); a socket of a root process may pick any.
-fn set_air_tcp(topo: &Topology, tuned: bool, era: TcpEra) -> Result<()> {
+fn set_air_tcp(
+    topo: &Topology,
+    tuned: bool,
+    era: TcpEra,
+    time_scale: f64,
+    rto_set_by_proxy: bool,
+) -> Result<Option<webpep_server::initial_rto::InitialRto>> {
     let (cc, iw) = match (tuned, era) {
         (true, _) => ("bbr", Some(10)),
         (false, TcpEra::Y2003) => ("reno", Some(2)),
@@ -144,8 +162,22 @@ fn set_air_tcp(topo: &Topology, tuned: bool, era: TcpEra) -> Result<()> {
         Some(iw) => format!("{route} initcwnd {iw}"),
         None => route,
     };
-    ip_batch(&topo.edge, &[line])
+    ip_batch(&topo.edge, &[line])?;
+    if rto_set_by_proxy {
+        return Ok(None);
+    }
+    // 003 §6.1's tuned stack starts its retransmission timer at 7 s, above GPRS's first-packet
+    // RTTs, so no SYN-ACK is sent twice.
+    let rto = if tuned {
+        AIR_TUNED_INITIAL_RTO
+    } else {
+        era.initial_rto()
+    };
+    Ok(scaled_initial_rto(&[(&topo.edge, rto)], time_scale))
 }
+
+/// The tuned air side's initial RTO (003 §6.1: "Retransmission initial = 7000 ms").
+pub const AIR_TUNED_INITIAL_RTO: std::time::Duration = std::time::Duration::from_secs(7);
 
 fn network_of(a: Ipv4Addr, prefix: u8) -> Ipv4Addr {
     let mask = if prefix == 0 {
@@ -210,9 +242,10 @@ impl EdgeProxy {
             mode: cfg.proxy,
             edge_addr,
             peer: None,
+            _initial_rto: None,
         };
         if let Some(peer) = cfg.peer {
-            set_air_tcp(topo, cfg.air_tuning, tcp)?;
+            proxy._initial_rto = set_air_tcp(topo, cfg.air_tuning, tcp, time_scale, false)?;
             let addr = SocketAddr::from((edge_addr, PROXY_PORT));
             let p = PeerProxy::start(peer, &topo.edge, addr, topo.ue_addr(), edge_addr, work_dir)?;
             proxy.peer = Some(p);
@@ -223,7 +256,9 @@ impl EdgeProxy {
             .map_err(|e| LabError::Other(format!("edge proxy configuration: {e}\n{text}")))?;
         let server = webpep_server::Server::new(scfg)
             .map_err(|e| LabError::Other(format!("edge proxy: {e}")))?;
-        set_air_tcp(topo, cfg.switches().air_tuning, tcp)?;
+        let tuned = cfg.switches().air_tuning;
+        // Tuned, webpep's server sets its own initial RTO (`[air] initial-rto`).
+        proxy._initial_rto = set_air_tcp(topo, tuned, tcp, time_scale, tuned)?;
         let c = cancel.clone();
         proxy
             .services

@@ -15,9 +15,12 @@ use std::io::Write;
 use std::net::Ipv4Addr;
 use std::process::Stdio;
 
+use std::time::Duration;
+
 use webpep_link::{LinkShell, NetNs, RunningLink};
 use webpep_link_model::profile::{DirectionSpec, JitterSpec, LossSpec, RateSpec};
 use webpep_link_model::{Profile, ResolvedProfile};
+use webpep_server::initial_rto::{netns_cookie_here, InitialRto, RtoRule};
 
 use crate::{LabError, Result};
 
@@ -68,6 +71,16 @@ impl std::str::FromStr for TcpEra {
 }
 
 impl TcpEra {
+    /// The initial retransmission timeout (SYN, SYN-ACK, first data), unscaled: 3 s in 2003
+    /// (RFC 2988; Linux 2.4, the papers' laptop), 1 s today (RFC 6298). Over GPRS a first
+    /// packet takes 1–3 s, so the 1 s timer retransmits SYNs that were never lost.
+    pub fn initial_rto(self) -> Duration {
+        match self {
+            TcpEra::Y2003 => Duration::from_secs(3),
+            TcpEra::Modern => Duration::from_secs(1),
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             TcpEra::Modern => "modern",
@@ -100,6 +113,38 @@ pub struct Topology {
     pub net: NetNs,
     /// Each virtual domain's address in `net`.
     pub domains: BTreeMap<String, Ipv4Addr>,
+    /// The end hosts' initial RTO (scaled), held while the lab runs.
+    _initial_rto: Option<InitialRto>,
+}
+
+/// Installs initial RTOs, each divided by the time scale `k` like every other delay of the
+/// lab (the kernel's own 1 s would otherwise be k seconds of unscaled time). Where BPF is not
+/// available the kernel's timer stays, with a warning: loads still run, less faithfully.
+pub(crate) fn scaled_initial_rto(rules: &[(&NetNs, Duration)], k: f64) -> Option<InitialRto> {
+    let rules = rules
+        .iter()
+        .map(|(ns, t)| {
+            let cookie = ns
+                .run(netns_cookie_here)
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
+            Ok(RtoRule {
+                netns_cookie: cookie,
+                local_port: None,
+                timeout: Duration::from_secs_f64(t.as_secs_f64() / k),
+            })
+        })
+        .collect::<std::result::Result<Vec<_>, String>>();
+    match rules.and_then(|r| InitialRto::install(&r).map_err(|e| e.to_string())) {
+        Ok(guard) => Some(guard),
+        Err(e) => {
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            WARNED.call_once(|| {
+                eprintln!("warning: {e}; TCP keeps the kernel's 1 s initial RTO (not scaled)")
+            });
+            None
+        }
+    }
 }
 
 /// The wired hop's profile: fast, a fixed delay, a deep queue, nothing else.
@@ -227,6 +272,8 @@ impl Topology {
             ip_batch(&net, &[iw(&wire)])?;
             ip_batch(&ue, &[iw(&air)])?;
         }
+        let rto = cfg.tcp.initial_rto();
+        let initial_rto = scaled_initial_rto(&[(&ue, rto), (&net, rto)], cfg.time_scale);
         Ok(Topology {
             air,
             wire,
@@ -234,6 +281,7 @@ impl Topology {
             edge,
             net,
             domains,
+            _initial_rto: initial_rto,
         })
     }
 

@@ -382,6 +382,11 @@ pub struct AirConfig {
     pub probe_interval: Secs,
     /// Stop probing after this long without requests (an idle phone is left alone).
     pub probe_stop: Secs,
+    /// The initial retransmission timeout of the listening ports' connections (SYN-ACK and
+    /// first data before an RTT sample), set through a BPF `sock_ops` program; unset: the
+    /// kernel's 1 s, which over GPRS (1–3 s to a first packet) sends SYN-ACKs twice. 003 §6.1
+    /// tuned 7 s.
+    pub initial_rto: Option<Secs>,
 }
 
 impl Default for AirConfig {
@@ -392,6 +397,7 @@ impl Default for AirConfig {
             keepalive_probes: false,
             probe_interval: Secs::from_secs(4),
             probe_stop: Secs::from_secs(20),
+            initial_rto: None,
         }
     }
 }
@@ -502,6 +508,14 @@ impl ServerConfig {
         if self.limits.client_burst == 0 {
             return Err(invalid("limits.client-burst", "must be at least 1".into()));
         }
+        if let Some(t) = &self.air.initial_rto {
+            if t.0.is_zero() || t.0 > crate::initial_rto::RTO_MAX {
+                return Err(invalid(
+                    "air.initial-rto",
+                    "must be more than 0 and at most 120s (the kernel's largest RTO)".into(),
+                ));
+            }
+        }
         if self.air.probe_interval.0 < Duration::from_secs(1) {
             return Err(invalid("air.probe-interval", "must be at least 1s".into()));
         }
@@ -592,6 +606,22 @@ mod tests {
         assert_eq!(c.origin.connect_timeout.0, Duration::from_millis(250));
         assert_eq!(c.origin.response_timeout.0, Duration::from_millis(2500));
         assert_eq!(c.air.probe_stop.0, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn initial_rto_is_optional_and_bounded() {
+        assert_eq!(ServerConfig::default().air.initial_rto, None);
+        let c = ServerConfig::from_toml("[air]\ninitial-rto = \"7s\"\n", "x").unwrap();
+        assert_eq!(c.air.initial_rto.map(|t| t.0), Some(Duration::from_secs(7)));
+        for bad in ["0", "\"121s\""] {
+            let e = ServerConfig::from_toml(&format!("[air]\ninitial-rto = {bad}\n"), "a.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("a.toml") && e.contains("air.initial-rto"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod auth;
 pub mod config;
 pub mod conn;
 pub mod http1;
+pub mod initial_rto;
 pub mod limits;
 pub mod metrics;
 pub mod mode;

@@ -178,6 +178,8 @@ impl Server {
     ) -> std::io::Result<()> {
         let tracker = TaskTracker::new();
         let hard = CancellationToken::new();
+        // Held while serving; the kernel detaches the program when it drops.
+        let _initial_rto = self.initial_rto(&listeners);
         for l in listeners {
             l.set_nonblocking(true)?;
             let l = TcpListener::from_std(l)?;
@@ -205,6 +207,35 @@ impl Server {
             let _ = tokio::time::timeout(std::time::Duration::from_secs(1), tracker.wait()).await;
         }
         Ok(())
+    }
+
+    /// `[air] initial-rto` for the connections of `listeners` (matched by namespace and
+    /// listening port, so the origin side keeps the kernel's timer). A failure is logged, not
+    /// fatal, like the other air tuning.
+    fn initial_rto(
+        &self,
+        listeners: &[std::net::TcpListener],
+    ) -> Option<crate::initial_rto::InitialRto> {
+        use crate::initial_rto::{netns_cookie, InitialRto, RtoRule};
+        use std::os::fd::AsFd;
+        let timeout = self.cfg.air.initial_rto.as_ref()?.0;
+        let rules = listeners
+            .iter()
+            .map(|l| {
+                Ok(RtoRule {
+                    netns_cookie: netns_cookie(l.as_fd())?,
+                    local_port: Some(l.local_addr()?.port()),
+                    timeout,
+                })
+            })
+            .collect::<std::io::Result<Vec<_>>>();
+        match rules.and_then(|r| InitialRto::install(&r)) {
+            Ok(guard) => Some(guard),
+            Err(e) => {
+                tracing::warn!(error = %e, "air.initial-rto not applied; the kernel's 1 s stays");
+                None
+            }
+        }
     }
 
     /// Answers one parsed request (everything but CONNECT).
