@@ -130,8 +130,9 @@ probe-stop = {stop}
 /// Air-side TCP of the edge for one load: tuned (003 §6.1: initial window 10 towards ue,
 /// initial RTO 7 s; the proxy picks the client sockets' congestion control itself) or,
 /// untuned, the same stack as the lab's end hosts. Returns the initial-RTO guard to hold
-/// while the load runs (none when the proxy sets its initial RTO itself). A namespace other than the first may only default to the kernel's
-/// non-restricted algorithms (here reno and bbr); a socket of a root process may pick any.
+/// while the load runs (none when the proxy sets its initial RTO itself). A namespace other
+/// than the first may only default to the kernel's non-restricted algorithms (here reno and
+/// bbr); a socket of a root process may pick any.
 fn set_air_tcp(
     topo: &Topology,
     tuned: bool,

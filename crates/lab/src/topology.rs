@@ -14,7 +14,6 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::Ipv4Addr;
 use std::process::Stdio;
-
 use std::time::Duration;
 
 use webpep_link::{LinkShell, NetNs, RunningLink};
