@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use webpep_server::config::Congestion;
+use webpep_server::config::{parse_duration_text, Congestion, Secs};
 use webpep_server::{CancellationToken, Server, ServerConfig};
 
 use crate::BadInput;
@@ -56,6 +56,10 @@ pub struct Args {
     /// Congestion control for client sockets: bbr, cubic or reno.
     #[arg(long, value_name = "ALG")]
     pub congestion: Option<String>,
+    /// Initial retransmission timeout of accepted (air-side) connections, e.g. 7s (as
+    /// `[air] initial-rto`; needs root and cgroup v2).
+    #[arg(long, value_name = "DURATION")]
+    pub initial_rto: Option<String>,
     /// Users who may use the proxy explicitly (`name:HASH` lines; turns Basic proxy
     /// authentication on, as `[auth] users-file`).
     #[arg(long, value_name = "FILE")]
@@ -153,6 +157,13 @@ fn effective_config(args: &Args) -> anyhow::Result<ServerConfig> {
                 )))
             }
         });
+    }
+    if let Some(t) = &args.initial_rto {
+        let s = parse_duration_text(t)
+            .ok()
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .ok_or_else(|| bad(format!("--initial-rto: not a duration: {t:?} (e.g. 7s)")))?;
+        cfg.air.initial_rto = Some(Secs(std::time::Duration::from_secs_f64(s)));
     }
     if let Some(f) = &args.users_file {
         cfg.auth.users_file = Some(f.clone());

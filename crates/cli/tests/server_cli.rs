@@ -59,6 +59,8 @@ fn bad_values_and_flags_exit_2() {
         &["server", "--transcode", "extreme", "--print-config"][..],
         &["server", "--allow-client", "not-a-net", "--print-config"][..],
         &["server", "--congestion", "vegas9", "--print-config"][..],
+        &["server", "--initial-rto", "soon", "--print-config"][..],
+        &["server", "--initial-rto", "0", "--print-config"][..],
         &["server", "--dns-upstream", "nowhere", "--print-config"][..],
         &["server", "--config", "/nonexistent/webpep.toml"][..],
     ] {
@@ -83,6 +85,8 @@ fn print_config_shows_overrides_and_reparses() {
         "10.0.0.0/8",
         "--congestion",
         "bbr",
+        "--initial-rto",
+        "7s",
         "--no-tls-relay",
         "--no-prefetch",
         "--print-config",
@@ -93,6 +97,7 @@ fn print_config_shows_overrides_and_reparses() {
     assert!(out.contains("proxy.test:8080"), "{out}");
     assert!(out.contains("10.0.0.0/8"), "{out}");
     assert!(out.contains("congestion = \"bbr\""), "{out}");
+    assert!(out.contains("initial-rto = \"7s\""), "{out}");
     assert!(out.contains("tls-relay = false"), "{out}");
     assert!(out.contains("[prefetch]\nenabled = false"), "{out}");
     let f = temp_file("printed.toml", &out);
