@@ -254,20 +254,9 @@ impl DnsProxy {
             let Some(permit) = next_permit(&permits, &cancel).await else {
                 break;
             };
-            let accepted = tokio::select! {
-                _ = cancel.cancelled() => break,
-                r = listener.accept() => r,
-            };
-            let (stream, peer) = match accepted {
-                Ok(x) => x,
-                Err(e) => {
-                    // E.g. out of file descriptors: back off instead of spinning.
-                    warn!(error = %e, "dns proxy: accept failed");
-                    tokio::select! {
-                        _ = cancel.cancelled() => break,
-                        _ = tokio::time::sleep(Duration::from_millis(50)) => continue,
-                    }
-                }
+            let Some((stream, peer)) = webpep_accept::accept(&listener, &cancel, "dns proxy").await
+            else {
+                break;
             };
             let proxy = self.clone();
             let cancel = cancel.clone();

@@ -391,21 +391,8 @@ pub(crate) async fn serve_tcp(
         info!(server = handler.name(), %addr, "dns: listening (tcp)");
     }
     let tracker = TaskTracker::new();
-    loop {
-        let accepted = tokio::select! {
-            _ = cancel.cancelled() => break,
-            r = listener.accept() => r,
-        };
-        let (stream, peer) = match accepted {
-            Ok(x) => x,
-            Err(e) => {
-                warn!(server = handler.name(), error = %e, "dns: accept failed");
-                tokio::select! {
-                    _ = cancel.cancelled() => break,
-                    _ = tokio::time::sleep(Duration::from_millis(50)) => continue,
-                }
-            }
-        };
+    while let Some((stream, peer)) = webpep_accept::accept(&listener, &cancel, handler.name()).await
+    {
         let handler = handler.clone();
         let cancel = cancel.clone();
         tracker.spawn(async move {

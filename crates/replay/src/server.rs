@@ -409,22 +409,7 @@ impl ReplayServer {
         cancel: CancellationToken,
     ) {
         let listen_addr = listener.local_addr().ok();
-        loop {
-            let accepted = tokio::select! {
-                _ = cancel.cancelled() => return,
-                r = listener.accept() => r,
-            };
-            let (stream, peer) = match accepted {
-                Ok(x) => x,
-                Err(e) => {
-                    // EMFILE and the like: wait a little rather than spin.
-                    warn!(addr = ?listen_addr, error = %e, "replay: accept failed");
-                    tokio::select! {
-                        _ = cancel.cancelled() => return,
-                        _ = tokio::time::sleep(Duration::from_millis(50)) => continue,
-                    }
-                }
-            };
+        while let Some((stream, peer)) = webpep_accept::accept(&listener, &cancel, "replay").await {
             let _ = stream.set_nodelay(true);
             let local = stream
                 .local_addr()

@@ -1,7 +1,6 @@
 //! The server: shared state, accept loops on pre-bound listeners, the admin endpoint and
 //! graceful shutdown.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use http::{Method, StatusCode};
@@ -272,30 +271,14 @@ async fn accept_loop(
     hard: CancellationToken,
     tracker: TaskTracker,
 ) {
-    loop {
-        tokio::select! {
-            _ = cancel.cancelled() => return,
-            r = l.accept() => match r {
-                Ok((s, peer)) => {
-                    let (srv, c, h) = (server.clone(), cancel.clone(), hard.clone());
-                    tracker.spawn(async move { serve_connection(srv, s, peer, c, h).await });
-                }
-                Err(e) => {
-                    // EMFILE and friends: back off instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                }
-            }
-        }
+    while let Some((s, peer)) = webpep_accept::accept(&l, &cancel, "proxy").await {
+        let (srv, c, h) = (server.clone(), cancel.clone(), hard.clone());
+        tracker.spawn(async move { serve_connection(srv, s, peer, c, h).await });
     }
 }
 
 async fn admin_loop(server: Arc<Server>, l: TcpListener, cancel: CancellationToken) {
-    loop {
-        let (mut s, _peer): (tokio::net::TcpStream, SocketAddr) = tokio::select! {
-            _ = cancel.cancelled() => return,
-            r = l.accept() => match r { Ok(x) => x, Err(_) => continue },
-        };
+    while let Some((mut s, _peer)) = webpep_accept::accept(&l, &cancel, "metrics").await {
         let srv = server.clone();
         tokio::spawn(async move {
             let mut buf = bytes::BytesMut::with_capacity(1024);
