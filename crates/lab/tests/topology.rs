@@ -47,10 +47,18 @@ fn ue_reaches_every_domain_through_edge() {
     assert!(c.down.delivered_packets >= 16 && c.up.delivered_packets >= 16);
 }
 
-/// The RTO a new connection from `ns` to `dst` starts with.
-fn rto_of_a_new_connection(ns: &webpep_link::NetNs, dst: SocketAddr) -> std::io::Result<Duration> {
-    ns.run(move || webpep_server::initial_rto::rto_of_a_new_connection(dst, None))
-        .map_err(std::io::Error::other)?
+/// The RTO a new connection from `ns` (from `local` if given) to `dst` starts with.
+fn rto(ns: &webpep_link::NetNs, dst: SocketAddr, local: Option<SocketAddr>) -> Duration {
+    ns.run(move || webpep_server::initial_rto::rto_of_a_new_connection(dst, local))
+        .expect("run in namespace")
+        .expect("rto")
+}
+
+/// A gprs lab at time scale 10 with one domain.
+fn gprs_at_k10() -> TopologyConfig {
+    let mut cfg = TopologyConfig::new(resolve("gprs").expect("profile"), vec!["www.a.test".into()]);
+    cfg.time_scale = 10.0;
+    cfg
 }
 
 #[test]
@@ -58,9 +66,7 @@ fn end_hosts_start_with_the_eras_initial_rto_scaled() {
     if !netns_available("end_hosts_start_with_the_eras_initial_rto_scaled") {
         return;
     }
-    let air = resolve("gprs").expect("profile");
-    let mut cfg = TopologyConfig::new(air, vec!["www.a.test".into()]);
-    cfg.time_scale = 10.0;
+    let mut cfg = gprs_at_k10();
     for era in [TcpEra::Y2003, TcpEra::Modern] {
         cfg.tcp = era;
         let topo = Topology::build(&cfg).expect("topology");
@@ -68,12 +74,11 @@ fn end_hosts_start_with_the_eras_initial_rto_scaled() {
         let ue = SocketAddr::from((topo.ue_addr(), 9));
         // 3 s (2003) or 1 s (today), divided by k like every delay of the lab.
         let want = era.initial_rto() / 10;
-        let from_ue = rto_of_a_new_connection(&topo.ue, origin).expect("ue");
-        let from_net = rto_of_a_new_connection(&topo.net, ue).expect("net");
+        let from_ue = rto(&topo.ue, origin, None);
+        let from_net = rto(&topo.net, ue, None);
         assert_eq!((from_ue, from_net), (want, want), "{}", era.name());
         // edge is not an end host: its timeout is the proxy's, set per load.
-        let from_edge = rto_of_a_new_connection(&topo.edge, ue).expect("edge");
-        assert_eq!(from_edge, Duration::from_secs(1));
+        assert_eq!(rto(&topo.edge, ue, None), Duration::from_secs(1));
     }
 }
 
@@ -82,10 +87,7 @@ fn the_edge_proxy_sets_the_air_sides_initial_rto_per_load() {
     if !netns_available("the_edge_proxy_sets_the_air_sides_initial_rto_per_load") {
         return;
     }
-    let air = resolve("gprs").expect("profile");
-    let mut cfg = TopologyConfig::new(air, vec!["www.a.test".into()]);
-    cfg.time_scale = 10.0;
-    let topo = Topology::build(&cfg).expect("topology");
+    let topo = Topology::build(&gprs_at_k10()).expect("topology");
     let all = webpep_lab::configs::load(None).expect("built-in configurations");
     let work = std::env::temp_dir().join(format!("webpep-rto-{}", std::process::id()));
     let ue = SocketAddr::from((topo.ue_addr(), 9));
@@ -96,27 +98,22 @@ fn the_edge_proxy_sets_the_air_sides_initial_rto_per_load() {
         topo.wire.outer_addr(),
         webpep_lab::edge_proxy::PROXY_PORT,
     )));
-    let rto = |local| {
-        topo.edge
-            .run(move || webpep_server::initial_rto::rto_of_a_new_connection(ue, local))
-            .expect("ns")
-            .expect("rto")
-    };
+    let edge_rto = |local| rto(&topo.edge, ue, local);
 
     // Tuned: the proxy's own `[air] initial-rto`, 003 §6.1's 7 s ÷ k, on its ports only.
     let proxy =
         EdgeProxy::start(&topo, &all["explicit"], TcpEra::Y2003, &work, 10.0).expect("explicit");
     let deadline = Instant::now() + Duration::from_secs(5);
-    while rto(on_proxy_port) != 7 * second / 10 {
+    while edge_rto(on_proxy_port) != 7 * second / 10 {
         assert!(
             Instant::now() < deadline,
             "the proxy never set its initial RTO"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(rto(None), second, "the origin side keeps the kernel's");
+    assert_eq!(edge_rto(None), second, "the origin side keeps the kernel's");
     drop(proxy);
-    assert_eq!(rto(on_proxy_port), second, "gone with the proxy");
+    assert_eq!(edge_rto(on_proxy_port), second, "gone with the proxy");
 
     // Untuned: the lab gives the whole edge the era's 3 s ÷ k while the load runs.
     let proxy = EdgeProxy::start(
@@ -127,11 +124,11 @@ fn the_edge_proxy_sets_the_air_sides_initial_rto_per_load() {
         10.0,
     )
     .expect("explicit-no-tuning");
-    assert_eq!(rto(None), 3 * second / 10);
-    assert_eq!(rto(on_proxy_port), 3 * second / 10);
+    assert_eq!(edge_rto(None), 3 * second / 10);
+    assert_eq!(edge_rto(on_proxy_port), 3 * second / 10);
     drop(proxy);
     assert_eq!(
-        rto(None),
+        edge_rto(None),
         second,
         "the kernel's again once the load is over"
     );

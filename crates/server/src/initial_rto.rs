@@ -15,7 +15,7 @@
 
 use std::fs;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -316,7 +316,6 @@ pub fn netns_cookie(sock: BorrowedFd<'_>) -> io::Result<u64> {
 /// The cookie of this thread's namespace (from a socket made for the purpose).
 pub fn netns_cookie_here() -> io::Result<u64> {
     let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)?;
-    use std::os::fd::AsFd;
     netns_cookie(sock.as_fd())
 }
 
