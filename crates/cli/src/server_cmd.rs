@@ -34,6 +34,9 @@ pub struct Args {
     /// Do not fetch pages' objects before browsers ask (as `[prefetch] enabled = false`).
     #[arg(long)]
     pub no_prefetch: bool,
+    /// Do not copy small stylesheets and scripts into pages (as `[inline] enabled = false`).
+    #[arg(long)]
+    pub no_inline: bool,
     /// Image transcoding preset: lossless, balanced, aggressive, or off.
     #[arg(long, value_name = "PRESET|off")]
     pub transcode: Option<String>,
@@ -105,6 +108,9 @@ fn effective_config(args: &Args) -> anyhow::Result<ServerConfig> {
     }
     if args.no_prefetch {
         cfg.prefetch.enabled = false;
+    }
+    if args.no_inline {
+        cfg.inline.enabled = false;
     }
     if let Some(p) = &args.transcode {
         if p.eq_ignore_ascii_case("off") {

@@ -89,6 +89,7 @@ fn print_config_shows_overrides_and_reparses() {
         "7s",
         "--no-tls-relay",
         "--no-prefetch",
+        "--no-inline",
         "--print-config",
     ]);
     assert_eq!(code, 0, "{err}");
@@ -100,6 +101,7 @@ fn print_config_shows_overrides_and_reparses() {
     assert!(out.contains("initial-rto = \"7s\""), "{out}");
     assert!(out.contains("tls-relay = false"), "{out}");
     assert!(out.contains("[prefetch]\nenabled = false"), "{out}");
+    assert!(out.contains("[inline]\nenabled = false"), "{out}");
     let f = temp_file("printed.toml", &out);
     let (code, out2, err) = run(&["server", "--config", f.to_str().unwrap(), "--print-config"]);
     assert_eq!(code, 0, "{err}");

@@ -73,6 +73,9 @@ pub struct ProxySwitches {
     /// The proxy fetches a page's objects into its cache before the browser asks (000 §4.2.2;
     /// needs the cache).
     pub prefetch: bool,
+    /// Small stylesheets and scripts copied into the pages that use them (beyond the papers;
+    /// `[inline]` of `webpep server`).
+    pub inline: bool,
 }
 
 impl Default for ProxySwitches {
@@ -85,6 +88,7 @@ impl Default for ProxySwitches {
             air_congestion: Congestion::Cubic,
             keepalive_probes: true,
             prefetch: true,
+            inline: true,
         }
     }
 }
@@ -109,6 +113,9 @@ impl ProxySwitches {
         }
         if self.prefetch && self.cache {
             on.push("prefetch".into());
+        }
+        if self.inline {
+            on.push("inline".into());
         }
         if on.is_empty() {
             "no optimizations".into()
@@ -203,6 +210,8 @@ pub struct LabConfig {
     pub keepalive_probes: bool,
     #[serde(default = "yes")]
     pub prefetch: bool,
+    #[serde(default = "yes")]
+    pub inline: bool,
     #[serde(default)]
     pub warm: bool,
     /// With `warm`: false empties the browser's HTTP cache before the measured revisit,
@@ -258,6 +267,7 @@ impl LabConfig {
             air_congestion: self.air_congestion,
             keepalive_probes: self.keepalive_probes,
             prefetch: self.prefetch,
+            inline: self.inline,
         }
     }
 

@@ -87,6 +87,9 @@ proxy-authority = "{edge}"
 [prefetch]
 enabled = {prefetch}
 
+[inline]
+enabled = {inline}
+
 # The lab has one client, ue; its loader's connections stay far below this.
 [limits]
 max-client-connections = 1024
@@ -106,6 +109,7 @@ probe-stop = {stop}
         compress = sw.compress,
         url = cfg.proxy == ProxyMode::TransparentUrl,
         prefetch = sw.prefetch,
+        inline = sw.inline,
         congestion = if sw.air_tuning {
             format!("congestion = \"{}\"\n", sw.air_congestion.name())
         } else {

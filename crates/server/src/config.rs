@@ -117,6 +117,8 @@ pub struct ServerConfig {
     pub url_rewrite: UrlRewriteConfig,
     /// Fetching a page's objects before the browser asks (needs the cache).
     pub prefetch: PrefetchConfig,
+    /// Small stylesheets and scripts copied into the pages that use them.
+    pub inline: InlineConfig,
     /// Air-side TCP tuning of accepted client sockets (003 §6).
     pub air: AirConfig,
     /// Protocol limits.
@@ -137,6 +139,7 @@ impl Default for ServerConfig {
             transcode: TranscodeSection::default(),
             url_rewrite: UrlRewriteConfig::default(),
             prefetch: PrefetchConfig::default(),
+            inline: InlineConfig::default(),
             air: AirConfig::default(),
             limits: LimitsConfig::default(),
             auth: AuthConfig::default(),
@@ -344,6 +347,40 @@ impl Default for PrefetchConfig {
     }
 }
 
+/// `[inline]`: the text of small external stylesheets and scripts is copied into the HTML
+/// pages that reference them, so a browser does not spend a round trip over the air on each
+/// (`webpep_optimize::rewrite::inline` lists what qualifies). The page waits for them at most
+/// `timeout`; what is not there by then stays external.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct InlineConfig {
+    /// Inline small stylesheets and scripts into pages served to clients.
+    pub enabled: bool,
+    /// The largest stylesheet or script inlined, in bytes of its text (uncompressed).
+    pub max_bytes: usize,
+    /// Bytes inlined into one page at most, all of its stylesheets and scripts together.
+    pub max_total: usize,
+    /// Stylesheets and scripts a page is scanned for, in document order; the rest stay
+    /// external.
+    pub max_count: usize,
+    /// How long a page waits for its candidates to be fetched.
+    pub timeout: Secs,
+}
+
+impl Default for InlineConfig {
+    fn default() -> Self {
+        InlineConfig {
+            enabled: true,
+            // PageSpeed's default is 2 KB for broadband; over GPRS one round trip (~2.5 s)
+            // costs what ~11 KB of transfer does, so twice that is still cautious.
+            max_bytes: 4096,
+            max_total: 32768,
+            max_count: 8,
+            timeout: Secs(Duration::from_secs(1)),
+        }
+    }
+}
+
 /// Congestion control for air-side sockets.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
@@ -477,6 +514,9 @@ impl ServerConfig {
         };
         if self.prefetch.concurrency == 0 {
             return Err(invalid("prefetch.concurrency", "must be at least 1".into()));
+        }
+        if self.inline.timeout.0.is_zero() {
+            return Err(invalid("inline.timeout", "must be more than 0".into()));
         }
         if self.limits.max_pipeline == 0 {
             return Err(invalid("limits.max-pipeline", "must be at least 1".into()));

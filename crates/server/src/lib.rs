@@ -21,6 +21,7 @@ pub mod config;
 pub mod conn;
 pub mod http1;
 pub mod initial_rto;
+pub mod inline;
 pub mod limits;
 pub mod metrics;
 pub mod mode;

@@ -40,6 +40,8 @@ pub struct Metrics {
     pub prefetch_skipped: AtomicU64,
     /// Client requests that waited for a prefetch of their URL under way.
     pub prefetch_joined: AtomicU64,
+    /// Stylesheets and scripts inlined into pages.
+    pub inlined_objects: AtomicU64,
     /// Client connections accepted.
     pub connections_total: AtomicU64,
     /// Client connections refused by the client ACL.
@@ -150,7 +152,7 @@ impl Metrics {
             "webpep_requests_total{{mode=\"none\",class=\"4xx\"}} {}",
             self.rejected_requests.load(Relaxed)
         );
-        let counters: [(&str, &str, &AtomicU64); 15] = [
+        let counters: [(&str, &str, &AtomicU64); 16] = [
             (
                 "webpep_client_bytes_in_total",
                 "Bytes read from clients.",
@@ -215,6 +217,11 @@ impl Metrics {
                 "webpep_prefetch_joined_total",
                 "Client requests that waited for a prefetch of their URL under way.",
                 &self.prefetch_joined,
+            ),
+            (
+                "webpep_inlined_objects_total",
+                "Stylesheets and scripts inlined into pages.",
+                &self.inlined_objects,
             ),
             (
                 "webpep_connections_total",

@@ -1,6 +1,7 @@
 //! The response pipeline for proxied HTTP requests, as phases (Pingora-style):
 //! request filter → cache lookup (variant, then the origin's bytes, then revalidation) →
-//! origin fetch → decode → store the original → transforms (transcode, URL rewrite,
+//! origin fetch → decode → store the original → inline (a page's small stylesheets and
+//! scripts, fetched through this same pipeline) → transforms (transcode, URL rewrite,
 //! compress) → store the variant → respond.
 
 use std::sync::Arc;
@@ -147,12 +148,15 @@ fn exchange(
         below,
     };
     let ctx = ex.ctx();
-    ex.variant = server
+    let mut parts: Vec<String> = server
         .transforms
         .iter()
         .filter_map(|t| t.variant_part(&ctx))
-        .collect::<Vec<_>>()
-        .join("|");
+        .collect();
+    if server.cfg.inline.enabled {
+        parts.push("inline".into());
+    }
+    ex.variant = parts.join("|");
     Ok(ex)
 }
 
@@ -197,8 +201,7 @@ async fn run(ex: &Exchange) -> Reply {
         Lookup::Fresh(c) => {
             Metrics::add(&metrics.cache_hits, 1);
             let out =
-                transform_off_thread(ex, c.status, c.headers.clone(), c.body.clone(), now, now)
-                    .await;
+                transform_phase(ex, c.status, c.headers.clone(), c.body.clone(), now, now).await;
             prefetch_objects(ex, c.status, c.headers, c.body);
             from_cached_reply(ex, out, "HIT")
         }
@@ -342,7 +345,7 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
         if let Some(cache) = &server.cache {
             if let Some(fresh) = cache.freshen(s, &rparts, request_time, response_time) {
                 Metrics::add(&metrics.cache_validated, 1);
-                let out = transform_off_thread(
+                let out = transform_phase(
                     ex,
                     fresh.status,
                     fresh.headers.clone(),
@@ -395,7 +398,7 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
         }
     }
     let original = (rparts.status, rparts.headers.clone(), body.clone());
-    let out = transform_off_thread(
+    let out = transform_phase(
         ex,
         rparts.status,
         rparts.headers,
@@ -547,6 +550,160 @@ fn origin_error(e: &hyper_util::client::legacy::Error) -> Reply {
         StatusCode::BAD_GATEWAY,
         &format!("origin error: {}", error_reason(e)),
     )
+}
+
+/// Phases after the origin's bytes are at hand: inline (for a page a client asked for), then
+/// the transforms.
+async fn transform_phase(
+    ex: &Exchange,
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+    request_time: SystemTime,
+    response_time: SystemTime,
+) -> Transformed {
+    match inline_phase(ex, status, &headers, &body).await {
+        Some((headers, body)) => {
+            // The page now depends on other responses: put together again on every
+            // request rather than stored as a variant ([`crate::inline`]).
+            let mut ex = ex.clone();
+            ex.variant.clear();
+            transform_off_thread(&ex, status, headers, body, request_time, response_time).await
+        }
+        None => transform_off_thread(ex, status, headers, body, request_time, response_time).await,
+    }
+}
+
+/// Phase: the small stylesheets and scripts of a page a client asked for are fetched through
+/// this pipeline (so from the cache when there) at once, and those that qualify within
+/// `[inline]`'s bounds and `timeout` are copied into the page ([`crate::inline`]). Returns
+/// the page in identity coding without validators, or `None` when nothing was inlined.
+async fn inline_phase(
+    ex: &Exchange,
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Option<(HeaderMap, Bytes)> {
+    let cfg = &ex.server.cfg.inline;
+    if !cfg.enabled || ex.below.is_some() || ex.parts.method != Method::GET || body.is_empty() {
+        return None;
+    }
+    let page = crate::inline::page(status, headers)?;
+    let page_url = url::Url::parse(&ex.parts.uri.to_string()).ok()?;
+    let server = ex.server.clone();
+    let limit = server.cfg.limits.max_body_transform;
+    let (h, b, u) = (headers.clone(), body.clone(), page_url.clone());
+    // Decoding and parsing are CPU work: they run where the transforms do.
+    let (html, scan) = server
+        .transform_pool
+        .run_as(Priority::Client, 0, move || {
+            let html = match content_coding(&h) {
+                None => b,
+                Some(ce) => Bytes::from(compress::decode(&b, &ce, limit).ok()?),
+            };
+            let scan = webpep_optimize::rewrite::inline_candidates(&html, &u);
+            Some((html, scan))
+        })
+        .await
+        .ok()
+        .flatten()?;
+    if scan.csp || scan.candidates.is_empty() {
+        return None;
+    }
+    let budget = crate::prefetch::Budget::new(server.cfg.prefetch.max_per_page);
+    let mut fetches = tokio::task::JoinSet::new();
+    for (i, (url, kind)) in scan.candidates.into_iter().take(cfg.max_count).enumerate() {
+        let Some(mut req) = crate::prefetch::request_for(&ex.req, &page_url, &url) else {
+            continue;
+        };
+        // The text itself is wanted, not a coding of it for this client.
+        req.head.headers.remove(header::ACCEPT_ENCODING);
+        let below = Below {
+            depth: 1,
+            budget: budget.clone(),
+        };
+        spawn_inline_fetch(&mut fetches, &server, req, below, page, (i, url, kind));
+    }
+    let mut texts = Vec::new();
+    let deadline = tokio::time::Instant::now() + cfg.timeout.0;
+    while let Ok(Some(done)) = tokio::time::timeout_at(deadline, fetches.join_next()).await {
+        if let Ok(t) = done {
+            texts.push(t);
+        }
+    }
+    // Those still under way finish into the cache for the browser's own request.
+    fetches.detach_all();
+    texts.sort_by_key(|t| t.0);
+    let ready = crate::inline::select(
+        texts.into_iter().map(|(_, u, k, t)| (u, k, t)).collect(),
+        cfg.max_total,
+    );
+    if ready.is_empty() {
+        return None;
+    }
+    let (out, n) = server
+        .transform_pool
+        .run_as(Priority::Client, 0, move || {
+            webpep_optimize::rewrite::inline_resources(&html, &page_url, &ready)
+        })
+        .await
+        .ok()?
+        .ok()?;
+    if n == 0 {
+        return None;
+    }
+    Metrics::add(&server.metrics.inlined_objects, n as u64);
+    let mut headers = headers.clone();
+    for name in [
+        header::CONTENT_ENCODING,
+        header::CONTENT_LENGTH,
+        header::ETAG,
+        header::LAST_MODIFIED,
+    ] {
+        headers.remove(name);
+    }
+    headers.remove("content-md5");
+    Some((headers, Bytes::from(out)))
+}
+
+/// What an inline fetch gives: its place in the page, URL, kind and usable text.
+type InlineFetch = (
+    usize,
+    url::Url,
+    webpep_optimize::rewrite::InlineKind,
+    Option<String>,
+);
+
+/// Starts one inline fetch (a plain function: a task spawned from inside the pipeline's own
+/// future would make that future's type depend on itself).
+fn spawn_inline_fetch(
+    set: &mut tokio::task::JoinSet<InlineFetch>,
+    server: &Arc<Server>,
+    req: ClientRequest,
+    below: Below,
+    page: crate::inline::Page,
+    (i, url, kind): (usize, url::Url, webpep_optimize::rewrite::InlineKind),
+) {
+    let server = server.clone();
+    set.spawn(async move {
+        let reply = match exchange(&server, Arc::new(req), Some(below)) {
+            Ok(ex) => run(&ex).await,
+            Err(r) => *r,
+        };
+        let text = match &reply.body {
+            Body::Full(b) => crate::inline::resource_text(
+                &page,
+                kind,
+                &url,
+                reply.status,
+                &reply.headers,
+                b,
+                server.cfg.inline.max_bytes,
+            ),
+            _ => None,
+        };
+        (i, url, kind, text)
+    });
 }
 
 /// Runs the transform phases in the transform pool (blocking threads, at most `[limits]

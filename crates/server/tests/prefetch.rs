@@ -56,17 +56,6 @@ async fn origin_reaches(o: &Origin, n: usize) {
     }
 }
 
-fn metric(p: &Proxy, name: &str) -> u64 {
-    p.server
-        .metrics_text()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix(&format!("{name} "))
-                .map(|v| v.trim().parse().unwrap())
-        })
-        .unwrap_or_else(|| panic!("no {name}"))
-}
-
 #[tokio::test]
 async fn a_pages_objects_are_in_cache_before_the_browser_asks() {
     let o = Origin::start(site).await;

@@ -14,6 +14,20 @@ pub fn rewrite_css(css: &[u8], sheet_url: &Url, proxy_authority: &str) -> Vec<u8
     })
 }
 
+/// Makes the relative `url(...)` and `@import "..."` references of a stylesheet absolute,
+/// resolved against `sheet_url`, so the sheet means the same when its text moves into a page
+/// at another URL (inlining). Absolute references (any scheme) and fragment-only ones are
+/// left alone, as is everything the scanner does not understand. Never panics.
+pub fn absolutize_css(css: &[u8], sheet_url: &Url) -> Vec<u8> {
+    scan(css, &mut |raw| {
+        let v = raw.trim_matches(|c: char| c.is_ascii_whitespace() || c.is_ascii_control());
+        if v.is_empty() || v.starts_with('#') || Url::parse(v).is_ok() {
+            return None;
+        }
+        sheet_url.join(v).ok().map(String::from)
+    })
+}
+
 /// The unresolved URL references of a stylesheet, in order.
 pub fn css_urls(css: &[u8]) -> Vec<String> {
     let mut found = Vec::new();
@@ -216,6 +230,17 @@ mod tests {
         let css = br#"/* url(no.gif) */ a { background: url(a.gif) } b { content: "url(no2.gif)"; }
             @import "i.css"; @import url('j.css') screen; c{background:URL( "k.png" )} myurl(no3)"#;
         assert_eq!(css_urls(css), ["a.gif", "i.css", "j.css", "k.png"]);
+    }
+
+    #[test]
+    fn absolutize_resolves_against_the_sheet() {
+        let sheet = Url::parse("http://s.a.com/css/main.css").unwrap();
+        let css = br#"a{background:url(../img/a.gif)} @import "sub.css"; b{background:url('http://x.com/b.png')} c{background:url(#f)} d{background:url(data:image/gif;base64,R0)}"#;
+        let out = String::from_utf8(absolutize_css(css, &sheet)).unwrap();
+        assert_eq!(
+            out,
+            r#"a{background:url(http://s.a.com/img/a.gif)} @import "http://s.a.com/css/sub.css"; b{background:url('http://x.com/b.png')} c{background:url(#f)} d{background:url(data:image/gif;base64,R0)}"#
+        );
     }
 
     #[test]

@@ -48,7 +48,7 @@ const SRCSET_ATTRIBUTES: &[(&str, &str)] = &[
 
 /// Decodes the character references that matter in URLs (`&amp;`, `&lt;`, `&gt;`,
 /// `&quot;`, `&apos;`, `&#NN;`, `&#xHH;`): lol_html hands out attribute values raw.
-fn decode_entities(raw: &str) -> Cow<'_, str> {
+pub(super) fn decode_entities(raw: &str) -> Cow<'_, str> {
     if !raw.contains('&') {
         return Cow::Borrowed(raw);
     }
@@ -311,14 +311,35 @@ pub fn rewrite_html(
         Ok(())
     })];
 
+    let handlers = handlers.into_iter().chain(text_handlers).collect();
+    run_rewriter(handlers, html, html.len() + html.len() / 4)
+}
+
+/// One element handler of lol_html.
+pub(super) type Handler<'h> = (
+    Cow<'h, lol_html::Selector>,
+    lol_html::ElementContentHandlers<'h>,
+);
+
+/// Settings for what a proxy sees: all kinds of markup, so work on what can be parsed
+/// rather than bail out; the charset follows `<meta charset>`.
+pub(super) fn settings_for(handlers: Vec<Handler<'_>>) -> Settings<'_, '_> {
     let mut settings = Settings::new();
-    settings.element_content_handlers = handlers.into_iter().chain(text_handlers).collect();
-    // Proxies see all kinds of markup: rewrite what can be parsed rather than bail out.
+    settings.element_content_handlers = handlers;
     settings.strict = false;
     settings.adjust_charset_on_meta_tag = true;
+    settings
+}
 
-    let mut out = Vec::with_capacity(html.len() + html.len() / 4);
-    let mut rewriter = HtmlRewriter::new(settings, |c: &[u8]| out.extend_from_slice(c));
+/// Runs `handlers` over `html`; the rewritten document.
+pub(super) fn run_rewriter(
+    handlers: Vec<Handler<'_>>,
+    html: &[u8],
+    capacity: usize,
+) -> Result<Vec<u8>, RewriteError> {
+    let mut out = Vec::with_capacity(capacity);
+    let mut rewriter =
+        HtmlRewriter::new(settings_for(handlers), |c: &[u8]| out.extend_from_slice(c));
     rewriter
         .write(html)
         .map_err(|e| RewriteError::Html(e.to_string()))?;
@@ -384,10 +405,7 @@ pub fn embedded_urls(html: &[u8]) -> Vec<String> {
 /// what could be found).
 fn scan_with_styles<'h>(
     html: &[u8],
-    mut handlers: Vec<(
-        Cow<'h, lol_html::Selector>,
-        lol_html::ElementContentHandlers<'h>,
-    )>,
+    mut handlers: Vec<Handler<'h>>,
     found: &'h RefCell<Vec<String>>,
     style_text: &'h RefCell<String>,
     what: &str,
@@ -409,11 +427,7 @@ fn scan_with_styles<'h>(
         }
         Ok(())
     }));
-    let mut settings = Settings::new();
-    settings.element_content_handlers = handlers;
-    settings.strict = false;
-    settings.adjust_charset_on_meta_tag = true;
-    let mut rewriter = HtmlRewriter::new(settings, |_: &[u8]| {});
+    let mut rewriter = HtmlRewriter::new(settings_for(handlers), |_: &[u8]| {});
     let ok = rewriter.write(html).and_then(|()| rewriter.end());
     if let Err(e) = ok {
         tracing::debug!(error = %e, "{what}: stopped early");

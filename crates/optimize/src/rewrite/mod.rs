@@ -13,6 +13,9 @@
 //!   fuzzing and discovery).
 //! - [`subresource_urls`], [`css_urls`]: what a browser fetches to render a document or
 //!   stylesheet (the proxy's prefetch).
+//! - [`inline_candidates`], [`inlinable_text`], [`inline_resources`]: small external
+//!   stylesheets and scripts copied into the page (the proxy's `inline` switch), so a browser
+//!   does not spend a round trip over the air on each before it can go on.
 //!
 //! Only `http` URLs are rewritten: `https` stays end to end (DESIGN §6), and `data:`,
 //! `javascript:`, `mailto:` and the like are not fetches.
@@ -20,10 +23,12 @@
 mod css;
 mod host;
 mod html;
+mod inline;
 mod srcset;
 
-pub use css::{css_urls, rewrite_css};
+pub use css::{absolutize_css, css_urls, rewrite_css};
 pub use html::{embedded_urls, rewrite_html, subresource_urls};
+pub use inline::{inlinable_text, inline_candidates, inline_resources, InlineKind, InlineScan};
 
 use url::Url;
 

@@ -192,6 +192,7 @@ pub fn test_config() -> ServerConfig {
     cfg.cache.enabled = false;
     cfg.compress.enabled = false;
     cfg.transcode.enabled = false;
+    cfg.inline.enabled = false;
     cfg.origin.dns_upstream = Some("127.0.0.1:9".parse().unwrap());
     cfg.origin.connect_timeout = webpep_server::config::Secs(Duration::from_secs(2));
     cfg
@@ -219,6 +220,18 @@ pub async fn start_proxy(mut cfg: ServerConfig) -> Proxy {
         done,
         _cache_dir: cache_dir,
     }
+}
+
+/// A counter's value at the proxy's `/metrics` (without labels).
+pub fn metric(p: &Proxy, name: &str) -> u64 {
+    p.server
+        .metrics_text()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(&format!("{name} "))
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .unwrap_or_else(|| panic!("no {name}"))
 }
 
 /// A response as the client read it.

@@ -1,0 +1,145 @@
+//! Inlining, end to end: a page served to a client gets its small, shareable, long-lived
+//! stylesheets and scripts copied in (through the proxy's own pipeline and cache); everything
+//! else stays external, and nothing is inlined where the page forbids it.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+const PAGE: &str = "<html><head>\
+    <link rel=stylesheet href=\"/css/s.css\" media=print>\
+    <script src=\"/js/a.js\"></script>\
+    <script src=\"/js/big.js\"></script>\
+    <script src=\"/js/private.js\"></script>\
+    <script src=\"/js/short.js\"></script>\
+    <script src=\"/js/ends.js\"></script>\
+    <script src=\"/js/slow.js\"></script>\
+    <script src=\"/js/async.js\" async></script>\
+    </head><body><img src=\"/a.gif\"></body></html>";
+
+fn site(r: &OriginRequest) -> OriginReply {
+    let long = |ct: &str, body: &str| {
+        OriginReply::ok(ct, body.as_bytes().to_vec()).header("Cache-Control", "max-age=86400")
+    };
+    match r.path.as_str() {
+        "/" | "/csp" | "/notransform" => {
+            let page = OriginReply::ok("text/html; charset=utf-8", PAGE)
+                .header("Cache-Control", "max-age=60")
+                .header("ETag", "\"p1\"");
+            match r.path.as_str() {
+                "/csp" => page.header("Content-Security-Policy", "script-src 'self'"),
+                "/notransform" => page.header("Cache-Control", "no-transform"),
+                _ => page,
+            }
+        }
+        "/css/s.css" => long("text/css", "body { background: url(../img/bg.png) }"),
+        "/js/a.js" => long("application/javascript", "var a = 1 < 2;"),
+        "/js/big.js" => long("application/javascript", &"x".repeat(5000)),
+        "/js/private.js" => OriginReply::ok("application/javascript", "secret()")
+            .header("Cache-Control", "private, max-age=86400"),
+        "/js/short.js" => OriginReply::ok("application/javascript", "short()")
+            .header("Cache-Control", "max-age=10"),
+        "/js/ends.js" => long("application/javascript", "document.write('</script>')"),
+        "/js/slow.js" => {
+            long("application/javascript", "slow()").delay(Duration::from_millis(1500))
+        }
+        "/js/async.js" => long("application/javascript", "later()"),
+        "/img/bg.png" | "/a.gif" => long("image/png", "png"),
+        _ => OriginReply::ok("text/plain", "none").status(404),
+    }
+}
+
+fn config(inline: bool) -> webpep_server::ServerConfig {
+    let mut cfg = test_config();
+    cfg.cache.enabled = true;
+    cfg.compress.enabled = true;
+    cfg.inline.enabled = inline;
+    cfg.inline.timeout = webpep_server::config::Secs(Duration::from_millis(500));
+    // Only what inlining fetches itself reaches the origin.
+    cfg.prefetch.enabled = false;
+    cfg
+}
+
+#[tokio::test]
+async fn small_shareable_stylesheets_and_scripts_go_into_the_page() {
+    let o = Origin::start(site).await;
+    let p = start_proxy(config(true)).await;
+    let base = format!("http://{}", o.addr);
+    let r = step(get_once(
+        p.addr,
+        &format!("{base}/"),
+        "Accept-Encoding: identity\r\n",
+    ))
+    .await;
+    assert_eq!(r.status, 200);
+    let html = r.text();
+    // The stylesheet, its image made absolute, its media kept; the small script.
+    assert!(
+        html.contains(&format!(
+            "<style media=\"print\">body {{ background: url({base}/img/bg.png) }}</style>"
+        )),
+        "{html}"
+    );
+    assert!(html.contains("<script>var a = 1 < 2;</script>"), "{html}");
+    // Too big, private, fresh for less time than the page, would end the element, too slow,
+    // async: external as before.
+    for kept in [
+        "big.js",
+        "private.js",
+        "short.js",
+        "ends.js",
+        "slow.js",
+        "async.js",
+    ] {
+        assert!(html.contains(&format!("/js/{kept}\"")), "{kept}: {html}");
+    }
+    assert_eq!(metric(&p, "webpep_inlined_objects_total"), 2);
+    // The page's bytes now depend on other responses: no validators.
+    assert_eq!(r.header("etag"), None);
+    // The browser's own request for an inlined file is a cache hit.
+    let before = o.requests();
+    let css = step(get_once(p.addr, &format!("{base}/css/s.css"), "")).await;
+    assert_eq!(css.status, 200);
+    assert_eq!(o.requests(), before);
+}
+
+#[tokio::test]
+async fn the_page_is_put_together_again_from_the_cache() {
+    let o = Origin::start(site).await;
+    let p = start_proxy(config(true)).await;
+    let url = format!("http://{}/", o.addr);
+    let first = step(get_once(p.addr, &url, "Accept-Encoding: gzip\r\n")).await;
+    assert_eq!(first.header("content-encoding"), Some("gzip"));
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let n = o.requests();
+    let again = step(get_once(p.addr, &url, "Accept-Encoding: identity\r\n")).await;
+    assert!(again.text().contains("<script>var a = 1 < 2;</script>"));
+    // The slow script missed the first page's deadline but finished into the cache: in now.
+    assert!(again.text().contains("<script>slow()</script>"));
+    // Everything came from the cache except the parts that may not be stored: the private
+    // script (and nothing else) went to the origin again.
+    let fetched: Vec<String> = o.log.lock().unwrap()[n..]
+        .iter()
+        .map(|r| r.path.clone())
+        .collect();
+    assert_eq!(fetched, ["/js/private.js"]);
+    assert_eq!(metric(&p, "webpep_inlined_objects_total"), 2 + 3);
+}
+
+#[tokio::test]
+async fn nothing_is_inlined_where_the_page_forbids_it_or_when_off() {
+    let o = Origin::start(site).await;
+    let base = format!("http://{}", o.addr);
+    let p = start_proxy(config(true)).await;
+    for path in ["/csp", "/notransform"] {
+        let r = step(get_once(p.addr, &format!("{base}{path}"), "")).await;
+        assert_eq!(r.text(), PAGE, "{path}");
+    }
+    assert_eq!(metric(&p, "webpep_inlined_objects_total"), 0);
+    let off = start_proxy(config(false)).await;
+    let r = step(get_once(off.addr, &format!("{base}/"), "")).await;
+    assert_eq!(r.text(), PAGE);
+    assert_eq!(r.header("etag"), Some("\"p1\""));
+}
