@@ -83,7 +83,9 @@ fn a_real_page_over_a_real_trace_direct_and_through_the_edge_proxy() {
                         .as_str()
                         .unwrap_or_default()
                         .to_string(),
-                    e["response"]["content"]["size"].as_u64().unwrap_or(u64::MAX),
+                    e["response"]["content"]["size"]
+                        .as_u64()
+                        .unwrap_or(u64::MAX),
                 )
             })
             .collect()
@@ -107,7 +109,9 @@ fn a_real_page_over_a_real_trace_direct_and_through_the_edge_proxy() {
             u.0
         );
     }
-    assert!(fetched.iter().all(|f| direct_urls.iter().any(|u| &u.0 == f)));
+    assert!(fetched
+        .iter()
+        .all(|f| direct_urls.iter().any(|u| &u.0 == f)));
     let may_be_inlined = direct_urls.iter().filter(|u| inlinable(u)).count();
     // The proxy compresses and transcodes a real page: fewer bytes cross the air (×3.2 when
     // this test was written; asserted loosely, it is a behaviour check, not a benchmark).
