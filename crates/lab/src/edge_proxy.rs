@@ -42,6 +42,8 @@ pub struct EdgeProxy {
     peer: Option<PeerProxy>,
     /// The edge's initial RTO for this load (see [`set_air_tcp`]).
     _initial_rto: Option<webpep_server::initial_rto::InitialRto>,
+    /// webpep's proxy (not a peer's), for its counters.
+    server: Option<Arc<webpep_server::Server>>,
 }
 
 fn other(what: &str) -> impl Fn(std::io::Error) -> String + '_ {
@@ -248,6 +250,7 @@ impl EdgeProxy {
             edge_addr,
             peer: None,
             _initial_rto: None,
+            server: None,
         };
         if let Some(peer) = cfg.peer {
             proxy._initial_rto = set_air_tcp(topo, cfg.air_tuning, tcp, time_scale, false)?;
@@ -261,6 +264,7 @@ impl EdgeProxy {
             .map_err(|e| LabError::Other(format!("edge proxy configuration: {e}\n{text}")))?;
         let server = webpep_server::Server::new(scfg)
             .map_err(|e| LabError::Other(format!("edge proxy: {e}")))?;
+        proxy.server = Some(server.clone());
         let tuned = cfg.switches().air_tuning;
         // Tuned, webpep's server sets its own initial RTO (`[air] initial-rto`).
         proxy._initial_rto = set_air_tcp(topo, tuned, tcp, time_scale, tuned)?;
@@ -336,6 +340,11 @@ impl EdgeProxy {
 
     /// The DNS server real Chromium is given in this mode (port 53: resolv.conf names no
     /// port; under DNS rewriting, edge redirects port 53 from the air to the rewriting proxy).
+    /// webpep's proxy for this load (`None` with a peer proxy).
+    pub fn server(&self) -> Option<Arc<webpep_server::Server>> {
+        self.server.clone()
+    }
+
     pub fn chromium_resolver(&self, lc: &LoaderConfig) -> SocketAddr {
         match self.mode {
             ProxyMode::TransparentDns => SocketAddr::from((self.edge_addr, 53)),

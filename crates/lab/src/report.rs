@@ -485,6 +485,7 @@ mod tests {
                     air_down_bytes: 200_000,
                     air_up_bytes: 20_000,
                     objects: 30,
+                    inlined: 0,
                     errors: 0,
                     breakdown_ms: BreakdownMs {
                         dns: 1000.0,

@@ -25,7 +25,12 @@ pub struct LoadRecord {
     pub plt_ms: f64,
     pub air_down_bytes: u64,
     pub air_up_bytes: u64,
+    /// Objects the browser fetched.
     pub objects: usize,
+    /// Stylesheets and scripts webpep's edge proxy copied into the load's pages
+    /// (`[inline]`), which the browser did not fetch: `objects + inlined` is the page's count.
+    #[serde(default)]
+    pub inlined: usize,
     pub errors: usize,
     pub breakdown_ms: BreakdownMs,
     /// Response bodies as they arrived (content-coded sizes), summed over the objects: the
@@ -780,6 +785,7 @@ mod tests {
             air_down_bytes: 1000,
             air_up_bytes: 100,
             objects: 3,
+            inlined: 0,
             errors: 0,
             breakdown_ms: BreakdownMs {
                 dns: 1.0,

@@ -234,7 +234,12 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
         for (cname, cfg) in &opts.configs {
             for r in 0..opts.repeat {
                 bar.set_message(format!("{} / {cname} #{r}", page.id));
-                let (load, down, up) = match &chromium_binary {
+                let Measured {
+                    load,
+                    down,
+                    up,
+                    inlined,
+                } = match &chromium_binary {
                     Some(b) if cfg.browser() == Browser::Chromium => {
                         measure_chromium(&topo, &hosting, page, cfg, opts, r, b)?
                     }
@@ -263,6 +268,7 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
                     air_down_bytes: down,
                     air_up_bytes: up,
                     objects: load.objects.len(),
+                    inlined: inlined as usize,
                     errors: failed_objects(&load),
                     breakdown_ms: BreakdownMs {
                         dns: ms(load.breakdown.dns),
@@ -367,7 +373,7 @@ fn measure_chromium(
     opts: &RunOptions,
     repeat: usize,
     binary: &Path,
-) -> Result<(PageLoad, u64, u64)> {
+) -> Result<Measured> {
     let k = opts.time_scale;
     // The loader's settings say where this mode's browser sends its requests and lookups.
     let (lc, proxy, url) = prepare(topo, hosting, page, cfg, opts)?;
@@ -391,20 +397,34 @@ fn measure_chromium(
         }
     }
     std::thread::sleep(gap);
+    let server = proxy.as_ref().and_then(|p| p.server());
+    let inlined_before = server.as_ref().map_or(0, |s| s.inlined_objects());
     // Each load meets a link started over (see `measure`).
     let before = topo.air.restart(repeat as u64);
     let mut load = browser.load(&url, lc.page_timeout)?;
     // Let the last ACKs cross before reading the counters.
     std::thread::sleep(Duration::from_millis(50));
     let after = topo.air.counters_now();
+    let inlined = server.as_ref().map_or(0, |s| s.inlined_objects()) - inlined_before;
     browser.close();
     drop(proxy);
     load.scale_times(k);
-    Ok((
+    Ok(Measured {
         load,
-        after.down.delivered_bytes - before.down.delivered_bytes,
-        after.up.delivered_bytes - before.up.delivered_bytes,
-    ))
+        down: after.down.delivered_bytes - before.down.delivered_bytes,
+        up: after.up.delivered_bytes - before.up.delivered_bytes,
+        inlined,
+    })
+}
+
+/// One measured load: the load (times unscaled), the air bytes down and up it caused, and
+/// the stylesheets and scripts webpep's edge proxy copied into its pages (`[inline]`), which
+/// the browser then did not fetch.
+struct Measured {
+    load: PageLoad,
+    down: u64,
+    up: u64,
+    inlined: u64,
 }
 
 /// One measured load (after a warm-up load for warm configurations): the load with unscaled
@@ -418,15 +438,17 @@ fn measure(
     cfg: &LabConfig,
     opts: &RunOptions,
     repeat: usize,
-) -> Result<(PageLoad, u64, u64)> {
+) -> Result<Measured> {
     let k = opts.time_scale;
     let (lc, proxy, url) = prepare(topo, hosting, page, cfg, opts)?;
+    let server = proxy.as_ref().and_then(|p| p.server());
+    let inlined = move || server.as_ref().map_or(0, |s| s.inlined_objects());
     let gap = Duration::from_secs_f64(opts.gap_s / k);
     let warm = cfg.warm;
     let revisit_cache = cfg.revisit_cache;
     let replay = hosting.replay.clone();
     let air = &topo.air;
-    let (mut load, down, up) = run_in(&topo.ue, move || async move {
+    let (mut load, down, up, inlined) = run_in(&topo.ue, move || async move {
         let mut loader = Loader::new(lc);
         if warm {
             tokio::time::sleep(gap).await;
@@ -437,6 +459,7 @@ fn measure(
             }
         }
         tokio::time::sleep(gap).await;
+        let inlined_before = inlined();
         let before = air.restart(repeat as u64);
         let load = loader.load(&url).await;
         // Let the last ACKs cross before reading the counters.
@@ -446,11 +469,17 @@ fn measure(
             load,
             after.down.delivered_bytes - before.down.delivered_bytes,
             after.up.delivered_bytes - before.up.delivered_bytes,
+            inlined() - inlined_before,
         )
     })?;
     drop(proxy);
     load.scale_times(k);
-    Ok((load, down, up))
+    Ok(Measured {
+        load,
+        down,
+        up,
+        inlined,
+    })
 }
 
 #[cfg(test)]

@@ -139,7 +139,7 @@ fn lab_run_writes_results_hars_and_report() {
     eprintln!("{}", r.table());
     assert_eq!(r.loads.len(), 4);
     for l in &r.loads {
-        assert_eq!(l.objects, 9, "{}: every object", l.config);
+        assert_eq!(l.objects + l.inlined, 9, "{}: every object", l.config);
         assert_eq!(l.errors, 0, "{}", l.config);
         let b = l.breakdown_ms;
         let sum = b.dns + b.connect + b.idle + b.payload;
@@ -223,7 +223,7 @@ fn har_count(path: &Path, timing: &str) -> usize {
 /// The load of `config` in a run of the small corpus, checked complete (9 objects, no error).
 fn full_load<'a>(r: &'a Results, config: &str) -> &'a LoadRecord {
     let l = r.loads.iter().find(|l| l.config == config).unwrap();
-    assert_eq!((l.objects, l.errors), (9, 0), "{config}");
+    assert_eq!((l.objects + l.inlined, l.errors), (9, 0), "{config}");
     l
 }
 
@@ -424,8 +424,12 @@ fn the_edge_proxy_serves_every_mode() {
             l.bound_ms,
             l.plt_ms
         );
-        assert_eq!(l.objects, 9, "{}: every object", l.config);
+        assert_eq!(l.objects + l.inlined, 9, "{}: every object", l.config);
         assert_eq!(l.errors, 0, "{}", l.config);
+        // webpep's proxy copies the small stylesheet into the page, except with every
+        // switch off.
+        let inlines = !matches!(l.config.as_str(), "http11" | "explicit-plain");
+        assert_eq!(l.inlined, usize::from(inlines), "{}: inlined", l.config);
         let dns = l.breakdown_ms.dns;
         match l.config.as_str() {
             "explicit" | "explicit-pipelining" | "explicit-plain" | "transparent-url" => {
@@ -443,7 +447,8 @@ fn the_edge_proxy_serves_every_mode() {
         serde_json::from_slice(&std::fs::read(dir.join("out").join(&url_load.har)).unwrap())
             .unwrap();
     let entries = har["log"]["entries"].as_array().unwrap();
-    assert_eq!(entries.len(), 9);
+    // Every object but the stylesheet, which the proxy inlined into the page.
+    assert_eq!(entries.len() + url_load.inlined, 9);
     for e in entries {
         let u = e["request"]["url"].as_str().unwrap();
         assert!(
@@ -597,7 +602,7 @@ fn an_air_outage_loses_no_request_through_the_edge_proxy() {
     eprintln!("{}\n{}", plain.table(), cut.table());
     assert_eq!(cut.loads.len(), 4);
     for l in &cut.loads {
-        assert_eq!(l.objects, 9, "{}: every object", l.config);
+        assert_eq!(l.objects + l.inlined, 9, "{}: every object", l.config);
         assert_eq!(l.errors, 0, "{}: no request lost", l.config);
         let before = plain
             .loads
@@ -658,7 +663,7 @@ fn peer_proxies_run_at_the_edge_in_place_of_webpep() {
     eprintln!("{}\n{}", r.table(), r.air_table());
     assert!(r.configs["squid"].contains("Squid, stock"));
     for l in &r.loads {
-        assert_eq!(l.objects, 9, "{}: every object", l.config);
+        assert_eq!(l.objects + l.inlined, 9, "{}: every object", l.config);
         assert_eq!(l.errors, 0, "{}", l.config);
         if l.config != "http11" {
             assert!(l.breakdown_ms.dns < 1.0, "{}: the proxy resolves", l.config);
@@ -823,7 +828,7 @@ fn real_chromium_loads_the_page_direct_and_through_the_edge_proxy() {
     for l in &r.loads {
         // The stylesheet's background image is fetched only if something shows it: the
         // small page's body does.
-        assert_eq!(l.objects, 9, "{}: every object", l.config);
+        assert_eq!(l.objects + l.inlined, 9, "{}: every object", l.config);
         assert_eq!(l.errors, 0, "{}", l.config);
         assert!(l.plt_ms > 1000.0, "{}: PLT {} ms", l.config, l.plt_ms);
         assert!(l.air_down_bytes > 0 && l.air_up_bytes > 0, "{}", l.config);
@@ -845,22 +850,29 @@ fn real_chromium_loads_the_page_direct_and_through_the_edge_proxy() {
         let l = r.loads.iter().find(|l| l.config == config).unwrap();
         serde_json::from_slice(&std::fs::read(dir.join("out").join(&l.har)).unwrap()).unwrap()
     };
-    // Through the proxy: absolute URIs to the proxy's address, compressed text from it.
+    // Through the proxy: absolute URIs to the proxy's address, answered by it (the stylesheet
+    // inlined into the page).
+    let explicit = r
+        .loads
+        .iter()
+        .find(|l| l.config == "chromium-explicit")
+        .unwrap();
+    assert_eq!(explicit.inlined, 1);
     let har = har_of("chromium-explicit");
     let entries = har["log"]["entries"].as_array().unwrap();
-    assert_eq!(entries.len(), 9);
-    let css = entries
+    assert_eq!(entries.len(), 8);
+    let image = entries
         .iter()
-        .find(|e| e["request"]["url"] == "http://www.small.test/s.css")
-        .expect("the stylesheet");
+        .find(|e| e["request"]["url"] == "http://img.small.test/bg.gif")
+        .expect("the stylesheet's image");
     let has = |e: &serde_json::Value, side: &str, name: &str, value: &str| {
         e[side]["headers"].as_array().unwrap().iter().any(|h| {
             h["name"].as_str().unwrap().eq_ignore_ascii_case(name)
                 && h["value"].as_str().unwrap().contains(value)
         })
     };
-    assert!(has(css, "request", "Proxy-Connection", "keep-alive"));
-    assert!(has(css, "response", "Via", "webpep"));
+    assert!(has(image, "request", "Proxy-Connection", "keep-alive"));
+    assert!(has(image, "response", "Via", "webpep"));
     // DNS rewriting: the names resolve to the proxy, which answers every object.
     let edge_answers = |config: &str| {
         let har = har_of(config);
@@ -871,7 +883,7 @@ fn real_chromium_loads_the_page_direct_and_through_the_edge_proxy() {
             .filter(|e| has(e, "response", "Via", "webpep"))
             .count()
     };
-    assert_eq!(edge_answers("chromium-transparent-dns"), 9);
+    assert_eq!(edge_answers("chromium-transparent-dns"), 8);
     assert_eq!(
         edge_answers("chromium"),
         0,

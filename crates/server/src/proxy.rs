@@ -591,6 +591,12 @@ async fn inline_phase(
     let page = crate::inline::page(status, headers)?;
     let page_url = url::Url::parse(&ex.parts.uri.to_string()).ok()?;
     let server = ex.server.clone();
+    if content_coding(headers).is_some()
+        && !server.transforms.iter().any(|t| t.name() == "compress")
+    {
+        // The page would go out uncompressed where the origin had compressed it.
+        return None;
+    }
     let limit = server.cfg.limits.max_body_transform;
     let (h, b, u) = (headers.clone(), body.clone(), page_url.clone());
     // Decoding and parsing are CPU work: they run where the transforms do.

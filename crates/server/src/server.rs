@@ -152,6 +152,13 @@ impl Server {
         &self.cfg
     }
 
+    /// Stylesheets and scripts inlined into pages so far (`webpep_inlined_objects_total`).
+    pub fn inlined_objects(&self) -> u64 {
+        self.metrics
+            .inlined_objects
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Prometheus text of the counters.
     pub fn metrics_text(&self) -> String {
         let mut s = self.metrics.render();

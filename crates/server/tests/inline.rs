@@ -17,6 +17,7 @@ const PAGE: &str = "<html><head>\
     <script src=\"/js/ends.js\"></script>\
     <script src=\"/js/slow.js\"></script>\
     <script src=\"/js/async.js\" async></script>\
+    <script src=\"http://10.1.2.3/far.js\"></script>\
     </head><body><img src=\"/a.gif\"></body></html>";
 
 fn site(r: &OriginRequest) -> OriginReply {
@@ -34,6 +35,9 @@ fn site(r: &OriginRequest) -> OriginReply {
                 _ => page,
             }
         }
+        "/gz" => OriginReply::ok("text/html; charset=utf-8", gzip(PAGE))
+            .header("Content-Encoding", "gzip")
+            .header("Cache-Control", "max-age=60"),
         "/css/s.css" => long("text/css", "body { background: url(../img/bg.png) }"),
         "/js/a.js" => long("application/javascript", "var a = 1 < 2;"),
         "/js/big.js" => long("application/javascript", &"x".repeat(5000)),
@@ -49,6 +53,11 @@ fn site(r: &OriginRequest) -> OriginReply {
         "/img/bg.png" | "/a.gif" => long("image/png", "png"),
         _ => OriginReply::ok("text/plain", "none").status(404),
     }
+}
+
+fn gzip(text: &str) -> Vec<u8> {
+    use webpep_optimize::compress::{encode, Coding, CompressConfig};
+    encode(text.as_bytes(), Coding::Gzip, &CompressConfig::default())
 }
 
 fn config(inline: bool) -> webpep_server::ServerConfig {
@@ -84,7 +93,7 @@ async fn small_shareable_stylesheets_and_scripts_go_into_the_page() {
     );
     assert!(html.contains("<script>var a = 1 < 2;</script>"), "{html}");
     // Too big, private, fresh for less time than the page, would end the element, too slow,
-    // async: external as before.
+    // async, at a destination the proxy refuses: external as before.
     for kept in [
         "big.js",
         "private.js",
@@ -95,6 +104,7 @@ async fn small_shareable_stylesheets_and_scripts_go_into_the_page() {
     ] {
         assert!(html.contains(&format!("/js/{kept}\"")), "{kept}: {html}");
     }
+    assert!(html.contains("\"http://10.1.2.3/far.js\""), "{html}");
     assert_eq!(metric(&p, "webpep_inlined_objects_total"), 2);
     // The page's bytes now depend on other responses: no validators.
     assert_eq!(r.header("etag"), None);
@@ -138,6 +148,19 @@ async fn nothing_is_inlined_where_the_page_forbids_it_or_when_off() {
         assert_eq!(r.text(), PAGE, "{path}");
     }
     assert_eq!(metric(&p, "webpep_inlined_objects_total"), 0);
+    // Without compression a page the origin gzipped would go out larger: left as it came.
+    let mut plain = config(true);
+    plain.compress.enabled = false;
+    let p2 = start_proxy(plain).await;
+    let r = step(get_once(
+        p2.addr,
+        &format!("{base}/gz"),
+        "Accept-Encoding: gzip\r\n",
+    ))
+    .await;
+    assert_eq!(r.header("content-encoding"), Some("gzip"));
+    assert_eq!(r.body, gzip(PAGE));
+    assert_eq!(metric(&p2, "webpep_inlined_objects_total"), 0);
     let off = start_proxy(config(false)).await;
     let r = step(get_once(off.addr, &format!("{base}/"), "")).await;
     assert_eq!(r.text(), PAGE);
