@@ -159,7 +159,7 @@ pub fn freshness_lifetime(
 }
 
 /// The `Age` header's value in seconds; a malformed value is ignored (treated as 0).
-fn age_value(headers: &HeaderMap) -> Duration {
+pub fn age_value(headers: &HeaderMap) -> Duration {
     headers
         .get(AGE)
         .and_then(|v| v.to_str().ok())

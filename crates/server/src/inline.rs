@@ -16,8 +16,11 @@ use http::header::{self, HeaderMap};
 use http::StatusCode;
 use url::Url;
 use webpep_cache::directives::ResponseDirectives;
-use webpep_cache::policy::{freshness_lifetime, HeuristicConfig};
+use webpep_cache::policy::{age_value, freshness_lifetime, HeuristicConfig};
 use webpep_optimize::rewrite::{inlinable_text, InlineKind};
+
+use crate::optimize::mime_is;
+use crate::proxy::content_coding;
 
 /// What the decisions need to know of the page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,16 +31,19 @@ pub struct Page {
     pub fresh_for: Duration,
 }
 
-fn essence(headers: &HeaderMap) -> Option<(String, String)> {
-    let ct = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
-    let mut parts = ct.split(';');
-    let mime = parts.next()?.trim().to_ascii_lowercase();
-    let charset = parts
-        .filter_map(|p| p.split_once('='))
-        .find(|(k, _)| k.trim().eq_ignore_ascii_case("charset"))
-        .map(|(_, v)| v.trim().trim_matches('"').to_ascii_lowercase())
-        .unwrap_or_default();
-    Some((mime, charset))
+/// The Content-Type's charset parameter, lower case (empty when there is none).
+fn charset(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|ct| {
+            ct.split(';')
+                .skip(1)
+                .filter_map(|p| p.split_once('='))
+                .find(|(k, _)| k.trim().eq_ignore_ascii_case("charset"))
+                .map(|(_, v)| v.trim().trim_matches('"').to_ascii_lowercase())
+        })
+        .unwrap_or_default()
 }
 
 /// How much longer a response stays fresh: its freshness lifetime less its `Age`.
@@ -48,28 +54,23 @@ fn fresh_for(status: StatusCode, headers: &HeaderMap) -> Duration {
         SystemTime::now(),
         &HeuristicConfig::default(),
     );
-    let age = headers
-        .get(header::AGE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(0);
-    life.saturating_sub(Duration::from_secs(age))
+    life.saturating_sub(age_value(headers))
 }
 
 /// The page, when it may get inlined resources: an HTML document (`text/html`; XHTML parses
 /// scripts differently), `200`, transformable (no `no-transform`), without a
 /// Content-Security-Policy (inline code may be blocked where files were allowed).
 pub fn page(status: StatusCode, headers: &HeaderMap) -> Option<Page> {
-    let (mime, charset) = essence(headers)?;
     let csp = headers.contains_key("content-security-policy")
         || headers.contains_key("content-security-policy-report-only");
     if status != StatusCode::OK
-        || mime != "text/html"
+        || !mime_is(headers, &["text/html"])
         || csp
         || webpep_optimize::no_transform(headers)
     {
         return None;
     }
+    let charset = charset(headers);
     Some(Page {
         utf8: charset == "utf-8" || charset == "utf8",
         fresh_for: fresh_for(status, headers),
@@ -91,16 +92,18 @@ fn shareable(headers: &HeaderMap) -> bool {
     !d.no_store && !d.private && !d.no_cache && !headers.contains_key(header::SET_COOKIE) && vary_ok
 }
 
-fn kind_matches(kind: InlineKind, mime: &str) -> bool {
+fn kind_matches(kind: InlineKind, headers: &HeaderMap) -> bool {
     match kind {
-        InlineKind::Stylesheet => mime == "text/css",
-        InlineKind::Script => matches!(
-            mime,
-            "application/javascript"
-                | "text/javascript"
-                | "application/x-javascript"
-                | "application/ecmascript"
-                | "text/ecmascript"
+        InlineKind::Stylesheet => mime_is(headers, &["text/css"]),
+        InlineKind::Script => mime_is(
+            headers,
+            &[
+                "application/javascript",
+                "text/javascript",
+                "application/x-javascript",
+                "application/ecmascript",
+                "text/ecmascript",
+            ],
         ),
     }
 }
@@ -118,14 +121,9 @@ pub fn resource_text(
     body: &[u8],
     max_bytes: usize,
 ) -> Option<String> {
-    let (mime, _) = essence(headers)?;
-    let coded = headers
-        .get(header::CONTENT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| !v.trim().is_empty() && !v.trim().eq_ignore_ascii_case("identity"));
     if status != StatusCode::OK
-        || coded
-        || !kind_matches(kind, &mime)
+        || content_coding(headers).is_some()
+        || !kind_matches(kind, headers)
         || !shareable(headers)
         || fresh_for(status, headers) < page.fresh_for
     {

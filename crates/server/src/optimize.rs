@@ -50,7 +50,8 @@ fn content_type(headers: &HeaderMap) -> Option<&str> {
         .and_then(|v| v.to_str().ok())
 }
 
-fn mime_is(headers: &HeaderMap, types: &[&str]) -> bool {
+/// The Content-Type's essence (lower case, without parameters) is one of `types`.
+pub(crate) fn mime_is(headers: &HeaderMap, types: &[&str]) -> bool {
     content_type(headers)
         .map(|c| {
             c.split(';')

@@ -57,6 +57,11 @@ impl Exchange {
     }
 }
 
+/// The proxy compresses towards clients (and so asks origins for every coding it can decode).
+fn compresses(server: &Server) -> bool {
+    server.transforms.iter().any(|t| t.name() == "compress")
+}
+
 /// Serves a request for an origin (explicit, transparent or URL mode).
 pub async fn proxy_http(server: Arc<Server>, req: Arc<ClientRequest>) -> Reply {
     let ex = match exchange(&server, req.clone(), None) {
@@ -104,7 +109,7 @@ fn exchange(
             headers.insert(header::HOST, v);
         }
     }
-    if server.transforms.iter().any(|t| t.name() == "compress") {
+    if compresses(server) {
         // One shared copy of each origin response, whatever the browser accepts.
         headers.insert(
             header::ACCEPT_ENCODING,
@@ -591,9 +596,7 @@ async fn inline_phase(
     let page = crate::inline::page(status, headers)?;
     let page_url = url::Url::parse(&ex.parts.uri.to_string()).ok()?;
     let server = ex.server.clone();
-    if content_coding(headers).is_some()
-        && !server.transforms.iter().any(|t| t.name() == "compress")
-    {
+    if content_coding(headers).is_some() && !compresses(&server) {
         // The page would go out uncompressed where the origin had compressed it.
         return None;
     }
@@ -867,7 +870,8 @@ fn transform_and_store(
     }
 }
 
-fn content_coding(h: &HeaderMap) -> Option<String> {
+/// The response's content coding, lower case; `None` for none or `identity`.
+pub(crate) fn content_coding(h: &HeaderMap) -> Option<String> {
     let ce = h
         .get(header::CONTENT_ENCODING)?
         .to_str()
