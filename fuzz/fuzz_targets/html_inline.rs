@@ -1,7 +1,8 @@
 //! Fuzz the inliner of the edge proxy's `inline` switch: arbitrary bytes as a page and as a
-//! stylesheet's or script's text. Nothing may panic; inlining may not fail; inlining every
-//! candidate adds no reference the page did not have; and a text accepted for a page can
-//! never end its element early (`</style` in a stylesheet, `</script` in a script).
+//! stylesheet's, script's or image's body. Nothing may panic; inlining may not fail; inlining
+//! every candidate adds no reference the page did not have; a text accepted for a page can
+//! never end its element early (`</style` in a stylesheet, `</script` in a script); and an
+//! accepted image is a `data:` URI of an image type with nothing but base64 after its comma.
 
 #![no_main]
 
@@ -9,7 +10,9 @@ use std::collections::HashMap;
 
 use libfuzzer_sys::fuzz_target;
 use url::Url;
-use webpep_optimize::rewrite::{inlinable_text, inline_candidates, inline_resources, InlineKind};
+use webpep_optimize::rewrite::{
+    inlinable_image, inlinable_text, inline_candidates, inline_resources, InlineKind,
+};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(page) = Url::parse("http://www.a.com/dir/page.html") else {
@@ -19,7 +22,13 @@ fuzz_target!(|data: &[u8]| {
     let ready: HashMap<String, (InlineKind, String)> = scan
         .candidates
         .iter()
-        .map(|(u, k)| (u.to_string(), (*k, "/*x*/".to_string())))
+        .map(|(u, k)| {
+            let v = match k {
+                InlineKind::Image => "data:image/gif;base64,R0lGODlh",
+                _ => "/*x*/",
+            };
+            (u.to_string(), (*k, v.to_string()))
+        })
         .collect();
     let (out, n) = match inline_resources(data, &page, &ready) {
         Ok(r) => r,
@@ -39,10 +48,18 @@ fuzz_target!(|data: &[u8]| {
                 let end = match kind {
                     InlineKind::Stylesheet => "</style",
                     InlineKind::Script => "</script",
+                    InlineKind::Image => unreachable!("images are not texts"),
                 };
                 assert!(!lower.contains(end), "{end} in an accepted text");
                 assert!(utf8 || text.is_ascii());
             }
         }
+    }
+    if let Some(uri) = inlinable_image(data, 1 << 16) {
+        let (head, b64) = uri.split_once(',').expect("a data: URI has a comma");
+        assert!(head.starts_with("data:image/") && head.ends_with(";base64"), "{head}");
+        assert!(b64
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b)));
     }
 });

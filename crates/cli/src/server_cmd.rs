@@ -34,9 +34,13 @@ pub struct Args {
     /// Do not fetch pages' objects before browsers ask (as `[prefetch] enabled = false`).
     #[arg(long)]
     pub no_prefetch: bool,
-    /// Do not copy small stylesheets and scripts into pages (as `[inline] enabled = false`).
+    /// Do not copy small stylesheets, scripts and images into pages (as `[inline] enabled =
+    /// false`).
     #[arg(long)]
     pub no_inline: bool,
+    /// Do not put tiny images into pages as data: URIs (as `[inline] images = false`).
+    #[arg(long)]
+    pub no_inline_images: bool,
     /// Image transcoding preset: lossless, balanced, aggressive, or off.
     #[arg(long, value_name = "PRESET|off")]
     pub transcode: Option<String>,
@@ -111,6 +115,9 @@ fn effective_config(args: &Args) -> anyhow::Result<ServerConfig> {
     }
     if args.no_inline {
         cfg.inline.enabled = false;
+    }
+    if args.no_inline_images {
+        cfg.inline.images = false;
     }
     if let Some(p) = &args.transcode {
         if p.eq_ignore_ascii_case("off") {

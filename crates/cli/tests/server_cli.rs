@@ -90,6 +90,7 @@ fn print_config_shows_overrides_and_reparses() {
         "--no-tls-relay",
         "--no-prefetch",
         "--no-inline",
+        "--no-inline-images",
         "--print-config",
     ]);
     assert_eq!(code, 0, "{err}");
@@ -102,6 +103,7 @@ fn print_config_shows_overrides_and_reparses() {
     assert!(out.contains("tls-relay = false"), "{out}");
     assert!(out.contains("[prefetch]\nenabled = false"), "{out}");
     assert!(out.contains("[inline]\nenabled = false"), "{out}");
+    assert!(out.contains("\nimages = false"), "{out}");
     let f = temp_file("printed.toml", &out);
     let (code, out2, err) = run(&["server", "--config", f.to_str().unwrap(), "--print-config"]);
     assert_eq!(code, 0, "{err}");

@@ -76,6 +76,8 @@ pub struct ProxySwitches {
     /// Small stylesheets and scripts copied into the pages that use them (beyond the papers;
     /// `[inline]` of `webpep server`).
     pub inline: bool,
+    /// With `inline`: tiny images too, as `data:` URIs (`[inline] images`).
+    pub inline_images: bool,
 }
 
 impl Default for ProxySwitches {
@@ -89,6 +91,7 @@ impl Default for ProxySwitches {
             keepalive_probes: true,
             prefetch: true,
             inline: true,
+            inline_images: true,
         }
     }
 }
@@ -114,7 +117,9 @@ impl ProxySwitches {
         if self.prefetch && self.cache {
             on.push("prefetch".into());
         }
-        if self.inline {
+        if self.inline && self.inline_images {
+            on.push("inline (with images)".into());
+        } else if self.inline {
             on.push("inline".into());
         }
         if on.is_empty() {
@@ -212,6 +217,8 @@ pub struct LabConfig {
     pub prefetch: bool,
     #[serde(default = "yes")]
     pub inline: bool,
+    #[serde(default = "yes")]
+    pub inline_images: bool,
     #[serde(default)]
     pub warm: bool,
     /// With `warm`: false empties the browser's HTTP cache before the measured revisit,
@@ -268,6 +275,7 @@ impl LabConfig {
             keepalive_probes: self.keepalive_probes,
             prefetch: self.prefetch,
             inline: self.inline,
+            inline_images: self.inline_images,
         }
     }
 

@@ -91,6 +91,7 @@ enabled = {prefetch}
 
 [inline]
 enabled = {inline}
+images = {inline_images}
 
 # The lab has one client, ue; its loader's connections stay far below this.
 [limits]
@@ -112,6 +113,7 @@ probe-stop = {stop}
         url = cfg.proxy == ProxyMode::TransparentUrl,
         prefetch = sw.prefetch,
         inline = sw.inline,
+        inline_images = sw.inline_images,
         congestion = if sw.air_tuning {
             format!("congestion = \"{}\"\n", sw.air_congestion.name())
         } else {

@@ -348,7 +348,8 @@ impl Default for PrefetchConfig {
 }
 
 /// `[inline]`: the text of small external stylesheets and scripts is copied into the HTML
-/// pages that reference them, so a browser does not spend a round trip over the air on each
+/// pages that reference them, and tiny images go into their `<img src>` as `data:` URIs, so a
+/// browser does not spend a round trip over the air on each
 /// (`webpep_optimize::rewrite::inline` lists what qualifies). The page waits for them at most
 /// `timeout`; what is not there by then stays external.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -358,11 +359,20 @@ pub struct InlineConfig {
     pub enabled: bool,
     /// The largest stylesheet or script inlined, in bytes of its text (uncompressed).
     pub max_bytes: usize,
-    /// Bytes inlined into one page at most, all of its stylesheets and scripts together.
+    /// Bytes inlined into one page at most, its stylesheets, scripts and `data:` URIs
+    /// together.
     pub max_total: usize,
     /// Stylesheets and scripts a page is scanned for, in document order; the rest stay
     /// external.
     pub max_count: usize,
+    /// Also put tiny images into the page as `data:` URIs (for browsers that show them: not
+    /// Internet Explorer before 8).
+    pub images: bool,
+    /// The largest image inlined, in bytes as the client would get it (after transcoding),
+    /// before base64 adds a third.
+    pub image_max_bytes: usize,
+    /// Images a page is scanned for, in document order; the rest stay external.
+    pub image_max_count: usize,
     /// How long a page waits for its candidates to be fetched.
     pub timeout: Secs,
 }
@@ -376,6 +386,11 @@ impl Default for InlineConfig {
             max_bytes: 4096,
             max_total: 32768,
             max_count: 8,
+            images: true,
+            // An image that fits in one TCP segment gains nothing from compression or
+            // transcoding; its request and round trip are what it costs (000 §4.1.1).
+            image_max_bytes: 1024,
+            image_max_count: 64,
             timeout: Secs(Duration::from_secs(1)),
         }
     }

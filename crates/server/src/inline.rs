@@ -1,9 +1,9 @@
-//! The `inline` switch's decisions (`[inline]`): which pages get small stylesheets and
-//! scripts copied into them, and which fetched ones may go in. The fetching is a phase of
+//! The `inline` switch's decisions (`[inline]`): which pages get small stylesheets, scripts
+//! and images copied into them, and which fetched ones may go in. The fetching is a phase of
 //! [`crate::proxy`]; the HTML work is `webpep_optimize::rewrite::inline`.
 //!
 //! An inlined copy must not outlive what the browser would have cached of the original, nor
-//! leak what a shared cache may not share: a stylesheet or script goes in only when a shared
+//! leak what a shared cache may not share: a stylesheet, script or image goes in only when a shared
 //! cache could store it (no `no-store`, `private`, `no-cache`, `Set-Cookie` or `Vary: *` /
 //! `Cookie`) and it stays fresh at least as long as the page. The page loses its validators
 //! (its bytes now depend on other responses), and is not stored as a variant in the proxy's
@@ -17,8 +17,9 @@ use http::StatusCode;
 use url::Url;
 use webpep_cache::directives::ResponseDirectives;
 use webpep_cache::policy::{age_value, freshness_lifetime, HeuristicConfig};
-use webpep_optimize::rewrite::{inlinable_text, InlineKind};
+use webpep_optimize::rewrite::{inlinable_image, inlinable_text, InlineKind};
 
+use crate::config::InlineConfig;
 use crate::optimize::mime_is;
 use crate::proxy::content_coding;
 
@@ -29,6 +30,28 @@ pub struct Page {
     pub utf8: bool,
     /// How much longer the page stays fresh in a cache.
     pub fresh_for: Duration,
+    /// The client shows `data:` URIs in `<img src>` ([`data_uri_images`]), and `[inline]
+    /// images` is on.
+    pub images: bool,
+}
+
+/// Whether the browser that sent `request` shows `<img src="data:...">`: every browser
+/// since Netscape 2 except Internet Explorer before 8 (`MSIE 7.0` and older in its
+/// User-Agent). A request without a User-Agent gets none: nothing is known of it.
+pub fn data_uri_images(request: &HeaderMap) -> bool {
+    let Some(ua) = request
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    !ua.match_indices("MSIE ").any(|(i, m)| {
+        let major: String = ua[i + m.len()..]
+            .chars()
+            .take_while(|c| c.is_ascii_digit())
+            .collect();
+        major.parse::<u32>().is_ok_and(|v| v < 8)
+    })
 }
 
 /// The Content-Type's charset parameter, lower case (empty when there is none).
@@ -74,6 +97,7 @@ pub fn page(status: StatusCode, headers: &HeaderMap) -> Option<Page> {
     Some(Page {
         utf8: charset == "utf-8" || charset == "utf8",
         fresh_for: fresh_for(status, headers),
+        images: false,
     })
 }
 
@@ -105,13 +129,18 @@ fn kind_matches(kind: InlineKind, headers: &HeaderMap) -> bool {
                 "text/ecmascript",
             ],
         ),
+        InlineKind::Image => mime_is(
+            headers,
+            &["image/gif", "image/png", "image/jpeg", "image/webp"],
+        ),
     }
 }
 
-/// The text of a fetched stylesheet or script (identity coding) as it may go into `page`, or
-/// `None`: not a `200` of the right type, coded, not shareable, fresh for less time than the
-/// page, larger than `max_bytes`, or text the page cannot hold
-/// (`webpep_optimize::rewrite::inlinable_text`).
+/// What a fetched stylesheet, script or image (identity coding) puts into `page` (its text, or
+/// its `data:` URI), or `None`: not a `200` of the right type, coded, not shareable, fresh for
+/// less time than the page, larger than `max-bytes` (`image-max-bytes`), an image for a page
+/// without [`Page::images`], or what the page cannot hold
+/// (`webpep_optimize::rewrite::{inlinable_text, inlinable_image}`).
 pub fn resource_text(
     page: &Page,
     kind: InlineKind,
@@ -119,7 +148,7 @@ pub fn resource_text(
     status: StatusCode,
     headers: &HeaderMap,
     body: &[u8],
-    max_bytes: usize,
+    cfg: &InlineConfig,
 ) -> Option<String> {
     if status != StatusCode::OK
         || content_coding(headers).is_some()
@@ -129,7 +158,11 @@ pub fn resource_text(
     {
         return None;
     }
-    inlinable_text(kind, body, url, page.utf8, max_bytes)
+    match kind {
+        InlineKind::Image if page.images => inlinable_image(body, cfg.image_max_bytes),
+        InlineKind::Image => None,
+        _ => inlinable_text(kind, body, url, page.utf8, cfg.max_bytes),
+    }
 }
 
 /// The texts to inline, keyed by URL: in document order while the total stays within
@@ -175,7 +208,8 @@ mod tests {
             page(StatusCode::OK, &ok),
             Some(Page {
                 utf8: true,
-                fresh_for: Duration::from_secs(50)
+                fresh_for: Duration::from_secs(50),
+                images: false,
             })
         );
         let latin = headers(&[("content-type", "text/html; charset=iso-8859-1")]);
@@ -183,7 +217,8 @@ mod tests {
             page(StatusCode::OK, &latin),
             Some(Page {
                 utf8: false,
-                fresh_for: Duration::ZERO
+                fresh_for: Duration::ZERO,
+                images: false,
             })
         );
         for bad in [
@@ -213,7 +248,9 @@ mod tests {
         let p = Page {
             utf8: true,
             fresh_for: Duration::from_secs(60),
+            images: true,
         };
+        let cfg = limits(100);
         let u = Url::parse("http://s.a.com/c/m.css").unwrap();
         let css = |extra: &[(&'static str, &str)]| {
             let mut pairs = vec![("content-type", "text/css")];
@@ -221,7 +258,7 @@ mod tests {
             headers(&pairs)
         };
         let text = |h: &HeaderMap, kind, body: &[u8]| {
-            resource_text(&p, kind, &u, StatusCode::OK, h, body, 100)
+            resource_text(&p, kind, &u, StatusCode::OK, h, body, &cfg)
         };
         let long = css(&[("cache-control", "max-age=86400")]);
         assert_eq!(
@@ -258,7 +295,7 @@ mod tests {
                 StatusCode::NOT_FOUND,
                 &long,
                 b"a{}",
-                100
+                &cfg
             ),
             None
         );
@@ -280,6 +317,69 @@ mod tests {
             text(&lm, InlineKind::Script, b"go()").as_deref(),
             Some("go()")
         );
+    }
+
+    fn limits(max_bytes: usize) -> InlineConfig {
+        InlineConfig {
+            max_bytes,
+            image_max_bytes: 16,
+            ..InlineConfig::default()
+        }
+    }
+
+    #[test]
+    fn images_that_may_go_in() {
+        let mut p = Page {
+            utf8: false,
+            fresh_for: Duration::from_secs(60),
+            images: true,
+        };
+        let cfg = limits(100);
+        let u = Url::parse("http://i.a.com/a.gif").unwrap();
+        let gif = b"GIF89a\x01\x00\x01\x00;";
+        let img = |p: &Page, ct: &str, body: &[u8]| {
+            let h = headers(&[("content-type", ct), ("cache-control", "max-age=600")]);
+            resource_text(p, InlineKind::Image, &u, StatusCode::OK, &h, body, &cfg)
+        };
+        assert_eq!(
+            img(&p, "image/gif", gif).as_deref(),
+            Some("data:image/gif;base64,R0lGODlhAQABADs=")
+        );
+        // The URI's type is the bytes' (a GIF served as PNG is still a GIF).
+        assert!(img(&p, "image/png", gif)
+            .unwrap()
+            .starts_with("data:image/gif;"));
+        // Too big, not an image type, not an image, SVG, or a browser without data: images.
+        assert_eq!(
+            img(&p, "image/gif", &[gif.as_slice(), &[0; 8]].concat()),
+            None
+        );
+        assert_eq!(img(&p, "text/plain", gif), None);
+        assert_eq!(img(&p, "image/gif", b"<html>"), None);
+        assert_eq!(img(&p, "image/svg+xml", b"<svg/>"), None);
+        p.images = false;
+        assert_eq!(img(&p, "image/gif", gif), None);
+    }
+
+    #[test]
+    fn browsers_that_show_data_uri_images() {
+        let ua = |v: &str| headers(&[("user-agent", v)]);
+        for yes in [
+            "Mozilla/5.0 (X11; U; Linux i686; en-US; rv:1.4) Gecko/20030624",
+            "Mozilla/4.0 (compatible; MSIE 8.0; Windows NT 6.1)",
+            "Mozilla/5.0 (compatible; MSIE 10.0; Windows NT 6.2)",
+            "Opera/9.80 (Windows NT 6.1) Presto/2.12",
+            "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 Chrome/120.0 Safari/537.36",
+        ] {
+            assert!(data_uri_images(&ua(yes)), "{yes}");
+        }
+        for no in [
+            "Mozilla/4.0 (compatible; MSIE 6.0; Windows NT 5.1)",
+            "Mozilla/4.0 (compatible; MSIE 7.0; Windows NT 6.0)",
+        ] {
+            assert!(!data_uri_images(&ua(no)), "{no}");
+        }
+        assert!(!data_uri_images(&HeaderMap::new()));
     }
 
     #[test]

@@ -40,7 +40,7 @@ pub struct Metrics {
     pub prefetch_skipped: AtomicU64,
     /// Client requests that waited for a prefetch of their URL under way.
     pub prefetch_joined: AtomicU64,
-    /// Stylesheets and scripts inlined into pages.
+    /// Stylesheets, scripts and images inlined into pages.
     pub inlined_objects: AtomicU64,
     /// Client connections accepted.
     pub connections_total: AtomicU64,
@@ -220,7 +220,7 @@ impl Metrics {
             ),
             (
                 "webpep_inlined_objects_total",
-                "Stylesheets and scripts inlined into pages.",
+                "Stylesheets, scripts and images inlined into pages.",
                 &self.inlined_objects,
             ),
             (

@@ -14,6 +14,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use webpep_cache::{CachedResponse, Lookup};
 use webpep_optimize::compress;
+use webpep_optimize::rewrite::InlineKind;
 
 use crate::conn::ClientRequest;
 use crate::http1::{add_via, strip_hop_by_hop, via_has};
@@ -593,7 +594,8 @@ async fn inline_phase(
     if !cfg.enabled || ex.below.is_some() || ex.parts.method != Method::GET || body.is_empty() {
         return None;
     }
-    let page = crate::inline::page(status, headers)?;
+    let mut page = crate::inline::page(status, headers)?;
+    page.images = cfg.images && crate::inline::data_uri_images(&ex.req.head.headers);
     let page_url = url::Url::parse(&ex.parts.uri.to_string()).ok()?;
     let server = ex.server.clone();
     if content_coding(headers).is_some() && !compresses(&server) {
@@ -621,7 +623,19 @@ async fn inline_phase(
     }
     let budget = crate::prefetch::Budget::new(server.cfg.prefetch.max_per_page);
     let mut fetches = tokio::task::JoinSet::new();
-    for (i, (url, kind)) in scan.candidates.into_iter().take(cfg.max_count).enumerate() {
+    // Each kind within its own count, in document order.
+    let (mut texts_left, mut images_left) = (cfg.max_count, cfg.image_max_count);
+    let wanted = scan.candidates.into_iter().filter(|(_, kind)| {
+        let left = match kind {
+            InlineKind::Image if !page.images => return false,
+            InlineKind::Image => &mut images_left,
+            _ => &mut texts_left,
+        };
+        let go = *left > 0;
+        *left = left.saturating_sub(1);
+        go
+    });
+    for (i, (url, kind)) in wanted.enumerate() {
         let Some(mut req) = crate::prefetch::request_for(&ex.req, &page_url, &url) else {
             continue;
         };
@@ -707,7 +721,7 @@ fn spawn_inline_fetch(
                 reply.status,
                 &reply.headers,
                 b,
-                server.cfg.inline.max_bytes,
+                &server.cfg.inline,
             ),
             _ => None,
         };

@@ -166,3 +166,74 @@ async fn nothing_is_inlined_where_the_page_forbids_it_or_when_off() {
     assert_eq!(r.text(), PAGE);
     assert_eq!(r.header("etag"), Some("\"p1\""));
 }
+
+/// A 1×1 GIF (43 bytes).
+const DOT_GIF: &[u8] = b"GIF89a\x01\x00\x01\x00\x80\x00\x00\xff\xff\xff\x00\x00\x00!\xf9\x04\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;";
+
+const IMAGES: &str = "<html><body>\
+    <img src=\"/i/dot.gif\" alt=\"dot\">\
+    <img src=\"/i/big.gif\">\
+    <img src=\"/i/twice.gif\"><img src=\"/i/twice.gif\">\
+    <img src=\"/i/lazy.gif\" loading=\"lazy\">\
+    <img src=\"/i/fake.gif\">\
+    <img src=\"/i/private.gif\">\
+    </body></html>";
+
+fn image_site(r: &OriginRequest) -> OriginReply {
+    let long = |ct: &str, body: Vec<u8>| {
+        OriginReply::ok(ct, body).header("Cache-Control", "max-age=86400")
+    };
+    match r.path.as_str() {
+        "/" => OriginReply::ok("text/html", IMAGES).header("Cache-Control", "max-age=60"),
+        "/i/dot.gif" | "/i/twice.gif" | "/i/lazy.gif" => long("image/gif", DOT_GIF.to_vec()),
+        "/i/big.gif" => long("image/gif", [DOT_GIF, &[0u8; 2000]].concat()),
+        "/i/fake.gif" => long("image/gif", b"<html>not an image</html>".to_vec()),
+        "/i/private.gif" => OriginReply::ok("image/gif", DOT_GIF.to_vec())
+            .header("Cache-Control", "private, max-age=86400"),
+        _ => OriginReply::ok("text/plain", "none").status(404),
+    }
+}
+
+const GECKO: &str =
+    "User-Agent: Mozilla/5.0 (X11; U; Linux i686; en-US; rv:1.4) Gecko/20030624\r\n";
+
+#[tokio::test]
+async fn tiny_images_go_into_the_page_as_data_uris() {
+    use base64::Engine as _;
+    let o = Origin::start(image_site).await;
+    let p = start_proxy(config(true)).await;
+    let url = format!("http://{}/", o.addr);
+    let r = step(get_once(p.addr, &url, GECKO)).await;
+    let html = r.text();
+    let dot = base64::engine::general_purpose::STANDARD.encode(DOT_GIF);
+    assert!(
+        html.contains(&format!(
+            "<img src=\"data:image/gif;base64,{dot}\" alt=\"dot\">"
+        )),
+        "{html}"
+    );
+    // Over image-max-bytes, referenced twice, lazy, not an image, private: external.
+    for kept in ["big", "twice", "lazy", "fake", "private"] {
+        assert!(
+            html.contains(&format!("\"/i/{kept}.gif\"")),
+            "{kept}: {html}"
+        );
+    }
+    assert_eq!(metric(&p, "webpep_inlined_objects_total"), 1);
+    // Internet Explorer 6 does not show data: images; a client without a User-Agent is
+    // not known to.
+    for ua in [
+        "User-Agent: Mozilla/4.0 (compatible; MSIE 6.0; Windows NT 5.1)\r\n",
+        "",
+    ] {
+        let r = step(get_once(p.addr, &url, ua)).await;
+        assert_eq!(r.text(), IMAGES, "{ua}");
+    }
+    // `images = false` keeps them all external.
+    let mut cfg = config(true);
+    cfg.inline.images = false;
+    let off = start_proxy(cfg).await;
+    let r = step(get_once(off.addr, &url, GECKO)).await;
+    assert_eq!(r.text(), IMAGES);
+    assert_eq!(metric(&off, "webpep_inlined_objects_total"), 0);
+}

@@ -28,7 +28,9 @@ mod srcset;
 
 pub use css::{absolutize_css, css_urls, rewrite_css};
 pub use html::{embedded_urls, rewrite_html, subresource_urls};
-pub use inline::{inlinable_text, inline_candidates, inline_resources, InlineKind, InlineScan};
+pub use inline::{
+    inlinable_image, inlinable_text, inline_candidates, inline_resources, InlineKind, InlineScan,
+};
 
 use url::Url;
 
