@@ -63,7 +63,7 @@ pub fn run(args: DemoArgs) -> Result<u8> {
         "webpep demo: paper-sites over gprs at time scale {} (http11 = 2 persistent connections per host, \
          the papers' browser; http11-6; pipelining depth 4; webpep's edge proxy: explicit, \
          transparent by DNS rewriting, transparent by URL rewriting — 6 connections, compression, \
-         small stylesheets and scripts inlined, images transcoded `balanced`, cold caches)",
+         small stylesheets, scripts and images inlined, images transcoded `balanced`, cold caches)",
         args.time_scale
     );
     match &chromium {

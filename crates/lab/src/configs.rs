@@ -73,8 +73,8 @@ pub struct ProxySwitches {
     /// The proxy fetches a page's objects into its cache before the browser asks (000 §4.2.2;
     /// needs the cache).
     pub prefetch: bool,
-    /// Small stylesheets and scripts copied into the pages that use them (beyond the papers;
-    /// `[inline]` of `webpep server`).
+    /// Small stylesheets and scripts (and, with `inline_images`, images) copied into the pages
+    /// that use them (beyond the papers; `[inline]` of `webpep server`).
     pub inline: bool,
     /// With `inline`: tiny images too, as `data:` URIs (`[inline] images`).
     pub inline_images: bool,

@@ -27,7 +27,7 @@ pub struct LoadRecord {
     pub air_up_bytes: u64,
     /// Objects the browser fetched.
     pub objects: usize,
-    /// Stylesheets and scripts webpep's edge proxy copied into the load's pages
+    /// Stylesheets, scripts and images webpep's edge proxy copied into the load's pages
     /// (`[inline]`), which the browser did not fetch: `objects + inlined` is the page's count.
     #[serde(default)]
     pub inlined: usize,

@@ -418,7 +418,7 @@ fn measure_chromium(
 }
 
 /// One measured load: the load (times unscaled), the air bytes down and up it caused, and
-/// the stylesheets and scripts webpep's edge proxy copied into its pages (`[inline]`), which
+/// the stylesheets, scripts and images webpep's edge proxy copied into its pages (`[inline]`), which
 /// the browser then did not fetch.
 struct Measured {
     load: PageLoad,

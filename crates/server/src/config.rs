@@ -373,6 +373,8 @@ pub struct InlineConfig {
     pub image_max_bytes: usize,
     /// Images a page is scanned for, in document order; the rest stay external.
     pub image_max_count: usize,
+    /// A page's candidates fetched at once (the rest wait for a slot, within `timeout`).
+    pub concurrency: usize,
     /// How long a page waits for its candidates to be fetched.
     pub timeout: Secs,
 }
@@ -391,6 +393,9 @@ impl Default for InlineConfig {
             // transcoding; its request and round trip are what it costs (000 §4.1.1).
             image_max_bytes: 1024,
             image_max_count: 64,
+            // Like a browser's 6 per host, over the two or three hosts a page's small
+            // objects come from.
+            concurrency: 16,
             timeout: Secs(Duration::from_secs(1)),
         }
     }
@@ -532,6 +537,9 @@ impl ServerConfig {
         }
         if self.inline.timeout.0.is_zero() {
             return Err(invalid("inline.timeout", "must be more than 0".into()));
+        }
+        if self.inline.concurrency == 0 {
+            return Err(invalid("inline.concurrency", "must be at least 1".into()));
         }
         if self.limits.max_pipeline == 0 {
             return Err(invalid("limits.max-pipeline", "must be at least 1".into()));
@@ -741,6 +749,18 @@ mod tests {
             let e = ServerConfig::from_toml(&format!("[limits]\n{text}\n"), "w.toml").unwrap_err();
             let m = e.to_string();
             assert!(m.contains("w.toml") && m.contains(key), "{text}: {m}");
+        }
+    }
+
+    #[test]
+    fn zero_inline_timeout_and_concurrency_are_refused_with_key() {
+        for (text, key) in [
+            ("timeout = \"0s\"", "inline.timeout"),
+            ("concurrency = 0", "inline.concurrency"),
+        ] {
+            let e = ServerConfig::from_toml(&format!("[inline]\n{text}\n"), "i.toml").unwrap_err();
+            let m = e.to_string();
+            assert!(m.contains("i.toml") && m.contains(key), "{text}: {m}");
         }
     }
 

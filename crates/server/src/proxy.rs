@@ -635,6 +635,8 @@ async fn inline_phase(
         *left = left.saturating_sub(1);
         go
     });
+    // A page's fetches go to a few origin hosts: a browser-like number at a time.
+    let slots = Arc::new(tokio::sync::Semaphore::new(cfg.concurrency));
     for (i, (url, kind)) in wanted.enumerate() {
         let Some(mut req) = crate::prefetch::request_for(&ex.req, &page_url, &url) else {
             continue;
@@ -645,7 +647,16 @@ async fn inline_phase(
             depth: 1,
             budget: budget.clone(),
         };
-        spawn_inline_fetch(&mut fetches, &server, req, below, page, (i, url, kind));
+        let slots = slots.clone();
+        spawn_inline_fetch(
+            &mut fetches,
+            &server,
+            slots,
+            req,
+            below,
+            page,
+            (i, url, kind),
+        );
     }
     let mut texts = Vec::new();
     let deadline = tokio::time::Instant::now() + cfg.timeout.0;
@@ -702,6 +713,7 @@ type InlineFetch = (
 fn spawn_inline_fetch(
     set: &mut tokio::task::JoinSet<InlineFetch>,
     server: &Arc<Server>,
+    slots: Arc<tokio::sync::Semaphore>,
     req: ClientRequest,
     below: Below,
     page: crate::inline::Page,
@@ -709,6 +721,7 @@ fn spawn_inline_fetch(
 ) {
     let server = server.clone();
     set.spawn(async move {
+        let _slot = slots.acquire_owned().await;
         let reply = match exchange(&server, Arc::new(req), Some(below)) {
             Ok(ex) => run(&ex).await,
             Err(r) => *r,
