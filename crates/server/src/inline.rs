@@ -17,7 +17,7 @@ use http::StatusCode;
 use url::Url;
 use webpep_cache::directives::ResponseDirectives;
 use webpep_cache::policy::{age_value, freshness_lifetime, HeuristicConfig};
-use webpep_optimize::rewrite::{inlinable_image, inlinable_text, InlineKind};
+use webpep_optimize::rewrite::{inlinable_image, inlinable_text, stylesheet_images, InlineKind};
 
 use crate::config::InlineConfig;
 use crate::optimize::mime_is;
@@ -163,6 +163,39 @@ pub fn resource_text(
         InlineKind::Image => None,
         _ => inlinable_text(kind, body, url, page.utf8, cfg.max_bytes),
     }
+}
+
+/// Which images of the stylesheets going into a page (`sheets`: URL and text) may go in too,
+/// as `data:` URIs in the sheet's `url()`s: those referenced once in all of them, not also a
+/// `<img>` of the page (`page_images`), in order, at most `max`. And which of `page_images` a
+/// sheet references as well, which stay external (inlined, the image would be carried twice
+/// or fetched anyway).
+pub fn stylesheet_image_plan(
+    sheets: &[(Url, String)],
+    page_images: &[Url],
+    max: usize,
+) -> (Vec<Url>, Vec<Url>) {
+    let mut refs: Vec<(Url, usize)> = Vec::new();
+    for (sheet, text) in sheets {
+        for u in stylesheet_images(text, sheet) {
+            match refs.iter_mut().find(|(r, _)| *r == u) {
+                Some((_, n)) => *n += 1,
+                None => refs.push((u, 1)),
+            }
+        }
+    }
+    let shared: Vec<Url> = page_images
+        .iter()
+        .filter(|u| refs.iter().any(|(r, _)| r == *u))
+        .cloned()
+        .collect();
+    let fetch = refs
+        .into_iter()
+        .filter(|(u, n)| *n == 1 && !page_images.contains(u))
+        .map(|(u, _)| u)
+        .take(max)
+        .collect();
+    (fetch, shared)
 }
 
 /// The texts to inline, keyed by URL: in document order while the total stays within
@@ -380,6 +413,27 @@ mod tests {
             assert!(!data_uri_images(&ua(no)), "{no}");
         }
         assert!(!data_uri_images(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn stylesheet_images_referenced_once_only() {
+        let u = |s: &str| Url::parse(&format!("http://a.com/{s}")).unwrap();
+        let sheets = vec![
+            (
+                u("css/one.css"),
+                "a{background:url(../i/a.gif)} b{background:url(/i/b.gif)} c{background:url(/i/img.gif)}".to_string(),
+            ),
+            (
+                u("css/two.css"),
+                "@import url(/css/three.css); d{background:url(/i/b.gif)} e{background:url(/i/e.gif)} f{background:url(/i/f.gif)}".to_string(),
+            ),
+        ];
+        let page_images = [u("i/img.gif"), u("i/other.gif")];
+        let (fetch, shared) = stylesheet_image_plan(&sheets, &page_images, 8);
+        assert_eq!(fetch, [u("i/a.gif"), u("i/e.gif"), u("i/f.gif")]);
+        assert_eq!(shared, [u("i/img.gif")]);
+        let (fetch, _) = stylesheet_image_plan(&sheets, &page_images, 2);
+        assert_eq!(fetch, [u("i/a.gif"), u("i/e.gif")]);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! scripts, fetched through this same pipeline) → transforms (transcode, URL rewrite,
 //! compress) → store the variant → respond.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -160,7 +161,10 @@ fn exchange(
         .filter_map(|t| t.variant_part(&ctx))
         .collect();
     if server.cfg.inline.enabled {
-        parts.push("inline".into());
+        // A page without data: images for one browser is not the page for another.
+        let images =
+            server.cfg.inline.images && crate::inline::data_uri_images(&ex.req.head.headers);
+        parts.push(if images { "inline+img" } else { "inline" }.into());
     }
     ex.variant = parts.join("|");
     Ok(ex)
@@ -580,10 +584,11 @@ async fn transform_phase(
     }
 }
 
-/// Phase: the small stylesheets and scripts of a page a client asked for are fetched through
-/// this pipeline (so from the cache when there) at once, and those that qualify within
-/// `[inline]`'s bounds and `timeout` are copied into the page ([`crate::inline`]). Returns
-/// the page in identity coding without validators, or `None` when nothing was inlined.
+/// Phase: the small stylesheets, scripts and images of a page a client asked for are fetched
+/// through this pipeline (so from the cache when there), then the images of those
+/// stylesheets, and those that qualify within `[inline]`'s bounds and `timeout` are copied
+/// into the page ([`crate::inline`]). Returns the page in identity coding without
+/// validators, or `None` when nothing was inlined.
 async fn inline_phase(
     ex: &Exchange,
     status: StatusCode,
@@ -621,53 +626,78 @@ async fn inline_phase(
     if scan.csp || scan.candidates.is_empty() {
         return None;
     }
-    let budget = crate::prefetch::Budget::new(server.cfg.prefetch.max_per_page);
-    let mut fetches = tokio::task::JoinSet::new();
     // Each kind within its own count, in document order.
     let (mut texts_left, mut images_left) = (cfg.max_count, cfg.image_max_count);
-    let wanted = scan.candidates.into_iter().filter(|(_, kind)| {
-        let left = match kind {
-            InlineKind::Image if !page.images => return false,
-            InlineKind::Image => &mut images_left,
-            _ => &mut texts_left,
-        };
-        let go = *left > 0;
-        *left = left.saturating_sub(1);
-        go
-    });
-    // A page's fetches go to a few origin hosts: a browser-like number at a time.
-    let slots = Arc::new(tokio::sync::Semaphore::new(cfg.concurrency));
-    for (i, (url, kind)) in wanted.enumerate() {
-        let Some(mut req) = crate::prefetch::request_for(&ex.req, &page_url, &url) else {
-            continue;
-        };
-        // The text itself is wanted, not a coding of it for this client.
-        req.head.headers.remove(header::ACCEPT_ENCODING);
-        let below = Below {
-            depth: 1,
-            budget: budget.clone(),
-        };
-        let slots = slots.clone();
-        spawn_inline_fetch(
-            &mut fetches,
-            &server,
-            slots,
-            req,
-            below,
-            page,
-            (i, url, kind),
-        );
-    }
-    let mut texts = Vec::new();
-    let deadline = tokio::time::Instant::now() + cfg.timeout.0;
-    while let Ok(Some(done)) = tokio::time::timeout_at(deadline, fetches.join_next()).await {
-        if let Ok(t) = done {
-            texts.push(t);
+    let wanted: Vec<(url::Url, InlineKind)> = scan
+        .candidates
+        .into_iter()
+        .filter(|(_, kind)| {
+            let left = match kind {
+                InlineKind::Image if !page.images => return false,
+                InlineKind::Image => &mut images_left,
+                _ => &mut texts_left,
+            };
+            let go = *left > 0;
+            *left = left.saturating_sub(1);
+            go
+        })
+        .collect();
+    let page_images: Vec<url::Url> = wanted
+        .iter()
+        .filter(|(_, k)| *k == InlineKind::Image)
+        .map(|(u, _)| u.clone())
+        .collect();
+    let round = InlineRound {
+        server: server.clone(),
+        client: ex.req.clone(),
+        page_url: page_url.clone(),
+        page,
+        budget: crate::prefetch::Budget::new(server.cfg.prefetch.max_per_page),
+        // A page's fetches go to a few origin hosts: a browser-like number at a time.
+        slots: Arc::new(tokio::sync::Semaphore::new(cfg.concurrency)),
+        deadline: tokio::time::Instant::now() + cfg.timeout.0,
+    };
+    let first = wanted.len();
+    let mut texts = round.fetch(wanted.into_iter().enumerate()).await;
+    // The images of the stylesheets going in, fetched next within the same deadline, go into
+    // the sheets' url()s.
+    let mut sheet_images: HashMap<String, usize> = HashMap::new();
+    if page.images {
+        let sheets: Vec<(url::Url, String)> = texts
+            .iter()
+            .filter(|t| t.2 == InlineKind::Stylesheet)
+            .filter_map(|t| Some((t.1.clone(), t.3.clone()?)))
+            .collect();
+        let (more, shared) =
+            crate::inline::stylesheet_image_plan(&sheets, &page_images, images_left);
+        for t in texts.iter_mut() {
+            if t.2 == InlineKind::Image && shared.contains(&t.1) {
+                t.3 = None;
+            }
+        }
+        let more = more.into_iter().map(|u| (u, InlineKind::Image));
+        let css_ready: HashMap<String, String> = round
+            .fetch((first..).zip(more))
+            .await
+            .into_iter()
+            .filter_map(|(_, u, _, t)| Some((u.to_string(), t?)))
+            .collect();
+        if !css_ready.is_empty() {
+            for t in texts.iter_mut().filter(|t| t.2 == InlineKind::Stylesheet) {
+                let Some(text) = &t.3 else { continue };
+                let used = webpep_optimize::rewrite::stylesheet_images(text, &t.1)
+                    .iter()
+                    .filter(|u| css_ready.contains_key(u.as_str()))
+                    .count();
+                if used > 0 {
+                    t.3 = Some(webpep_optimize::rewrite::inline_stylesheet_images(
+                        text, &t.1, &css_ready,
+                    ));
+                    sheet_images.insert(t.1.to_string(), used);
+                }
+            }
         }
     }
-    // Those still under way finish into the cache for the browser's own request.
-    fetches.detach_all();
-    texts.sort_by_key(|t| t.0);
     let ready = crate::inline::select(
         texts.into_iter().map(|(_, u, k, t)| (u, k, t)).collect(),
         cfg.max_total,
@@ -675,6 +705,9 @@ async fn inline_phase(
     if ready.is_empty() {
         return None;
     }
+    // Images that went in inside the stylesheets chosen.
+    let in_sheets: usize = ready.keys().filter_map(|u| sheet_images.get(u)).sum();
+    let images = in_sheets > 0 || ready.values().any(|(k, _)| *k == InlineKind::Image);
     let (out, n) = server
         .transform_pool
         .run_as(Priority::Client, 0, move || {
@@ -686,7 +719,7 @@ async fn inline_phase(
     if n == 0 {
         return None;
     }
-    Metrics::add(&server.metrics.inlined_objects, n as u64);
+    Metrics::add(&server.metrics.inlined_objects, (n + in_sheets) as u64);
     let mut headers = headers.clone();
     for name in [
         header::CONTENT_ENCODING,
@@ -697,6 +730,10 @@ async fn inline_phase(
         headers.remove(name);
     }
     headers.remove("content-md5");
+    if images {
+        // Which browsers get data: images depends on the User-Agent.
+        compress::add_vary(&mut headers, "User-Agent");
+    }
     Some((headers, Bytes::from(out)))
 }
 
@@ -708,18 +745,63 @@ type InlineFetch = (
     Option<String>,
 );
 
+/// One page's inline fetches: through this pipeline (so from the cache when there), as the
+/// client's request for the page would have asked, within the page's budget, `[inline]
+/// concurrency` at a time, until the deadline.
+struct InlineRound {
+    server: Arc<Server>,
+    client: Arc<ClientRequest>,
+    page_url: url::Url,
+    page: crate::inline::Page,
+    budget: crate::prefetch::Budget,
+    slots: Arc<tokio::sync::Semaphore>,
+    deadline: tokio::time::Instant,
+}
+
+impl InlineRound {
+    /// Fetches `list` (place in the page, URL, kind) at once; what came back by the deadline,
+    /// in page order. Those still under way finish into the cache for the browser's own
+    /// request.
+    async fn fetch(
+        &self,
+        list: impl Iterator<Item = (usize, (url::Url, InlineKind))>,
+    ) -> Vec<InlineFetch> {
+        let mut set = tokio::task::JoinSet::new();
+        for (i, (url, kind)) in list {
+            let Some(mut req) = crate::prefetch::request_for(&self.client, &self.page_url, &url)
+            else {
+                continue;
+            };
+            // The text itself is wanted, not a coding of it for this client.
+            req.head.headers.remove(header::ACCEPT_ENCODING);
+            let below = Below {
+                depth: 1,
+                budget: self.budget.clone(),
+            };
+            spawn_inline_fetch(&mut set, self, req, below, (i, url, kind));
+        }
+        let mut got = Vec::new();
+        while let Ok(Some(done)) = tokio::time::timeout_at(self.deadline, set.join_next()).await {
+            if let Ok(t) = done {
+                got.push(t);
+            }
+        }
+        set.detach_all();
+        got.sort_by_key(|t| t.0);
+        got
+    }
+}
+
 /// Starts one inline fetch (a plain function: a task spawned from inside the pipeline's own
 /// future would make that future's type depend on itself).
 fn spawn_inline_fetch(
     set: &mut tokio::task::JoinSet<InlineFetch>,
-    server: &Arc<Server>,
-    slots: Arc<tokio::sync::Semaphore>,
+    round: &InlineRound,
     req: ClientRequest,
     below: Below,
-    page: crate::inline::Page,
-    (i, url, kind): (usize, url::Url, webpep_optimize::rewrite::InlineKind),
+    (i, url, kind): (usize, url::Url, InlineKind),
 ) {
-    let server = server.clone();
+    let (server, slots, page) = (round.server.clone(), round.slots.clone(), round.page);
     set.spawn(async move {
         let _slot = slots.acquire_owned().await;
         let reply = match exchange(&server, Arc::new(req), Some(below)) {

@@ -190,9 +190,19 @@ fn image_site(r: &OriginRequest) -> OriginReply {
         "/i/fake.gif" => long("image/gif", b"<html>not an image</html>".to_vec()),
         "/i/private.gif" => OriginReply::ok("image/gif", DOT_GIF.to_vec())
             .header("Cache-Control", "private, max-age=86400"),
+        "/styled" => OriginReply::ok("text/html", STYLED).header("Cache-Control", "max-age=60"),
+        "/css/s.css" => long(
+            "text/css",
+            b"a{background:url(../i/dot.gif)} b{background:url(/i/big.gif)} \
+              c{background:url(/i/twice.gif)} @import url(/css/more.css);"
+                .to_vec(),
+        ),
         _ => OriginReply::ok("text/plain", "none").status(404),
     }
 }
+
+const STYLED: &str = "<html><head><link rel=stylesheet href=\"/css/s.css\"></head>\
+    <body><img src=\"/i/twice.gif\"></body></html>";
 
 const GECKO: &str =
     "User-Agent: Mozilla/5.0 (X11; U; Linux i686; en-US; rv:1.4) Gecko/20030624\r\n";
@@ -220,6 +230,13 @@ async fn tiny_images_go_into_the_page_as_data_uris() {
         );
     }
     assert_eq!(metric(&p, "webpep_inlined_objects_total"), 1);
+    let vary: Vec<&str> = r
+        .headers
+        .iter()
+        .filter(|(k, _)| k.eq_ignore_ascii_case("vary"))
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert!(vary.join(",").contains("User-Agent"), "{vary:?}");
     // Internet Explorer 6 does not show data: images; a client without a User-Agent is
     // not known to.
     for ua in [
@@ -229,6 +246,10 @@ async fn tiny_images_go_into_the_page_as_data_uris() {
         let r = step(get_once(p.addr, &url, ua)).await;
         assert_eq!(r.text(), IMAGES, "{ua}");
     }
+    // The page stored for them is not what the next Gecko gets.
+    let again = step(get_once(p.addr, &url, GECKO)).await;
+    assert!(again.text().contains("data:image/gif;base64,"));
+    assert_eq!(metric(&p, "webpep_inlined_objects_total"), 2);
     // `images = false` keeps them all external.
     let mut cfg = config(true);
     cfg.inline.images = false;
@@ -236,4 +257,40 @@ async fn tiny_images_go_into_the_page_as_data_uris() {
     let r = step(get_once(off.addr, &url, GECKO)).await;
     assert_eq!(r.text(), IMAGES);
     assert_eq!(metric(&off, "webpep_inlined_objects_total"), 0);
+}
+
+#[tokio::test]
+async fn tiny_images_of_an_inlined_stylesheet_go_into_its_urls() {
+    use base64::Engine as _;
+    let o = Origin::start(image_site).await;
+    let p = start_proxy(config(true)).await;
+    let base = format!("http://{}", o.addr);
+    let r = step(get_once(p.addr, &format!("{base}/styled"), GECKO)).await;
+    let html = r.text();
+    let dot = base64::engine::general_purpose::STANDARD.encode(DOT_GIF);
+    // The small image in the sheet goes in; the big one stays (made absolute), as does the one
+    // the page also shows with <img>; the import is not an image.
+    assert!(
+        html.contains(&format!(
+            "<style>a{{background:url(data:image/gif;base64,{dot})}} \
+             b{{background:url({base}/i/big.gif)}} c{{background:url({base}/i/twice.gif)}} \
+             @import url({base}/css/more.css);</style>"
+        )),
+        "{html}"
+    );
+    assert!(html.contains("<img src=\"/i/twice.gif\">"), "{html}");
+    // The stylesheet and its image.
+    assert_eq!(metric(&p, "webpep_inlined_objects_total"), 2);
+    // Internet Explorer 6 gets the stylesheet without data: images.
+    let r = step(get_once(
+        p.addr,
+        &format!("{base}/styled"),
+        "User-Agent: Mozilla/4.0 (compatible; MSIE 6.0; Windows NT 5.1)\r\n",
+    ))
+    .await;
+    assert!(
+        r.text().contains(&format!("url({base}/i/dot.gif)")),
+        "{}",
+        r.text()
+    );
 }

@@ -9,7 +9,7 @@ use url::Url;
 /// UTF-8 and references the scanner cannot parse (escapes, bad strings), is copied as is.
 /// Never panics.
 pub fn rewrite_css(css: &[u8], sheet_url: &Url, proxy_authority: &str) -> Vec<u8> {
-    scan(css, &mut |raw| {
+    scan(css, &mut |raw, _| {
         super::proxied(raw, sheet_url, proxy_authority)
     })
 }
@@ -19,7 +19,7 @@ pub fn rewrite_css(css: &[u8], sheet_url: &Url, proxy_authority: &str) -> Vec<u8
 /// at another URL (inlining). Absolute references (any scheme) and fragment-only ones are
 /// left alone, as is everything the scanner does not understand. Never panics.
 pub fn absolutize_css(css: &[u8], sheet_url: &Url) -> Vec<u8> {
-    scan(css, &mut |raw| {
+    scan(css, &mut |raw, _| {
         let v = raw.trim_matches(|c: char| c.is_ascii_whitespace() || c.is_ascii_control());
         if v.is_empty() || v.starts_with('#') || Url::parse(v).is_ok() {
             return None;
@@ -31,11 +31,43 @@ pub fn absolutize_css(css: &[u8], sheet_url: &Url) -> Vec<u8> {
 /// The unresolved URL references of a stylesheet, in order.
 pub fn css_urls(css: &[u8]) -> Vec<String> {
     let mut found = Vec::new();
-    scan(css, &mut |raw| {
+    scan(css, &mut |raw, _| {
         found.push(raw.to_string());
         None
     });
     found
+}
+
+/// What a reference in a stylesheet is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum CssRef {
+    /// `@import "..."` or `@import url(...)`: another stylesheet.
+    Import,
+    /// Any other `url(...)`: an image, a font, a cursor.
+    Url,
+}
+
+/// The unresolved `url(...)` references of a stylesheet that are not `@import`s, in order.
+pub(super) fn css_non_import_urls(css: &[u8]) -> Vec<String> {
+    let mut found = Vec::new();
+    scan(css, &mut |raw, kind| {
+        if kind == CssRef::Url {
+            found.push(raw.to_string());
+        }
+        None
+    });
+    found
+}
+
+/// The stylesheet with each non-import `url(...)` that `map` answers replaced by the answer.
+pub(super) fn replace_non_import_urls(
+    css: &[u8],
+    map: &mut dyn FnMut(&str) -> Option<String>,
+) -> Vec<u8> {
+    scan(css, &mut |raw, kind| match kind {
+        CssRef::Url => map(raw),
+        CssRef::Import => None,
+    })
 }
 
 fn is_ident_byte(b: u8) -> bool {
@@ -141,8 +173,10 @@ fn fits(new: &str, quote: Option<u8>) -> bool {
 }
 
 /// Walks the sheet, calling `map` on each URL reference; a `Some` answer replaces it.
-fn scan(css: &[u8], map: &mut dyn FnMut(&str) -> Option<String>) -> Vec<u8> {
+fn scan(css: &[u8], map: &mut dyn FnMut(&str, CssRef) -> Option<String>) -> Vec<u8> {
     let mut out = Vec::with_capacity(css.len() + css.len() / 8);
+    // Set when an `@import` is followed by `url(`, which the next step reads.
+    let mut import_url = false;
     let mut i = 0;
     let n = css.len();
     while i < n {
@@ -167,11 +201,16 @@ fn scan(css: &[u8], map: &mut dyn FnMut(&str) -> Option<String>) -> Vec<u8> {
             && starts_with_ci(&css[i..], b"url(")
             && (i == 0 || !is_ident_byte(css[i - 1]))
         {
+            let kind = if std::mem::take(&mut import_url) {
+                CssRef::Import
+            } else {
+                CssRef::Url
+            };
             match parse_url_token(css, i) {
                 Some(tok) => {
                     let replaced = std::str::from_utf8(&css[tok.value.0..tok.value.1])
                         .ok()
-                        .and_then(&mut *map)
+                        .and_then(|raw| map(raw, kind))
                         .filter(|new| fits(new, tok.quote));
                     match replaced {
                         Some(new) => {
@@ -195,11 +234,12 @@ fn scan(css: &[u8], map: &mut dyn FnMut(&str) -> Option<String>) -> Vec<u8> {
             let j = skip_ws(css, i + 7);
             out.extend_from_slice(&css[i..j]);
             i = j;
+            import_url = starts_with_ci(&css[j..], b"url(");
             if j < n && (css[j] == b'"' || css[j] == b'\'') {
                 let end = string_end(css, j).min(n);
                 let replaced = simple_string(css, j).and_then(|(a, z)| {
                     let raw = std::str::from_utf8(&css[a..z]).ok()?;
-                    map(raw)
+                    map(raw, CssRef::Import)
                         .filter(|new| fits(new, Some(css[j])))
                         .map(|new| (a, z, new))
                 });
@@ -230,6 +270,15 @@ mod tests {
         let css = br#"/* url(no.gif) */ a { background: url(a.gif) } b { content: "url(no2.gif)"; }
             @import "i.css"; @import url('j.css') screen; c{background:URL( "k.png" )} myurl(no3)"#;
         assert_eq!(css_urls(css), ["a.gif", "i.css", "j.css", "k.png"]);
+        assert_eq!(css_non_import_urls(css), ["a.gif", "k.png"]);
+        let out = replace_non_import_urls(css, &mut |raw| Some(format!("{raw}.x")));
+        assert_eq!(
+            css_urls(&out),
+            ["a.gif.x", "i.css", "j.css", "k.png.x"],
+            "imports are kept"
+        );
+        // `@import` without a URL after it does not make the next url() an import.
+        assert_eq!(css_non_import_urls(b"@import; a{b:url(c.gif)}"), ["c.gif"]);
     }
 
     #[test]
@@ -255,7 +304,7 @@ mod tests {
             b"a{b:url(x\\).gif)}",
             b"\xff\xfeurl(\xff.gif)",
         ] {
-            let out = scan(css, &mut |_| Some("REPLACED".to_string()));
+            let out = scan(css, &mut |_, _| Some("REPLACED".to_string()));
             assert_eq!(out, css, "{}", String::from_utf8_lossy(css));
         }
     }

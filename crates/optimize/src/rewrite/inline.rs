@@ -24,9 +24,9 @@
 //! - the text must be UTF-8 (ASCII unless the page is UTF-8) and must not contain what would
 //!   end or change the element early (`</style`, `</script`, `<!--`);
 //! - images: `<img src>` without `srcset`, `loading=lazy`, `crossorigin`, `onload` or
-//!   `onerror`, outside `<picture>` (whose sources may be chosen instead), referenced once in
-//!   the page (a second reference would carry the bytes again); GIF, PNG, JPEG or WebP by
-//!   their signature, which gives the `data:` URI its type;
+//!   `onerror`, outside `<picture>` (whose sources may be chosen instead) and `<template>`
+//!   (not loaded), referenced once in the page (a second reference would carry the bytes
+//!   again); GIF, PNG, JPEG or WebP by their signature, which gives the `data:` URI its type;
 //! - nothing when the page has a Content-Security-Policy (`<meta http-equiv>` here; the proxy
 //!   checks the header): inline code could be blocked where the external file was allowed.
 //!
@@ -168,12 +168,13 @@ fn inlinable_element(el: &Element<'_, '_>) -> Option<(InlineKind, String)> {
     None
 }
 
-/// The handler that counts open `<picture>` elements: an `<img>` inside one is the fallback
-/// of its `<source>`s, which the browser may choose instead. (An unclosed `<picture>` keeps
-/// the count up: nothing after it is inlined.)
+/// The handler that counts open `<picture>` and `<template>` elements: an `<img>` inside a
+/// picture is the fallback of its `<source>`s, which the browser may choose instead, and one
+/// inside a template is not loaded at all. (An unclosed one keeps the count up: no image after
+/// it is inlined.)
 fn track_picture<'h>(open: &Rc<Cell<u32>>) -> Handler<'h> {
     let open = open.clone();
-    element!("picture", move |el| {
+    element!("picture, template", move |el| {
         if el.namespace_uri() != HTML_NS {
             return Ok(());
         }
@@ -334,6 +335,32 @@ pub fn inlinable_image(body: &[u8], max_bytes: usize) -> Option<String> {
     let mime = image_type(body)?;
     let b64 = base64::engine::general_purpose::STANDARD.encode(body);
     Some(format!("data:{mime};base64,{b64}"))
+}
+
+/// The images a stylesheet's text references (`url(...)` outside `@import`), resolved against
+/// `sheet_url`, `http` only, in order, with repeats: the candidates for
+/// [`inline_stylesheet_images`] once the sheet is going into a page.
+pub fn stylesheet_images(css: &str, sheet_url: &Url) -> Vec<Url> {
+    css::css_non_import_urls(css.as_bytes())
+        .iter()
+        .filter_map(|raw| resolve(raw, sheet_url))
+        .collect()
+}
+
+/// A stylesheet's text with each `url(...)` (outside `@import`) whose URL, resolved against
+/// `sheet_url`, is in `images` (absolute URL → `data:` URI from [`inlinable_image`]) replaced
+/// by the URI. Everything else is left as it was.
+pub fn inline_stylesheet_images(
+    css: &str,
+    sheet_url: &Url,
+    images: &HashMap<String, String>,
+) -> String {
+    let out = css::replace_non_import_urls(css.as_bytes(), &mut |raw| {
+        let u = resolve(raw, sheet_url)?;
+        images.get(u.as_str()).cloned()
+    });
+    // Only ASCII went in, in place of whole references: still UTF-8.
+    String::from_utf8(out).unwrap_or_else(|_| css.to_string())
 }
 
 /// `html` with each candidate found in `ready` (absolute URL → kind and text from
@@ -545,7 +572,15 @@ mod tests {
                 ("http://www.a.com/news/after.gif", InlineKind::Image),
             ]
         );
-        // An unclosed <picture> holds back everything after it.
+        // Nor in a template; an unclosed <picture> holds back everything after it.
+        let scan = inline_candidates(
+            b"<template><img src=t.gif></template><img src=u.gif>",
+            &page(),
+        );
+        assert_eq!(
+            urls(&scan),
+            [("http://www.a.com/news/u.gif", InlineKind::Image)]
+        );
         let scan = inline_candidates(b"<picture><img src=a.gif><img src=b.gif>", &page());
         assert!(scan.candidates.is_empty());
     }
@@ -590,6 +625,30 @@ mod tests {
         let pic = br#"<picture><img src="a.gif"></picture>"#;
         let (out, n) = inline_resources(pic, &page(), &ready).unwrap();
         assert_eq!((out.as_slice(), n), (&pic[..], 0));
+    }
+
+    #[test]
+    fn stylesheet_images_go_in_as_data_uris() {
+        let sheet = Url::parse("http://s.a.com/css/m.css").unwrap();
+        let css = "@import url(sub.css); a{background:url(../i/a.gif)} b{background:url('https://x.com/b.gif')} c{background:url( \"/i/a.gif\" )} d{background:url(data:image/gif;base64,R0)}";
+        let found: Vec<String> = stylesheet_images(css, &sheet)
+            .iter()
+            .map(|u| u.to_string())
+            .collect();
+        assert_eq!(found, ["http://s.a.com/i/a.gif", "http://s.a.com/i/a.gif"]);
+        let mut images = HashMap::new();
+        images.insert(
+            "http://s.a.com/i/a.gif".to_string(),
+            "data:image/gif;base64,R0lG".to_string(),
+        );
+        images.insert(
+            "http://s.a.com/css/sub.css".to_string(),
+            "data:text/css,".to_string(),
+        );
+        assert_eq!(
+            inline_stylesheet_images(css, &sheet, &images),
+            "@import url(sub.css); a{background:url(data:image/gif;base64,R0lG)} b{background:url('https://x.com/b.gif')} c{background:url( \"data:image/gif;base64,R0lG\" )} d{background:url(data:image/gif;base64,R0)}"
+        );
     }
 
     #[test]

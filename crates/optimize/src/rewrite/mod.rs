@@ -29,7 +29,8 @@ mod srcset;
 pub use css::{absolutize_css, css_urls, rewrite_css};
 pub use html::{embedded_urls, rewrite_html, subresource_urls};
 pub use inline::{
-    inlinable_image, inlinable_text, inline_candidates, inline_resources, InlineKind, InlineScan,
+    inlinable_image, inlinable_text, inline_candidates, inline_resources, inline_stylesheet_images,
+    stylesheet_images, InlineKind, InlineScan,
 };
 
 use url::Url;
