@@ -167,32 +167,35 @@ pub fn resource_text(
 
 /// Which images of the stylesheets going into a page (`sheets`: URL and text) may go in too,
 /// as `data:` URIs in the sheet's `url()`s: those referenced once in all of them, not also a
-/// `<img>` of the page (`page_images`), in order, at most `max`. And which of `page_images` a
-/// sheet references as well, which stay external (inlined, the image would be carried twice
-/// or fetched anyway).
+/// `<img>` of the page (`page_images`), in order, at most `max`, each as written in the sheet
+/// and as the origin's URL (`origin` maps one to the other: the URL mode's sheets point at
+/// the proxy). And which of `page_images` a sheet references as well, which stay external
+/// (inlined, the image would be carried twice or fetched anyway).
 pub fn stylesheet_image_plan(
     sheets: &[(Url, String)],
     page_images: &[Url],
     max: usize,
-) -> (Vec<Url>, Vec<Url>) {
-    let mut refs: Vec<(Url, usize)> = Vec::new();
+    origin: &dyn Fn(&Url) -> Url,
+) -> (Vec<(Url, Url)>, Vec<Url>) {
+    let mut refs: Vec<(Url, Url, usize)> = Vec::new();
     for (sheet, text) in sheets {
-        for u in stylesheet_images(text, sheet) {
-            match refs.iter_mut().find(|(r, _)| *r == u) {
-                Some((_, n)) => *n += 1,
-                None => refs.push((u, 1)),
+        for written in stylesheet_images(text, sheet) {
+            let at = origin(&written);
+            match refs.iter_mut().find(|(_, r, _)| *r == at) {
+                Some((_, _, n)) => *n += 1,
+                None => refs.push((written, at, 1)),
             }
         }
     }
     let shared: Vec<Url> = page_images
         .iter()
-        .filter(|u| refs.iter().any(|(r, _)| r == *u))
+        .filter(|u| refs.iter().any(|(_, r, _)| r == *u))
         .cloned()
         .collect();
     let fetch = refs
         .into_iter()
-        .filter(|(u, n)| *n == 1 && !page_images.contains(u))
-        .map(|(u, _)| u)
+        .filter(|(_, u, n)| *n == 1 && !page_images.contains(u))
+        .map(|(w, u, _)| (w, u))
         .take(max)
         .collect();
     (fetch, shared)
@@ -429,11 +432,30 @@ mod tests {
             ),
         ];
         let page_images = [u("i/img.gif"), u("i/other.gif")];
-        let (fetch, shared) = stylesheet_image_plan(&sheets, &page_images, 8);
-        assert_eq!(fetch, [u("i/a.gif"), u("i/e.gif"), u("i/f.gif")]);
+        let same = |u: &Url| u.clone();
+        let written = |v: Vec<(Url, Url)>| v.into_iter().map(|(w, _)| w).collect::<Vec<_>>();
+        let (fetch, shared) = stylesheet_image_plan(&sheets, &page_images, 8, &same);
+        assert_eq!(written(fetch), [u("i/a.gif"), u("i/e.gif"), u("i/f.gif")]);
         assert_eq!(shared, [u("i/img.gif")]);
-        let (fetch, _) = stylesheet_image_plan(&sheets, &page_images, 2);
-        assert_eq!(fetch, [u("i/a.gif"), u("i/e.gif")]);
+        let (fetch, _) = stylesheet_image_plan(&sheets, &page_images, 2, &same);
+        assert_eq!(written(fetch), [u("i/a.gif"), u("i/e.gif")]);
+        // URL mode: the sheet's references point at the proxy; they are compared and fetched
+        // as the origin's.
+        let proxied = vec![(
+            u("css/p.css"),
+            "a{background:url(http://proxy.test/a.com/i/img.gif)} b{background:url(http://proxy.test/a.com/i/z.gif)}".to_string(),
+        )];
+        let origin =
+            |w: &Url| Url::parse(&w.as_str().replace("http://proxy.test/", "http://")).unwrap();
+        let (fetch, shared) = stylesheet_image_plan(&proxied, &page_images, 8, &origin);
+        assert_eq!(
+            fetch,
+            [(
+                Url::parse("http://proxy.test/a.com/i/z.gif").unwrap(),
+                u("i/z.gif")
+            )]
+        );
+        assert_eq!(shared, [u("i/img.gif")]);
     }
 
     #[test]

@@ -668,19 +668,21 @@ async fn inline_phase(
             .filter(|t| t.2 == InlineKind::Stylesheet)
             .filter_map(|t| Some((t.1.clone(), t.3.clone()?)))
             .collect();
+        let origin = |u: &url::Url| origin_url(u, ex.url_mode.as_ref().map(|m| m.1.as_str()));
         let (more, shared) =
-            crate::inline::stylesheet_image_plan(&sheets, &page_images, images_left);
+            crate::inline::stylesheet_image_plan(&sheets, &page_images, images_left, &origin);
         for t in texts.iter_mut() {
             if t.2 == InlineKind::Image && shared.contains(&t.1) {
                 t.3 = None;
             }
         }
-        let more = more.into_iter().map(|u| (u, InlineKind::Image));
+        let list = more.iter().map(|(_, at)| (at.clone(), InlineKind::Image));
         let css_ready: HashMap<String, String> = round
-            .fetch((first..).zip(more))
+            .fetch((first..).zip(list))
             .await
             .into_iter()
-            .filter_map(|(_, u, _, t)| Some((u.to_string(), t?)))
+            // Keyed as the sheets write them.
+            .filter_map(|(i, _, _, t)| Some((more.get(i - first)?.0.to_string(), t?)))
             .collect();
         if !css_ready.is_empty() {
             for t in texts.iter_mut().filter(|t| t.2 == InlineKind::Stylesheet) {
@@ -744,6 +746,29 @@ type InlineFetch = (
     webpep_optimize::rewrite::InlineKind,
     Option<String>,
 );
+
+/// Where an image a stylesheet references is at the origin: in the URL mode, a reference to
+/// this proxy (`http://<proxy authority>/<host>/<path>`) is the origin URL it stands for.
+fn origin_url(u: &url::Url, proxy_authority: Option<&str>) -> url::Url {
+    let Some(authority) = proxy_authority else {
+        return u.clone();
+    };
+    let host = u.host_str().unwrap_or("");
+    let here = match u.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host.to_string(),
+    };
+    if !here.eq_ignore_ascii_case(authority) {
+        return u.clone();
+    }
+    let target = match u.query() {
+        Some(q) => format!("{}?{q}", u.path()),
+        None => u.path().to_string(),
+    };
+    webpep_optimize::rewrite::from_proxy_path(&target)
+        .and_then(|(host_port, path)| url::Url::parse(&format!("http://{host_port}{path}")).ok())
+        .unwrap_or_else(|| u.clone())
+}
 
 /// One page's inline fetches: through this pipeline (so from the cache when there), as the
 /// client's request for the page would have asked, within the page's budget, `[inline]

@@ -294,3 +294,38 @@ async fn tiny_images_of_an_inlined_stylesheet_go_into_its_urls() {
         r.text()
     );
 }
+
+#[tokio::test]
+async fn in_the_url_mode_stylesheet_images_are_fetched_from_their_origin() {
+    use base64::Engine as _;
+    let o = Origin::start(image_site).await;
+    let port = o.addr.port();
+    let mut cfg = config(true);
+    cfg.url_rewrite.enabled = true;
+    cfg.url_rewrite.proxy_authority = Some("proxy.test:3128".into());
+    cfg.origin
+        .hosts
+        .insert("www.a.test".into(), "127.0.0.1".parse().unwrap());
+    let p = start_proxy(cfg).await;
+    let mut c = Client::connect(p.addr).await;
+    c.send(&format!(
+        "GET /www.a.test:{port}/styled HTTP/1.1\r\nHost: proxy.test:3128\r\n{GECKO}\r\n"
+    ))
+    .await;
+    let r = step(c.read(false)).await.unwrap();
+    let html = r.text();
+    let dot = base64::engine::general_purpose::STANDARD.encode(DOT_GIF);
+    // The sheet came through the URL mode (its url()s point at the proxy); its small image
+    // went in all the same, and the rest point at the proxy.
+    let at = format!("http://proxy.test:3128/www.a.test:{port}");
+    assert!(
+        html.contains(&format!("a{{background:url(data:image/gif;base64,{dot})}}")),
+        "{html}"
+    );
+    assert!(html.contains(&format!("url({at}/i/big.gif)")), "{html}");
+    assert!(
+        html.contains(&format!("<img src=\"{at}/i/twice.gif\">")),
+        "{html}"
+    );
+    assert_eq!(metric(&p, "webpep_inlined_objects_total"), 2);
+}
