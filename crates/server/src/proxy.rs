@@ -626,6 +626,13 @@ async fn inline_phase(
     if scan.csp || scan.candidates.is_empty() {
         return None;
     }
+    // Every <img> of the page that could go in (a sheet's image that is also one stays out).
+    let page_images: Vec<url::Url> = scan
+        .candidates
+        .iter()
+        .filter(|(_, k)| *k == InlineKind::Image)
+        .map(|(u, _)| u.clone())
+        .collect();
     // Each kind within its own count, in document order.
     let (mut texts_left, mut images_left) = (cfg.max_count, cfg.image_max_count);
     let wanted: Vec<(url::Url, InlineKind)> = scan
@@ -642,11 +649,6 @@ async fn inline_phase(
             go
         })
         .collect();
-    let page_images: Vec<url::Url> = wanted
-        .iter()
-        .filter(|(_, k)| *k == InlineKind::Image)
-        .map(|(u, _)| u.clone())
-        .collect();
     let round = InlineRound {
         server: server.clone(),
         client: ex.req.clone(),
@@ -659,47 +661,13 @@ async fn inline_phase(
     };
     let first = wanted.len();
     let mut texts = round.fetch(wanted.into_iter().enumerate()).await;
-    // The images of the stylesheets going in, fetched next within the same deadline, go into
-    // the sheets' url()s.
-    let mut sheet_images: HashMap<String, usize> = HashMap::new();
-    if page.images {
-        let sheets: Vec<(url::Url, String)> = texts
-            .iter()
-            .filter(|t| t.2 == InlineKind::Stylesheet)
-            .filter_map(|t| Some((t.1.clone(), t.3.clone()?)))
-            .collect();
-        let origin = |u: &url::Url| origin_url(u, ex.url_mode.as_ref().map(|m| m.1.as_str()));
-        let (more, shared) =
-            crate::inline::stylesheet_image_plan(&sheets, &page_images, images_left, &origin);
-        for t in texts.iter_mut() {
-            if t.2 == InlineKind::Image && shared.contains(&t.1) {
-                t.3 = None;
-            }
-        }
-        let list = more.iter().map(|(_, at)| (at.clone(), InlineKind::Image));
-        let css_ready: HashMap<String, String> = round
-            .fetch((first..).zip(list))
-            .await
-            .into_iter()
-            // Keyed as the sheets write them.
-            .filter_map(|(i, _, _, t)| Some((more.get(i - first)?.0.to_string(), t?)))
-            .collect();
-        if !css_ready.is_empty() {
-            for t in texts.iter_mut().filter(|t| t.2 == InlineKind::Stylesheet) {
-                let Some(text) = &t.3 else { continue };
-                let used = webpep_optimize::rewrite::stylesheet_images(text, &t.1)
-                    .iter()
-                    .filter(|u| css_ready.contains_key(u.as_str()))
-                    .count();
-                if used > 0 {
-                    t.3 = Some(webpep_optimize::rewrite::inline_stylesheet_images(
-                        text, &t.1, &css_ready,
-                    ));
-                    sheet_images.insert(t.1.to_string(), used);
-                }
-            }
-        }
-    }
+    let sheet_images = if page.images {
+        let proxy_authority = ex.url_mode.as_ref().map(|m| m.1.as_str());
+        let more = (first, images_left, proxy_authority);
+        stylesheet_image_round(&round, &mut texts, &page_images, more).await
+    } else {
+        HashMap::new()
+    };
     let ready = crate::inline::select(
         texts.into_iter().map(|(_, u, k, t)| (u, k, t)).collect(),
         cfg.max_total,
@@ -740,12 +708,57 @@ async fn inline_phase(
 }
 
 /// What an inline fetch gives: its place in the page, URL, kind and usable text.
-type InlineFetch = (
-    usize,
-    url::Url,
-    webpep_optimize::rewrite::InlineKind,
-    Option<String>,
-);
+type InlineFetch = (usize, url::Url, InlineKind, Option<String>);
+
+/// The images of the stylesheets in `texts` (fetched, in page order), fetched next within
+/// the same deadline (places from `first` on, at most `max`), go into the sheets' `url()`s as
+/// `data:` URIs; an `<img>` a sheet also references is taken out of `texts`. Returns how many
+/// went into each sheet (by URL).
+async fn stylesheet_image_round(
+    round: &InlineRound,
+    texts: &mut [InlineFetch],
+    page_images: &[url::Url],
+    (first, max, proxy_authority): (usize, usize, Option<&str>),
+) -> HashMap<String, usize> {
+    let sheets: Vec<(url::Url, String)> = texts
+        .iter()
+        .filter(|t| t.2 == InlineKind::Stylesheet)
+        .filter_map(|t| Some((t.1.clone(), t.3.clone()?)))
+        .collect();
+    let origin = |u: &url::Url| origin_url(u, proxy_authority);
+    let (more, shared) = crate::inline::stylesheet_image_plan(&sheets, page_images, max, &origin);
+    for t in texts.iter_mut() {
+        if t.2 == InlineKind::Image && shared.contains(&t.1) {
+            t.3 = None;
+        }
+    }
+    let list = more.iter().map(|(_, at)| (at.clone(), InlineKind::Image));
+    let ready: HashMap<String, String> = round
+        .fetch((first..).zip(list))
+        .await
+        .into_iter()
+        // Keyed as the sheets write them.
+        .filter_map(|(i, _, _, t)| Some((more.get(i - first)?.0.to_string(), t?)))
+        .collect();
+    let mut used_by = HashMap::new();
+    if ready.is_empty() {
+        return used_by;
+    }
+    for t in texts.iter_mut().filter(|t| t.2 == InlineKind::Stylesheet) {
+        let Some(text) = &t.3 else { continue };
+        let used = webpep_optimize::rewrite::stylesheet_images(text, &t.1)
+            .iter()
+            .filter(|u| ready.contains_key(u.as_str()))
+            .count();
+        if used > 0 {
+            t.3 = Some(webpep_optimize::rewrite::inline_stylesheet_images(
+                text, &t.1, &ready,
+            ));
+            used_by.insert(t.1.to_string(), used);
+        }
+    }
+    used_by
+}
 
 /// Where an image a stylesheet references is at the origin: in the URL mode, a reference to
 /// this proxy (`http://<proxy authority>/<host>/<path>`) is the origin URL it stands for.
