@@ -5,6 +5,7 @@
 //! compress) → store the variant → respond.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -572,28 +573,33 @@ async fn transform_phase(
     request_time: SystemTime,
     response_time: SystemTime,
 ) -> Transformed {
-    match inline_phase(ex, status, &headers, &body).await {
-        Some((headers, body)) => {
-            // The page now depends on other responses: put together again on every
-            // request rather than stored as a variant ([`crate::inline`]).
-            let mut ex = ex.clone();
-            ex.variant.clear();
-            transform_off_thread(&ex, status, headers, body, request_time, response_time).await
-        }
-        None => transform_off_thread(ex, status, headers, body, request_time, response_time).await,
+    let late = AtomicBool::new(false);
+    let inlined = inline_phase(ex, status, &headers, &body, &late).await;
+    // An inlined page depends on other responses, so it is put together again on every
+    // request ([`crate::inline`]); one that got nothing because a candidate missed the
+    // deadline may get it next time. Neither is stored as the variant.
+    let store = inlined.is_none() && !late.load(Ordering::Relaxed);
+    let (headers, body) = inlined.unwrap_or((headers, body));
+    if store {
+        return transform_off_thread(ex, status, headers, body, request_time, response_time).await;
     }
+    let mut ex = ex.clone();
+    ex.variant.clear();
+    transform_off_thread(&ex, status, headers, body, request_time, response_time).await
 }
 
 /// Phase: the small stylesheets, scripts and images of a page a client asked for are fetched
 /// through this pipeline (so from the cache when there), then the images of those
 /// stylesheets, and those that qualify within `[inline]`'s bounds and `timeout` are copied
 /// into the page ([`crate::inline`]). Returns the page in identity coding without
-/// validators, or `None` when nothing was inlined.
+/// validators, or `None` when nothing was inlined; sets `late` when a fetch was still under
+/// way at the deadline.
 async fn inline_phase(
     ex: &Exchange,
     status: StatusCode,
     headers: &HeaderMap,
     body: &Bytes,
+    late: &AtomicBool,
 ) -> Option<(HeaderMap, Bytes)> {
     let cfg = &ex.server.cfg.inline;
     if !cfg.enabled || ex.below.is_some() || ex.parts.method != Method::GET || body.is_empty() {
@@ -658,6 +664,7 @@ async fn inline_phase(
         // A page's fetches go to a few origin hosts: a browser-like number at a time.
         slots: Arc::new(tokio::sync::Semaphore::new(cfg.concurrency)),
         deadline: tokio::time::Instant::now() + cfg.timeout.0,
+        late,
     };
     let first = wanted.len();
     let mut texts = round.fetch(wanted.into_iter().enumerate()).await;
@@ -715,7 +722,7 @@ type InlineFetch = (usize, url::Url, InlineKind, Option<String>);
 /// `data:` URIs; an `<img>` a sheet also references is taken out of `texts`. Returns how many
 /// went into each sheet (by URL).
 async fn stylesheet_image_round(
-    round: &InlineRound,
+    round: &InlineRound<'_>,
     texts: &mut [InlineFetch],
     page_images: &[url::Url],
     (first, max, proxy_authority): (usize, usize, Option<&str>),
@@ -786,7 +793,7 @@ fn origin_url(u: &url::Url, proxy_authority: Option<&str>) -> url::Url {
 /// One page's inline fetches: through this pipeline (so from the cache when there), as the
 /// client's request for the page would have asked, within the page's budget, `[inline]
 /// concurrency` at a time, until the deadline.
-struct InlineRound {
+struct InlineRound<'a> {
     server: Arc<Server>,
     client: Arc<ClientRequest>,
     page_url: url::Url,
@@ -794,9 +801,11 @@ struct InlineRound {
     budget: crate::prefetch::Budget,
     slots: Arc<tokio::sync::Semaphore>,
     deadline: tokio::time::Instant,
+    /// Set when a fetch was still under way at the deadline.
+    late: &'a AtomicBool,
 }
 
-impl InlineRound {
+impl InlineRound<'_> {
     /// Fetches `list` (place in the page, URL, kind) at once; what came back by the deadline,
     /// in page order. Those still under way finish into the cache for the browser's own
     /// request.
@@ -824,6 +833,9 @@ impl InlineRound {
                 got.push(t);
             }
         }
+        if !set.is_empty() {
+            self.late.store(true, Ordering::Relaxed);
+        }
         set.detach_all();
         got.sort_by_key(|t| t.0);
         got
@@ -834,7 +846,7 @@ impl InlineRound {
 /// future would make that future's type depend on itself).
 fn spawn_inline_fetch(
     set: &mut tokio::task::JoinSet<InlineFetch>,
-    round: &InlineRound,
+    round: &InlineRound<'_>,
     req: ClientRequest,
     below: Below,
     (i, url, kind): (usize, url::Url, InlineKind),

@@ -35,6 +35,11 @@ fn site(r: &OriginRequest) -> OriginReply {
                 _ => page,
             }
         }
+        "/slowonly" => OriginReply::ok(
+            "text/html",
+            slow_only("<script src=\"/js/slow.js\"></script>"),
+        )
+        .header("Cache-Control", "max-age=60"),
         "/gz" => OriginReply::ok("text/html; charset=utf-8", gzip(PAGE))
             .header("Content-Encoding", "gzip")
             .header("Cache-Control", "max-age=60"),
@@ -53,6 +58,14 @@ fn site(r: &OriginRequest) -> OriginReply {
         "/img/bg.png" | "/a.gif" => long("image/png", "png"),
         _ => OriginReply::ok("text/plain", "none").status(404),
     }
+}
+
+/// A page (long enough to be worth compressing) around `script`.
+fn slow_only(script: &str) -> String {
+    format!(
+        "<html><head>{script}</head><body>{}</body></html>",
+        "<p>news of the day</p>".repeat(100)
+    )
 }
 
 fn gzip(text: &str) -> Vec<u8> {
@@ -328,4 +341,25 @@ async fn in_the_url_mode_stylesheet_images_are_fetched_from_their_origin() {
         "{html}"
     );
     assert_eq!(metric(&p, "webpep_inlined_objects_total"), 2);
+}
+
+#[tokio::test]
+async fn a_page_whose_candidates_were_late_is_not_stored_without_them() {
+    use webpep_optimize::compress::decode;
+    let o = Origin::start(site).await;
+    let p = start_proxy(config(true)).await;
+    let url = format!("http://{}/slowonly", o.addr);
+    // Compressed for this client, the page would be stored as its variant; but its script
+    // missed the deadline and is still on its way into the cache.
+    let first = step(get_once(p.addr, &url, "Accept-Encoding: gzip\r\n")).await;
+    assert_eq!(first.header("content-encoding"), Some("gzip"));
+    let text = decode(&first.body, "gzip", 1 << 20).unwrap();
+    assert_eq!(
+        text,
+        slow_only("<script src=\"/js/slow.js\"></script>").as_bytes()
+    );
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let again = step(get_once(p.addr, &url, "Accept-Encoding: gzip\r\n")).await;
+    let text = decode(&again.body, "gzip", 1 << 20).unwrap();
+    assert_eq!(text, slow_only("<script>slow()</script>").as_bytes());
 }
