@@ -70,7 +70,7 @@ fuzz_target!(|data: &[u8]| {
             .into_iter()
             .map(|u| (u.to_string(), "data:image/gif;base64,R0lGODlh".to_string()))
             .collect();
-        let out = inline_stylesheet_images(css, &sheet, &images);
+        let (out, _) = inline_stylesheet_images(css, &sheet, &images);
         let left = stylesheet_images(&out, &sheet);
         assert!(
             left.iter().all(|u| !images.contains_key(u.as_str())),

@@ -753,14 +753,9 @@ async fn stylesheet_image_round(
     }
     for t in texts.iter_mut().filter(|t| t.2 == InlineKind::Stylesheet) {
         let Some(text) = &t.3 else { continue };
-        let used = webpep_optimize::rewrite::stylesheet_images(text, &t.1)
-            .iter()
-            .filter(|u| ready.contains_key(u.as_str()))
-            .count();
+        let (with, used) = webpep_optimize::rewrite::inline_stylesheet_images(text, &t.1, &ready);
         if used > 0 {
-            t.3 = Some(webpep_optimize::rewrite::inline_stylesheet_images(
-                text, &t.1, &ready,
-            ));
+            t.3 = Some(with);
             used_by.insert(t.1.to_string(), used);
         }
     }

@@ -313,13 +313,7 @@ async fn in_the_url_mode_stylesheet_images_are_fetched_from_their_origin() {
     use base64::Engine as _;
     let o = Origin::start(image_site).await;
     let port = o.addr.port();
-    let mut cfg = config(true);
-    cfg.url_rewrite.enabled = true;
-    cfg.url_rewrite.proxy_authority = Some("proxy.test:3128".into());
-    cfg.origin
-        .hosts
-        .insert("www.a.test".into(), "127.0.0.1".parse().unwrap());
-    let p = start_proxy(cfg).await;
+    let p = start_proxy(url_mode(config(true))).await;
     let mut c = Client::connect(p.addr).await;
     c.send(&format!(
         "GET /www.a.test:{port}/styled HTTP/1.1\r\nHost: proxy.test:3128\r\n{GECKO}\r\n"

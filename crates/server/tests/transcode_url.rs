@@ -194,13 +194,7 @@ async fn url_mode_rewrites_html_and_serves_the_rewritten_urls() {
     })
     .await;
     let port = o.addr.port();
-    let mut cfg = test_config();
-    cfg.url_rewrite.enabled = true;
-    cfg.url_rewrite.proxy_authority = Some("proxy.test:3128".into());
-    cfg.origin
-        .hosts
-        .insert("www.a.test".into(), "127.0.0.1".parse().unwrap());
-    let p = start_proxy(cfg).await;
+    let p = start_proxy(url_mode(test_config())).await;
     let mut c = Client::connect(p.addr).await;
     c.send(&format!(
         "GET /www.a.test:{port}/index.html HTTP/1.1\r\nHost: proxy.test:3128\r\n\r\n"

@@ -349,18 +349,25 @@ pub fn stylesheet_images(css: &str, sheet_url: &Url) -> Vec<Url> {
 
 /// A stylesheet's text with each `url(...)` (outside `@import`) whose URL, resolved against
 /// `sheet_url`, is in `images` (absolute URL → `data:` URI from [`inlinable_image`]) replaced
-/// by the URI. Everything else is left as it was.
+/// by the URI, and how many were (a `data:` URI fits in any `url()`). Everything else is
+/// left as it was.
 pub fn inline_stylesheet_images(
     css: &str,
     sheet_url: &Url,
     images: &HashMap<String, String>,
-) -> String {
+) -> (String, usize) {
+    let mut n = 0;
     let out = css::replace_non_import_urls(css.as_bytes(), &mut |raw| {
         let u = resolve(raw, sheet_url)?;
-        images.get(u.as_str()).cloned()
+        let uri = images.get(u.as_str()).cloned();
+        n += usize::from(uri.is_some());
+        uri
     });
     // Only ASCII went in, in place of whole references: still UTF-8.
-    String::from_utf8(out).unwrap_or_else(|_| css.to_string())
+    match String::from_utf8(out) {
+        Ok(text) => (text, n),
+        Err(_) => (css.to_string(), 0),
+    }
 }
 
 /// `html` with each candidate found in `ready` (absolute URL → kind and text from
@@ -646,7 +653,7 @@ mod tests {
             "data:text/css,".to_string(),
         );
         assert_eq!(
-            inline_stylesheet_images(css, &sheet, &images),
+            inline_stylesheet_images(css, &sheet, &images).0,
             "@import url(sub.css); a{background:url(data:image/gif;base64,R0lG)} b{background:url('https://x.com/b.gif')} c{background:url( \"data:image/gif;base64,R0lG\" )} d{background:url(data:image/gif;base64,R0)}"
         );
     }

@@ -198,6 +198,16 @@ pub fn test_config() -> ServerConfig {
     cfg
 }
 
+/// `cfg` in the URL mode at `proxy.test:3128`, with `www.a.test` at 127.0.0.1.
+pub fn url_mode(mut cfg: ServerConfig) -> ServerConfig {
+    cfg.url_rewrite.enabled = true;
+    cfg.url_rewrite.proxy_authority = Some("proxy.test:3128".into());
+    cfg.origin
+        .hosts
+        .insert("www.a.test".into(), "127.0.0.1".parse().unwrap());
+    cfg
+}
+
 pub async fn start_proxy(mut cfg: ServerConfig) -> Proxy {
     let cache_dir = if cfg.cache.enabled && cfg.cache.dir.is_none() {
         let d = tempfile::tempdir().unwrap();
