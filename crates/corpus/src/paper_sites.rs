@@ -25,6 +25,10 @@
 //! discovery). References are relative on the same host and absolute `http://host/path`
 //! otherwise. The 001 and 004 pages are only HTML and images, as their tables say.
 //!
+//! Hosts: most of a role's objects go to its first CDN-like host and the rest spread, except
+//! on cnn, whose hosts 000 Figure 3 shows: the page with its stylesheets and scripts on `www`,
+//! every image but the ads' and a beacon on `i.cnn.net`, and ad and tracking hosts.
+//!
 //! Versions: every page has [`VERSIONS`] versions. The root HTML changes its time of day and
 //! headline (and nothing else but the cut of a filler paragraph, so its size stays exact); the
 //! top story's image is re-rendered with other content at the same dimensions and quality;
@@ -78,6 +82,10 @@ pub struct PageSpec {
     /// Share of the bytes in HTML, CSS and JS (000 Table 3's "fixed-fidelity" content); the
     /// rest is images. `None` for typed pages, whose composition is given.
     pub text_share: Option<f64>,
+    /// The hosts the papers show for this page, in place of the generic spread: each
+    /// `(name prefix, role, under .net)` after `www`, and every object of a role on its
+    /// role's host (see [`known_hosts`]). `None` for the generic spread.
+    pub hosts: Option<&'static [(&'static str, &'static str, bool)]>,
     /// How much gzip shrinks the page's HTML, CSS and JS together (000 Table 3's lossless
     /// column; the median of its four sites for other pages). The generator calibrates the
     /// text's template redundancy to it.
@@ -140,10 +148,34 @@ const PRIMARY_SHARE: f64 = 0.85;
 /// The smallest CSS, JS or frame object planned.
 const MIN_TEXT: u64 = 600;
 
-/// Where a page's domain count departs from 000 Table 1, and why.
+/// cnn.com's hosts as 000 Figure 3's timeline of its download shows them: the page, its
+/// stylesheets and scripts on `www2.cnn.com`; its images on `i2.cnn.net`; the rest ad and
+/// tracking servers (`ads.web.aol.com`, an Akamai host, `216.39.69.70`, `ping.nnselect.com`).
+/// The generic spread puts a quarter of the images elsewhere and the text on a host of its
+/// own, which loaded cnn in 94–99 s against 000 Table 1's 196.3 s, the one page of the ten
+/// outside 0.7–1.5× (aol.com, as big on 8 hosts, took 80.0 s there): what made 2003 cnn.com
+/// slow was its 50-odd small images queued on the browser's 2 connections to one host.
+const CNN_HOSTS: [(&str, &str, bool); 5] = [
+    ("i", "image", true),
+    ("ads", "ad", false),
+    ("banners", "adimage", false),
+    ("promo", "ad", false),
+    ("stats", "beacon", false),
+];
+
+/// The hosts the papers show for a 000 Table 1 page, if they show them.
+fn known_hosts(id: &str) -> Option<&'static [(&'static str, &'static str, bool)]> {
+    match id {
+        "cnn" => Some(&CNN_HOSTS),
+        _ => None,
+    }
+}
+
+/// Where a page's domain count departs from 000 Table 1, and why, or whose hosts the papers show.
 fn domains_note(id: &str) -> &'static str {
     match id {
         "yahoo" => " (000 §3's \"4 servers\"; Table 1 prints 6, 002 §4.1 counts 3)",
+        "cnn" => " (the hosts 000 Figure 3 shows)",
         _ => "",
     }
 }
@@ -232,6 +264,7 @@ pub fn specs() -> Vec<PageSpec> {
             typed: None,
             text_share: Some(share),
             text_gzip: text_gzip(id),
+            hosts: known_hosts(id),
         });
     }
     // 003 Table 6.
@@ -271,6 +304,7 @@ pub fn specs() -> Vec<PageSpec> {
             typed: None,
             text_share: Some(text_share("")),
             text_gzip: text_gzip(""),
+            hosts: None,
         });
     }
     // 002 §4.1.
@@ -295,6 +329,7 @@ pub fn specs() -> Vec<PageSpec> {
             typed: None,
             text_share: Some(text_share("")),
             text_gzip: text_gzip(""),
+            hosts: None,
         });
     }
     // 001 Tables 1-2 (STATIC-I: 17 KB = 52 %, jpegs 29 %, gifs 19 %;
@@ -378,6 +413,7 @@ pub fn specs() -> Vec<PageSpec> {
             }),
             text_share: None,
             text_gzip: text_gzip(""),
+            hosts: None,
         });
     }
     v
@@ -533,10 +569,15 @@ fn http_date(secs: u64) -> String {
     httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
 }
 
-/// The page's virtual domains: `www.<base>` first, then CDN-like names under the site's name.
-fn domain_names(base: &str, n: usize) -> Vec<(String, &'static str)> {
+/// The page's virtual domains: `www.<base>` first, then CDN-like names under the site's name
+/// (`known`'s, when the papers show the page's hosts).
+fn domain_names(
+    base: &str,
+    n: usize,
+    known: Option<&[(&'static str, &'static str, bool)]>,
+) -> Vec<(String, &'static str)> {
     let label = base.split('.').next().unwrap_or(base);
-    let extra: [(&str, &str, bool); 16] = [
+    let generic: [(&str, &str, bool); 16] = [
         ("img", "image", false),
         ("ads", "ad", false),
         ("static", "static", false),
@@ -554,6 +595,7 @@ fn domain_names(base: &str, n: usize) -> Vec<(String, &'static str)> {
         ("banners", "ad", false),
         ("svcs", "static", false),
     ];
+    let extra = known.unwrap_or(&generic);
     let mut v = vec![(format!("www.{base}"), "root")];
     for (prefix, role, net) in extra.iter().take(n.saturating_sub(1)) {
         let host = if *net {
@@ -821,16 +863,23 @@ fn plan_page(spec: &PageSpec, r: &mut Rng) -> Vec<Plan> {
     plan
 }
 
+/// The indexes of the page's hosts that have role `want`, in order.
+fn hosts_with_role(names: &[(String, &'static str)], want: &str) -> Vec<usize> {
+    names
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, role))| *role == want)
+        .map(|(i, _)| i)
+        .collect()
+}
+
 fn assign_domains(spec: &PageSpec, plan: &mut [Plan], r: &mut Rng) -> Vec<String> {
-    let names = domain_names(&spec.base, spec.domains.max(1));
-    let by_role = |want: &str| -> Vec<usize> {
-        names
-            .iter()
-            .enumerate()
-            .filter(|(_, (_, role))| *role == want)
-            .map(|(i, _)| i)
-            .collect()
-    };
+    let names = domain_names(&spec.base, spec.domains.max(1), spec.hosts);
+    if spec.hosts.is_some() {
+        place_on_known_hosts(plan, &names);
+        return names.into_iter().map(|(h, _)| h).collect();
+    }
+    let by_role = |want: &str| hosts_with_role(&names, want);
     let image_d = by_role("image");
     let static_d = by_role("static");
     let ad_d = by_role("ad");
@@ -887,6 +936,41 @@ fn assign_domains(spec: &PageSpec, plan: &mut [Plan], r: &mut Rng) -> Vec<String
         }
     }
     names.into_iter().map(|(h, _)| h).collect()
+}
+
+/// Every object on its role's host (the first of them; ad frames take turns on the ad hosts):
+/// text on a `static` host or else with the page, images on the `image` host, ad images on
+/// an `adimage` host, the smallest image on a `beacon` host.
+fn place_on_known_hosts(plan: &mut [Plan], names: &[(String, &'static str)]) {
+    let hosts = |want: &str| hosts_with_role(names, want);
+    let first = |want: &str| hosts(want).first().copied();
+    let ads = hosts("ad");
+    let smallest = plan
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| matches!(p.role, Role::Image))
+        .min_by_key(|(_, p)| p.target)
+        .map(|(i, _)| i);
+    let mut frames = 0;
+    for (i, p) in plan.iter_mut().enumerate() {
+        p.domain = match p.role {
+            Role::Root => 0,
+            Role::MainCss | Role::ImportedCss | Role::ExtraCss | Role::HeadJs | Role::BodyJs => {
+                first("static").unwrap_or(0)
+            }
+            Role::Frame if !ads.is_empty() => {
+                frames += 1;
+                ads[(frames - 1) % ads.len()]
+            }
+            Role::Frame => 0,
+            Role::FrameImage => first("adimage")
+                .or_else(|| ads.first().copied())
+                .or_else(|| first("image"))
+                .unwrap_or(0),
+            _ if Some(i) == smallest && first("beacon").is_some() => first("beacon").unwrap_or(0),
+            _ => first("image").unwrap_or(0),
+        };
+    }
 }
 
 fn assign_urls(spec: &PageSpec, plan: &mut [Plan], hosts: &[String], r: &mut Rng) {

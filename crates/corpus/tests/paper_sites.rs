@@ -157,6 +157,39 @@ fn domains_are_listed_and_realistic() {
     for d in cnn.domains() {
         assert!(d.ends_with(".cnn.com") || d.ends_with(".cnn.net"), "{d}");
     }
+    // 000 Figure 3's hosts: the page, its stylesheets and scripts on the main host, every
+    // image but the ad frames' and a beacon on one image host, the rest ad and tracking hosts.
+    let hosts = |p: &Page, ct: &str| -> Vec<String> {
+        let mut h: Vec<String> = p
+            .objects
+            .iter()
+            .filter(|o| o.content_type.starts_with(ct))
+            .map(|o| o.url.split('/').nth(2).unwrap().to_string())
+            .collect();
+        h.sort();
+        h.dedup();
+        h
+    };
+    assert_eq!(cnn.domains().len(), 6);
+    assert_eq!(hosts(cnn, "text/css"), ["www.cnn.com"]);
+    assert_eq!(hosts(cnn, "application/javascript"), ["www.cnn.com"]);
+    let images: Vec<&Object> = cnn
+        .objects
+        .iter()
+        .filter(|o| o.content_type.starts_with("image/"))
+        .collect();
+    let on_cdn = images
+        .iter()
+        .filter(|o| o.url.starts_with("http://i.cnn.net/"))
+        .count();
+    assert!(
+        on_cdn + 3 >= images.len() && on_cdn >= 50,
+        "{on_cdn} of {}",
+        images.len()
+    );
+    // Other pages keep the generic spread: amazon's images are on both of its content hosts.
+    let amazon = c.manifest.page("amazon").unwrap();
+    assert!(hosts(amazon, "image/").len() >= 2);
     assert!(
         c.manifest
             .page("session-britannica")
