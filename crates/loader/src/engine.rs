@@ -562,7 +562,9 @@ impl Loader {
 
     /// With `pool_by_address`: the server address of a plain-http origin whose name is
     /// resolved (the first address of the answer), which every name at that address shares
-    /// connections to. `None` until the name is resolved.
+    /// connections to. `None` until the name is resolved. An answer past its TTL still
+    /// counts: a browser reuses its open connections without asking again, and looks the name
+    /// up only to open a new one (`target_for`).
     fn shared_addr(&self, origin: &Origin) -> Option<SocketAddr> {
         if !self.cfg.pool_by_address || origin.https {
             return None;
@@ -571,11 +573,7 @@ impl Loader {
             .ip()
             .or_else(|| self.hosts.get(&origin.host).copied())
             .or_else(|| match self.dns.get(&origin.host) {
-                Some(DnsState::Resolved {
-                    addrs,
-                    expires,
-                    fresh,
-                }) if *fresh || *expires > Instant::now() => addrs.first().copied(),
+                Some(DnsState::Resolved { addrs, .. }) => addrs.first().copied(),
                 _ => None,
             })?;
         Some(SocketAddr::new(ip, origin.port))

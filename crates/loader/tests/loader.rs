@@ -1436,6 +1436,31 @@ async fn content_coded_html_and_css_are_decoded_and_scanned() {
     assert!(page.objects.iter().any(|o| o.url.ends_with("/bg.png")));
 }
 
+/// A name whose answer runs out mid-load is not looked up again while its connections are
+/// open: pooled by address, the connections stay those of the last answer (the lab's pages
+/// outlive their 30 s TTL over GPRS, and the model used to ask again over the air).
+#[tokio::test(flavor = "current_thread")]
+async fn open_connections_outlive_the_answer_ttl_when_pooled_by_address() {
+    let (_, srv, url) = one_host_page(8, Duration::from_millis(400)).await;
+    let dns = FakeDns::start(
+        &[("www.test", ip(2))],
+        DnsOptions {
+            ttl: 1,
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut c = cfg(Policy::Http11 { per_host: 2 }, &dns);
+    c.pool_by_address = true;
+    let page = load_page(&url, &c).await;
+    check_page(&page);
+    assert_eq!(page.errors(), 0, "{:#?}", page.objects);
+    // 4 rounds of 400 ms on 2 connections after the page: past the 1 s TTL.
+    assert!(page.plt > Duration::from_millis(1_500), "{:?}", page.plt);
+    assert_eq!(page.dns_lookups.len(), 1, "{:#?}", page.dns_lookups);
+    assert_eq!(srv.stats().connections, 2);
+}
+
 /// 002 §3.2/§4.2.1: under DNS rewriting every name resolves to the proxy, and the paper's
 /// Mozilla reused its connections to that address for all of them.
 #[tokio::test(flavor = "current_thread")]
