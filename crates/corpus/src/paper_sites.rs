@@ -943,9 +943,14 @@ fn assign_domains(spec: &PageSpec, plan: &mut [Plan], r: &mut Rng) -> Vec<String
 /// text on a `static` host or else with the page, images on the `image` host, ad images on
 /// an `adimage` host, the smallest image on a `beacon` host.
 fn place_on_known_hosts(plan: &mut [Plan], names: &[(String, &'static str)]) {
-    let hosts = |want: &str| hosts_with_role(names, want);
-    let first = |want: &str| hosts(want).first().copied();
-    let ads = hosts("ad");
+    let first = |want: &str| hosts_with_role(names, want).first().copied();
+    let ads = hosts_with_role(names, "ad");
+    let text = first("static").unwrap_or(0);
+    let image = first("image").unwrap_or(0);
+    let ad_image = first("adimage")
+        .or_else(|| ads.first().copied())
+        .unwrap_or(image);
+    let beacon = first("beacon");
     let smallest = plan
         .iter()
         .enumerate()
@@ -957,19 +962,18 @@ fn place_on_known_hosts(plan: &mut [Plan], names: &[(String, &'static str)]) {
         p.domain = match p.role {
             Role::Root => 0,
             Role::MainCss | Role::ImportedCss | Role::ExtraCss | Role::HeadJs | Role::BodyJs => {
-                first("static").unwrap_or(0)
+                text
             }
             Role::Frame if !ads.is_empty() => {
                 frames += 1;
                 ads[(frames - 1) % ads.len()]
             }
             Role::Frame => 0,
-            Role::FrameImage => first("adimage")
-                .or_else(|| ads.first().copied())
-                .or_else(|| first("image"))
-                .unwrap_or(0),
-            _ if Some(i) == smallest && first("beacon").is_some() => first("beacon").unwrap_or(0),
-            _ => first("image").unwrap_or(0),
+            Role::FrameImage => ad_image,
+            _ => match beacon {
+                Some(b) if Some(i) == smallest => b,
+                _ => image,
+            },
         };
     }
 }

@@ -22,10 +22,14 @@ fn cfg(policy: Policy, dns: &FakeDns) -> LoaderConfig {
 
 /// A fake DNS server answering `records` with a 30 s TTL.
 async fn dns_ttl30(records: &[(&str, std::net::IpAddr)]) -> FakeDns {
+    dns_with_ttl(records, 30).await
+}
+
+async fn dns_with_ttl(records: &[(&str, std::net::IpAddr)], ttl: u32) -> FakeDns {
     FakeDns::start(
         records,
         DnsOptions {
-            ttl: 30,
+            ttl,
             ..Default::default()
         },
     )
@@ -1010,14 +1014,7 @@ async fn dns_truncated_answers_are_asked_again_over_tcp() {
 #[tokio::test(flavor = "current_thread")]
 async fn dns_ttl_zero_means_a_lookup_per_new_connection() {
     let (_, _srv, url) = one_host_page(6, Duration::from_millis(20)).await;
-    let dns = FakeDns::start(
-        &[("www.test", ip(2))],
-        DnsOptions {
-            ttl: 0,
-            ..Default::default()
-        },
-    )
-    .await;
+    let dns = dns_with_ttl(&[("www.test", ip(2))], 0).await;
     let page = load_page(&url, &cfg(Policy::Http11 { per_host: 3 }, &dns)).await;
     check_page(&page);
     assert_eq!(page.errors(), 0);
@@ -1442,14 +1439,7 @@ async fn content_coded_html_and_css_are_decoded_and_scanned() {
 #[tokio::test(flavor = "current_thread")]
 async fn open_connections_outlive_the_answer_ttl_when_pooled_by_address() {
     let (_, srv, url) = one_host_page(8, Duration::from_millis(400)).await;
-    let dns = FakeDns::start(
-        &[("www.test", ip(2))],
-        DnsOptions {
-            ttl: 1,
-            ..Default::default()
-        },
-    )
-    .await;
+    let dns = dns_with_ttl(&[("www.test", ip(2))], 1).await;
     let mut c = cfg(Policy::Http11 { per_host: 2 }, &dns);
     c.pool_by_address = true;
     let page = load_page(&url, &c).await;
