@@ -166,7 +166,8 @@ impl Peer {
 #[serde(rename_all = "kebab-case")]
 pub enum Browser {
     /// The papers' browser (Mozilla 1.4, 2003): its request headers, no preload scanner (a
-    /// script blocks the parser until it has arrived), one DNS lookup at a time, plain-http
+    /// script blocks the parser until it has arrived), no `<link rel=preload>` (it came
+    /// later), one DNS lookup at a time, plain-http
     /// names at one address sharing connections (002 §3.2, §4.2.1) and keeping them past the
     /// answer's TTL (a name is looked up only to open a connection), pipelining in batches
     /// handed to idle or new connections (`nsHttpConnectionMgr`'s `BuildPipeline`).

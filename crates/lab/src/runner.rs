@@ -117,6 +117,7 @@ fn loader_config(c: &LabConfig, hosting: &Hosting, k: f64) -> LoaderConfig {
     let mut lc = LoaderConfig::new(policy(c), hosting.resolver_addr);
     if c.browser() == Browser::Mozilla2003 {
         lc.blocking_scripts = true;
+        lc.link_preload = false;
         lc.serial_dns = true;
         lc.pool_by_address = true;
         lc.user_agent = MOZILLA_2003_UA.into();

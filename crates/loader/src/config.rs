@@ -149,6 +149,14 @@ pub struct LoaderConfig {
     /// Emulate a browser without a preload scanner (as in 2003): a `<script src>` stops the
     /// HTML parser until the script has arrived, so references after it are found later.
     pub blocking_scripts: bool,
+    /// Follow `<link rel=preload|modulepreload>` (today's browsers). Off: such links are
+    /// ignored, as by browsers from before they existed (Mozilla 1.x).
+    pub link_preload: bool,
+    /// Request a stylesheet's images and fonts only once the document that uses it is laid
+    /// out, that is once its parser has reached the body (after any script blocking it), as
+    /// browsers do: a rule's `url()` is fetched for the elements the rule matches. Off: as
+    /// soon as the stylesheet has arrived.
+    pub css_images_at_layout: bool,
     /// One DNS lookup at a time (Mozilla 1.x on Unix resolved names on a single thread).
     pub serial_dns: bool,
     /// Plain-http names that resolve to the same address share one set of persistent
@@ -204,6 +212,8 @@ impl Default for LoaderConfig {
             dns_min_ttl: Duration::ZERO,
             request_headers: Vec::new(),
             blocking_scripts: false,
+            link_preload: true,
+            css_images_at_layout: true,
             serial_dns: false,
             pool_by_address: false,
             pipeline_batches: false,

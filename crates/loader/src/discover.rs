@@ -74,19 +74,35 @@ struct ScanState {
     base_set: bool,
     found: Vec<Discovered>,
     style_text: String,
+    /// `<link rel=preload|modulepreload>` is a reference (today's browsers; 2003's knew
+    /// neither).
+    link_preload: bool,
+    /// References found so far in the whole document (handed out or not).
+    count: usize,
+    /// How many references came before the document's body began: its `<body>` tag, or the
+    /// first element that cannot be in a head.
+    body_at: Option<usize>,
 }
+
+/// Elements a document's head holds; any other element starts the body.
+const HEAD_ELEMENTS: [&str; 10] = [
+    "html", "head", "title", "meta", "link", "style", "script", "base", "noscript", "template",
+];
 
 impl ScanState {
     fn push(&mut self, raw: &str, kind: ResourceKind) {
         let decoded = decode_entities(raw);
         if let Some(url) = resolve(&self.base, &decoded) {
             self.found.push(Discovered { url, kind });
+            self.count += 1;
         }
     }
 
     fn push_css(&mut self, css: &str) {
         let base = self.base.clone();
-        self.found.extend(scan_css(css, &base));
+        let refs = scan_css(css, &base);
+        self.count += refs.len();
+        self.found.extend(refs);
     }
 }
 
@@ -126,6 +142,9 @@ fn on_element(
 ) {
     let tag = el.tag_name();
     let mut st = lock(state);
+    if st.body_at.is_none() && !HEAD_ELEMENTS.contains(&tag.as_str()) {
+        st.body_at = Some(st.count);
+    }
     if let Some(bg) = el.get_attribute("background") {
         st.push(&bg, ResourceKind::Image);
     }
@@ -169,6 +188,9 @@ fn on_element(
             if tokens.contains(&"stylesheet") && !tokens.contains(&"alternate") {
                 st.push(&href, ResourceKind::Stylesheet);
             } else if tokens.contains(&"preload") {
+                if !st.link_preload {
+                    return;
+                }
                 let kind = match el
                     .get_attribute("as")
                     .unwrap_or_default()
@@ -184,7 +206,9 @@ fn on_element(
                 };
                 st.push(&href, kind);
             } else if tokens.contains(&"modulepreload") {
-                st.push(&href, ResourceKind::Script);
+                if st.link_preload {
+                    st.push(&href, ResourceKind::Script);
+                }
             } else if tokens.iter().any(|t| t.contains("icon")) {
                 st.push(&href, ResourceKind::Image);
             }
@@ -234,13 +258,22 @@ fn on_style_text(state: &Mutex<ScanState>, t: &mut TextChunk<'_>) {
 }
 
 impl HtmlScanner {
-    /// A scanner for a document fetched from `base`.
+    /// A scanner for a document fetched from `base`, as today's browsers read one.
     pub fn new(base: Url) -> HtmlScanner {
+        HtmlScanner::with_link_preload(base, true)
+    }
+
+    /// A scanner that follows `<link rel=preload|modulepreload>` or, with `false`, ignores it
+    /// as a browser from before those existed (Mozilla 1.x) does.
+    pub fn with_link_preload(base: Url, link_preload: bool) -> HtmlScanner {
         let state = Arc::new(Mutex::new(ScanState {
             base,
             base_set: false,
             found: Vec::new(),
             style_text: String::new(),
+            link_preload,
+            count: 0,
+            body_at: None,
         }));
         match Self::build(&state) {
             Ok(rewriter) => HtmlScanner {
@@ -304,7 +337,19 @@ impl HtmlScanner {
                 self.error = Some(e.to_string());
             }
         }
-        std::mem::take(&mut lock(&self.state).found)
+        let mut st = lock(&self.state);
+        // A document without body content is laid out when it ends.
+        if st.body_at.is_none() {
+            st.body_at = Some(st.count);
+        }
+        std::mem::take(&mut st.found)
+    }
+
+    /// Where the document's body began, once the scanner has seen it: the number of
+    /// references (over everything `feed` and `finish` returned) that came before it. A
+    /// browser lays out, and so requests stylesheets' images, only from there on.
+    pub fn body_start(&self) -> Option<usize> {
+        lock(&self.state).body_at
     }
 
     /// Why scanning stopped early, if it did (the objects found before are kept).
@@ -315,10 +360,16 @@ impl HtmlScanner {
 
 /// Scan a whole HTML document.
 pub fn scan_html(base: &Url, html: &[u8]) -> Vec<Discovered> {
-    let mut s = HtmlScanner::new(base.clone());
-    let mut out = s.feed(html);
-    out.extend(s.finish());
-    out
+    scan_html_document(HtmlScanner::new(base.clone()), html).0
+}
+
+/// Scan a whole HTML document with `scanner`; also returns where its body began (see
+/// [`HtmlScanner::body_start`]).
+pub fn scan_html_document(mut scanner: HtmlScanner, html: &[u8]) -> (Vec<Discovered>, usize) {
+    let mut out = scanner.feed(html);
+    out.extend(scanner.finish());
+    let body = scanner.body_start().unwrap_or(out.len());
+    (out, body)
 }
 
 /// Decode the character references that matter in URLs.
@@ -629,6 +680,37 @@ mod tests {
 
     fn urls(d: &[Discovered]) -> Vec<(String, ResourceKind)> {
         d.iter().map(|d| (d.url.to_string(), d.kind)).collect()
+    }
+
+    #[test]
+    fn the_body_starts_after_the_heads_references() {
+        let html = br#"<!doctype html><html><head><title>t</title>
+            <link rel="stylesheet" href="/a.css"><script src="/h.js"></script>
+            <link rel="preload" href="/p.js" as="script"></head>
+            <body><img src="/i.gif"></body></html>"#;
+        let mut s = HtmlScanner::new(base());
+        let found = s.feed(&html[..60]);
+        assert!(s.body_start().is_none(), "{found:?}");
+        let rest = s.feed(&html[60..]);
+        assert_eq!(found.len() + rest.len(), 4);
+        assert_eq!(s.body_start(), Some(3));
+        let mut s = HtmlScanner::with_link_preload(base(), false);
+        let mut all = s.feed(html);
+        all.extend(s.finish());
+        assert_eq!(all.len(), 3, "preload ignored: {all:?}");
+        assert_eq!(s.body_start(), Some(2));
+        // No <body> tag: the first element a head cannot hold starts it.
+        let (found, body) = scan_html_document(
+            HtmlScanner::new(base()),
+            b"<link rel=stylesheet href=/a.css><div><img src=/i.gif></div>",
+        );
+        assert_eq!((found.len(), body), (2, 1));
+        // No body content at all: the end of the document.
+        let (found, body) = scan_html_document(
+            HtmlScanner::new(base()),
+            b"<head><script src=/a.js></script></head>",
+        );
+        assert_eq!((found.len(), body), (1, 1));
     }
 
     #[test]

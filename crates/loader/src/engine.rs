@@ -156,6 +156,10 @@ struct Obj {
     scanner: Option<HtmlScanner>,
     /// Undoes the response's content coding before the scanner sees the bytes.
     decoder: Option<StreamDecoder>,
+    /// HTML: references its current scanner has handed out so far.
+    refs_seen: usize,
+    /// HTML: the start of its body has been placed in its parser's steps.
+    body_marked: bool,
 }
 
 struct LoadState {
@@ -179,13 +183,27 @@ struct LoadState {
     /// With `blocking_scripts`: per HTML document, what its parser has found but not yet
     /// reached because a script is still loading.
     held: HashMap<usize, Held>,
+    /// HTML documents whose parser has reached the body: the browser lays them out, and so
+    /// requests the images their stylesheets' rules use.
+    laid_out: HashSet<usize>,
+    /// With `css_images_at_layout`: per HTML document not yet laid out, the images and fonts
+    /// its stylesheets refer to (reference, nesting, stylesheet).
+    deferred: HashMap<usize, Vec<(Discovered, usize, usize)>>,
 }
 
 /// References of one document waiting behind a blocking script.
 #[derive(Default)]
 struct Held {
     blocker: Option<usize>,
-    items: VecDeque<(Discovered, usize)>,
+    items: VecDeque<Step>,
+}
+
+/// What an HTML parser comes to, in document order.
+enum Step {
+    /// A reference (with its nesting).
+    Ref(Discovered, usize),
+    /// The start of the body: from here the document is laid out.
+    Body,
 }
 
 impl LoadState {
@@ -328,6 +346,8 @@ impl Loader {
             dns_aborts: Vec::new(),
             connect_failures: HashMap::new(),
             held: HashMap::new(),
+            laid_out: HashSet::new(),
+            deferred: HashMap::new(),
         };
         let parsed = Url::parse(url.trim());
         let parsed = match parsed {
@@ -342,6 +362,10 @@ impl Loader {
         loop {
             self.pump(&mut st);
             if st.all_done() {
+                // Nothing is in flight, so no parser will get further: lay out what waits.
+                if self.lay_out_all(&mut st) {
+                    continue;
+                }
                 break;
             }
             tokio::select! {
@@ -449,6 +473,8 @@ impl Loader {
             redirect_url: None,
             scanner: None,
             decoder: None,
+            refs_seen: 0,
+            body_marked: false,
         }
     }
 
@@ -497,13 +523,17 @@ impl Loader {
         Some(id)
     }
 
+    /// References found in a stylesheet (or in a response scanned as CSS). With
+    /// `css_images_at_layout`, the images and fonts of a stylesheet that an HTML document
+    /// uses wait until that document is laid out: a browser requests them only for the
+    /// elements its rules match.
     fn discover(&mut self, st: &mut LoadState, parent: usize, found: Vec<Discovered>) {
         let nesting = st.objs[parent].nesting;
-        let blocking = self.cfg.blocking_scripts
-            && matches!(
-                st.objs[parent].kind,
-                ResourceKind::Document | ResourceKind::Iframe
-            );
+        let doc = if self.cfg.css_images_at_layout {
+            owner_document(&st.objs, parent)
+        } else {
+            None
+        };
         for d in found {
             let n = match d.kind {
                 ResourceKind::Iframe | ResourceKind::Stylesheet => nesting + 1,
@@ -512,14 +542,66 @@ impl Loader {
             if n > self.cfg.max_nesting {
                 continue;
             }
-            if blocking {
-                st.held.entry(parent).or_default().items.push_back((d, n));
-            } else {
-                self.add_object(st, d.url, d.kind, Some(parent), n, false);
+            let used_by_layout = matches!(d.kind, ResourceKind::Image | ResourceKind::Font);
+            match doc {
+                Some(doc) if used_by_layout && !st.laid_out.contains(&doc) => {
+                    st.deferred.entry(doc).or_default().push((d, n, parent));
+                }
+                _ => {
+                    self.add_object(st, d.url, d.kind, Some(parent), n, false);
+                }
             }
         }
-        if blocking {
+    }
+
+    /// References found in an HTML document's next bytes; `body_start` is where its scanner
+    /// has seen the body begin so far ([`HtmlScanner::body_start`]).
+    fn discover_html(
+        &mut self,
+        st: &mut LoadState,
+        parent: usize,
+        found: Vec<Discovered>,
+        body_start: Option<usize>,
+    ) {
+        let o = &mut st.objs[parent];
+        let first = o.refs_seen;
+        o.refs_seen += found.len();
+        let body_at = match body_start {
+            Some(b) if !o.body_marked => {
+                o.body_marked = true;
+                Some(b.saturating_sub(first).min(found.len()))
+            }
+            _ => None,
+        };
+        let nesting = o.nesting;
+        let mut steps = Vec::with_capacity(found.len() + 1);
+        for (i, d) in found.into_iter().enumerate() {
+            if body_at == Some(i) {
+                steps.push(Step::Body);
+            }
+            let n = match d.kind {
+                ResourceKind::Iframe | ResourceKind::Stylesheet => nesting + 1,
+                _ => nesting,
+            };
+            if n <= self.cfg.max_nesting {
+                steps.push(Step::Ref(d, n));
+            }
+        }
+        if body_at.is_some() && !steps.iter().any(|s| matches!(s, Step::Body)) {
+            steps.push(Step::Body);
+        }
+        if self.cfg.blocking_scripts {
+            st.held.entry(parent).or_default().items.extend(steps);
             self.release_held(st, parent);
+            return;
+        }
+        for step in steps {
+            match step {
+                Step::Ref(d, n) => {
+                    self.add_object(st, d.url, d.kind, Some(parent), n, false);
+                }
+                Step::Body => self.lay_out(st, parent),
+            }
         }
     }
 
@@ -536,8 +618,15 @@ impl Loader {
                 }
                 h.blocker = None;
             }
-            let Some((d, n)) = h.items.pop_front() else {
+            let Some(step) = h.items.pop_front() else {
                 return;
+            };
+            let (d, n) = match step {
+                Step::Ref(d, n) => (d, n),
+                Step::Body => {
+                    self.lay_out(st, parent);
+                    continue;
+                }
             };
             let is_script = d.kind == ResourceKind::Script;
             let id = self.add_object(st, d.url, d.kind, Some(parent), n, false);
@@ -547,6 +636,24 @@ impl Loader {
                 }
             }
         }
+    }
+
+    /// `doc` is laid out: request what its stylesheets' rules use.
+    fn lay_out(&mut self, st: &mut LoadState, doc: usize) {
+        st.laid_out.insert(doc);
+        for (d, n, sheet) in st.deferred.remove(&doc).unwrap_or_default() {
+            self.add_object(st, d.url, d.kind, Some(sheet), n, false);
+        }
+    }
+
+    /// Lays out every document still waiting; whether that requested anything.
+    fn lay_out_all(&mut self, st: &mut LoadState) -> bool {
+        let docs: Vec<usize> = st.deferred.keys().copied().collect();
+        let before = st.objs.len();
+        for doc in docs {
+            self.lay_out(st, doc);
+        }
+        st.objs.len() > before
     }
 
     // -----------------------------------------------------------------------------------------
@@ -1169,7 +1276,11 @@ impl Loader {
                     && (200..300).contains(&status)
                     && is_html_type(header(&headers, "content-type"))
                 {
-                    o.scanner = Some(HtmlScanner::new(o.url.clone()));
+                    o.scanner = Some(HtmlScanner::with_link_preload(
+                        o.url.clone(),
+                        self.cfg.link_preload,
+                    ));
+                    o.refs_seen = 0;
                     o.decoder = StreamDecoder::for_coding(header(&headers, "content-encoding"));
                 } else {
                     o.scanner = None;
@@ -1183,12 +1294,12 @@ impl Loader {
                 let Some(o) = st.objs.get_mut(obj) else {
                     return;
                 };
-                let found = match (o.scanner.as_mut(), o.decoder.as_mut()) {
-                    (Some(s), Some(d)) => s.feed(&d.feed(&data)),
-                    (Some(s), None) => s.feed(&data),
+                let (found, body) = match (o.scanner.as_mut(), o.decoder.as_mut()) {
+                    (Some(s), Some(d)) => (s.feed(&d.feed(&data)), s.body_start()),
+                    (Some(s), None) => (s.feed(&data), s.body_start()),
                     (None, _) => return,
                 };
-                self.discover(st, obj, found);
+                self.discover_html(st, obj, found, body);
             }
             Event::Done {
                 conn,
@@ -1372,14 +1483,21 @@ impl Loader {
             return;
         }
         if kind.is_html() {
-            let found = match scanner.as_mut() {
-                Some(s) if status != 304 => s.finish(),
+            let (found, body) = match scanner.as_mut() {
+                Some(s) if status != 304 => {
+                    let found = s.finish();
+                    (found, s.body_start())
+                }
                 _ => match (&body_for_discovery, html_ok) {
-                    (Some(b), true) => discover::scan_html(&base, b),
-                    _ => Vec::new(),
+                    (Some(b), true) => {
+                        let s = HtmlScanner::with_link_preload(base, self.cfg.link_preload);
+                        let (found, body) = discover::scan_html_document(s, b);
+                        (found, Some(body))
+                    }
+                    _ => (Vec::new(), None),
                 },
             };
-            self.discover(st, oid, found);
+            self.discover_html(st, oid, found, body);
         } else if kind == ResourceKind::Stylesheet || css_type {
             if let Some(b) = body_for_discovery {
                 let css = String::from_utf8_lossy(&b);
@@ -1446,6 +1564,19 @@ impl Loader {
             tls_upgrades: Vec::new(),
         }
     }
+}
+
+/// The HTML document whose layout uses stylesheet `sheet` (through `@import`s), if any.
+fn owner_document(objs: &[Obj], sheet: usize) -> Option<usize> {
+    let mut at = sheet;
+    while objs.get(at)?.kind == ResourceKind::Stylesheet {
+        at = objs[at].initiator?;
+    }
+    objs[at]
+        .kind
+        .is_html()
+        .then_some(at)
+        .filter(|&d| d != sheet)
 }
 
 fn finish_failed(o: &mut Obj, now: Instant) {

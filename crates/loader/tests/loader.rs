@@ -36,11 +36,25 @@ async fn dns_with_ttl(records: &[(&str, std::net::IpAddr)], ttl: u32) -> FakeDns
     .await
 }
 
-/// A page with `n` images on one host.
-async fn one_host_page(n: usize, delay: Duration) -> (FakeDns, HttpServer, String) {
+/// A loopback server for `www.test` (routes added later) and a DNS answering its name.
+async fn www_test() -> (Routes, HttpServer, FakeDns) {
     let routes = Routes::default();
     let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
     let dns = dns_ttl30(&[("www.test", ip(2))]).await;
+    (routes, srv, dns)
+}
+
+/// The object of a load whose URL ends with `path`.
+fn object<'a>(
+    p: &'a webpep_loader::PageLoad,
+    path: &str,
+) -> Option<&'a webpep_loader::ObjectTiming> {
+    p.objects.iter().find(|o| o.url.ends_with(path))
+}
+
+/// A page with `n` images on one host.
+async fn one_host_page(n: usize, delay: Duration) -> (FakeDns, HttpServer, String) {
+    let (routes, srv, dns) = www_test().await;
     let port = srv.addr.port();
     let mut html = String::from("<html><body>");
     for i in 0..n {
@@ -421,9 +435,7 @@ async fn pipelining_resends_after_server_closes() {
 /// or past the limit, is an error on its last redirect, not a quiet empty page.
 #[tokio::test(flavor = "current_thread")]
 async fn a_redirect_loop_and_too_many_redirects_are_errors() {
-    let routes = Routes::default();
-    let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
-    let dns = dns_ttl30(&[("www.test", ip(2))]).await;
+    let (routes, srv, dns) = www_test().await;
     let base = format!("http://www.test:{}", srv.addr.port());
     routes.add("www.test", "/a", Route::redirect(301, "/b"));
     routes.add("www.test", "/b", Route::redirect(302, "/a"));
@@ -460,9 +472,7 @@ async fn a_redirect_loop_and_too_many_redirects_are_errors() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn redirects_followed_for_the_main_page_only() {
-    let routes = Routes::default();
-    let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
-    let dns = dns_ttl30(&[("www.test", ip(2))]).await;
+    let (routes, srv, dns) = www_test().await;
     let base = format!("http://www.test:{}", srv.addr.port());
     routes.add("www.test", "/", Route::redirect(301, "/start"));
     routes.add(
@@ -519,9 +529,7 @@ async fn redirects_followed_for_the_main_page_only() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn chunked_bodies_are_decoded_and_scanned() {
-    let routes = Routes::default();
-    let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
-    let dns = dns_ttl30(&[("www.test", ip(2))]).await;
+    let (routes, srv, dns) = www_test().await;
     let mut html = String::from("<html><head><link rel=stylesheet href=/s.css></head><body>");
     for i in 0..10 {
         html.push_str(&format!(
@@ -639,9 +647,7 @@ async fn failures_are_recorded_and_the_rest_loads() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn page_timeout_ends_the_load() {
-    let routes = Routes::default();
-    let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
-    let dns = dns_ttl30(&[("www.test", ip(2))]).await;
+    let (routes, srv, dns) = www_test().await;
     routes.add(
         "www.test",
         "/",
@@ -1030,9 +1036,7 @@ async fn dns_ttl_zero_means_a_lookup_per_new_connection() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn warm_revisit_sends_conditional_requests() {
-    let routes = Routes::default();
-    let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
-    let dns = dns_ttl30(&[("www.test", ip(2))]).await;
+    let (routes, srv, dns) = www_test().await;
     routes.add(
         "www.test",
         "/",
@@ -1331,9 +1335,7 @@ async fn proxy_makes_room_for_tunnels_when_plain_connections_idle() {
 /// the document is requested only once the script has arrived; with one, at once.
 #[tokio::test(flavor = "current_thread")]
 async fn blocking_scripts_hold_back_what_follows_them() {
-    let routes = Routes::default();
-    let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
-    let dns = dns_ttl30(&[("www.test", ip(2))]).await;
+    let (routes, srv, dns) = www_test().await;
     routes.add(
         "www.test",
         "/",
@@ -1349,20 +1351,8 @@ async fn blocking_scripts_hold_back_what_follows_them() {
     routes.add("www.test", "/after.gif", Route::image(100));
     let url = format!("http://www.test:{}/", srv.addr.port());
     let mut c = cfg(Policy::Http11 { per_host: 6 }, &dns);
-    let start_of = |p: &webpep_loader::PageLoad, path: &str| {
-        p.objects
-            .iter()
-            .find(|o| o.url.ends_with(path))
-            .unwrap_or_else(|| panic!("{path}"))
-            .start
-    };
-    let end_of = |p: &webpep_loader::PageLoad, path: &str| {
-        p.objects
-            .iter()
-            .find(|o| o.url.ends_with(path))
-            .unwrap()
-            .end
-    };
+    let start_of = |p: &webpep_loader::PageLoad, path: &str| object(p, path).unwrap().start;
+    let end_of = |p: &webpep_loader::PageLoad, path: &str| object(p, path).unwrap().end;
     c.blocking_scripts = true;
     let p = load_page(&url, &c).await;
     assert_eq!(p.errors(), 0);
@@ -1386,14 +1376,158 @@ async fn blocking_scripts_hold_back_what_follows_them() {
     assert!(p.plt < delay * 2);
 }
 
+/// A stylesheet's images are requested when the page is laid out, once its parser reaches
+/// the body: behind a head script the 2003 browser waits for, they wait too; `@import`ed
+/// sheets do not wait. Today's browser (no blocking) reaches the body as the bytes arrive.
+#[tokio::test(flavor = "current_thread")]
+async fn stylesheet_images_wait_until_the_parser_reaches_the_body() {
+    let (routes, srv, dns) = www_test().await;
+    routes.add(
+        "www.test",
+        "/",
+        Route::html(
+            "<html><head><link rel=stylesheet href=/s.css><script src=/a.js></script></head>\
+             <body><img src=/i.gif></body></html>",
+        ),
+    );
+    routes.add(
+        "www.test",
+        "/s.css",
+        Route::css("@import url(/more.css); body { background: url(/bg.gif) }"),
+    );
+    routes.add("www.test", "/more.css", Route::css("p { color: red }"));
+    let delay = Duration::from_millis(400);
+    routes.add("www.test", "/a.js", Route::image(100).delayed(delay));
+    routes.add("www.test", "/bg.gif", Route::image(100));
+    routes.add("www.test", "/i.gif", Route::image(100));
+    let url = format!("http://www.test:{}/", srv.addr.port());
+    let obj = |p: &webpep_loader::PageLoad, path: &str| {
+        object(p, path)
+            .unwrap_or_else(|| panic!("{path} not fetched: {:#?}", p.objects))
+            .clone()
+    };
+    let mut c = cfg(Policy::Http11 { per_host: 6 }, &dns);
+    c.blocking_scripts = true;
+    let p = load_page(&url, &c).await;
+    check_page(&p);
+    assert_eq!(p.errors(), 0, "{:#?}", p.objects);
+    assert_eq!(p.objects.len(), 6);
+    let js_end = obj(&p, "/a.js").end;
+    assert!(obj(&p, "/bg.gif").start >= js_end, "waits for layout");
+    assert!(obj(&p, "/more.css").start < js_end, "@import does not");
+    // Requested with the body's first image, not after it.
+    assert!(obj(&p, "/bg.gif").start <= obj(&p, "/i.gif").start);
+
+    c.css_images_at_layout = false;
+    let p = load_page(&url, &c).await;
+    assert!(
+        obj(&p, "/bg.gif").start < obj(&p, "/a.js").end,
+        "at once when the sheet arrives"
+    );
+
+    c.css_images_at_layout = true;
+    c.blocking_scripts = false;
+    let p = load_page(&url, &c).await;
+    assert!(
+        obj(&p, "/bg.gif").start < obj(&p, "/a.js").end,
+        "no script holds the parser"
+    );
+}
+
+/// A page without body content is laid out when it ends, and a page that fails mid-way still
+/// gets its stylesheets' images: the load neither hangs nor loses them.
+#[tokio::test(flavor = "current_thread")]
+async fn stylesheet_images_of_pages_without_a_body_or_cut_short_are_fetched() {
+    let (routes, srv, dns) = www_test().await;
+    routes.add(
+        "www.test",
+        "/",
+        Route::html("<html><head><link rel=stylesheet href=/s.css></head></html>"),
+    );
+    for host in ["www.test", "cut.test"] {
+        routes.add(
+            host,
+            "/s.css",
+            Route::css("html { background: url(/bg.gif) }"),
+        );
+        routes.add(host, "/bg.gif", Route::image(100));
+    }
+    let mut c = cfg(Policy::Http11 { per_host: 2 }, &dns);
+    c.blocking_scripts = true;
+    c.page_timeout = Duration::from_secs(5);
+    let p = load_page(&format!("http://www.test:{}/", srv.addr.port()), &c).await;
+    check_page(&p);
+    assert!(!p.timed_out);
+    assert_eq!(p.errors(), 0, "{:#?}", p.objects);
+    assert!(p.objects.iter().any(|o| o.url.ends_with("/bg.gif")));
+
+    // The page stalls after its head (the server pauses past the response timeout): the
+    // page is an error, and its stylesheet's image is still requested.
+    let html = format!(
+        "<html><head><link rel=stylesheet href=/s.css></head><!-- {} -->\
+         <body><img src=/i.gif></body></html>",
+        "x".repeat(200)
+    );
+    routes.add(
+        "cut.test",
+        "/",
+        Route::html(html).split(Duration::from_secs(3)),
+    );
+    let dns = dns_ttl30(&[("cut.test", ip(2))]).await;
+    let mut c = cfg(Policy::Http11 { per_host: 2 }, &dns);
+    c.blocking_scripts = true;
+    c.response_timeout = Duration::from_millis(400);
+    c.max_retries = 0;
+    c.page_timeout = Duration::from_secs(5);
+    let p = load_page(&format!("http://cut.test:{}/", srv.addr.port()), &c).await;
+    check_page(&p);
+    assert!(!p.timed_out);
+    assert!(p.objects[0].error.is_some(), "{:#?}", p.objects);
+    let bg = p.objects.iter().find(|o| o.url.ends_with("/bg.gif"));
+    assert!(bg.is_some_and(|o| o.error.is_none()), "{:#?}", p.objects);
+}
+
+/// Mozilla 1.x knew no `<link rel=preload>`: with `link_preload` off the link is ignored, so
+/// a preloaded script is requested only when the parser reaches it.
+#[tokio::test(flavor = "current_thread")]
+async fn link_preload_is_ignored_by_a_browser_that_predates_it() {
+    let (routes, srv, dns) = www_test().await;
+    routes.add(
+        "www.test",
+        "/",
+        Route::html(
+            "<html><head><link rel=preload href=/late.js as=script>\
+             <link rel=preload href=/unused.js as=script><script src=/a.js></script></head>\
+             <body><script src=/late.js></script></body></html>",
+        ),
+    );
+    let delay = Duration::from_millis(300);
+    routes.add("www.test", "/a.js", Route::image(100).delayed(delay));
+    routes.add("www.test", "/late.js", Route::image(100));
+    routes.add("www.test", "/unused.js", Route::image(100));
+    let url = format!("http://www.test:{}/", srv.addr.port());
+    let mut c = cfg(Policy::Http11 { per_host: 6 }, &dns);
+    c.blocking_scripts = true;
+    let find = |p: &webpep_loader::PageLoad, path: &str| object(p, path).cloned();
+    let p = load_page(&url, &c).await;
+    assert_eq!(p.errors(), 0);
+    let a_end = find(&p, "/a.js").unwrap().end;
+    assert!(find(&p, "/late.js").unwrap().start < a_end, "preloaded");
+    assert!(find(&p, "/unused.js").is_some());
+    c.link_preload = false;
+    let p = load_page(&url, &c).await;
+    assert_eq!(p.errors(), 0);
+    assert_eq!(p.objects.len(), 3, "{:#?}", p.objects);
+    assert!(find(&p, "/unused.js").is_none());
+    assert!(find(&p, "/late.js").unwrap().start >= find(&p, "/a.js").unwrap().end);
+}
+
 /// A proxy compresses HTML and CSS (Content-Encoding gzip, br): the browser model undoes the
 /// coding, streamed, and still finds every embedded object, two levels deep.
 #[tokio::test(flavor = "current_thread")]
 async fn content_coded_html_and_css_are_decoded_and_scanned() {
     use std::io::Write;
-    let routes = Routes::default();
-    let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
-    let dns = dns_ttl30(&[("www.test", ip(2))]).await;
+    let (routes, srv, dns) = www_test().await;
     let mut html = String::from("<html><head><link rel=stylesheet href=/s.css></head><body>");
     for i in 0..20 {
         html.push_str(&format!(
