@@ -155,7 +155,7 @@ const MIN_TEXT: u64 = 600;
 /// own, which loaded cnn in 94–99 s against 000 Table 1's 196.3 s, the one page of the ten
 /// outside 0.7–1.5× (aol.com, as big on 8 hosts, took 80.0 s there), so how cnn's objects sat
 /// on its hosts is part of what made it slow: on these hosts its 54 small images queue on the
-/// browser's 2 connections to one host, and it loads in about 120 s (×0.61).
+/// browser's 2 connections to one host, and it loads in about 130 s (×0.66).
 const CNN_HOSTS: [(&str, &str, bool); 5] = [
     ("i", "image", true),
     ("ads", "ad", false),

@@ -18,8 +18,12 @@
 //!   icon`, `iframe`/`frame src` (scanned in turn), `input type=image`, `video poster`,
 //!   `embed`, `object data`, `background` attributes, `<base href>`, inline `<style>` and
 //!   `style` attributes. Stylesheets are scanned for `@import` and `url()` when complete,
-//!   recursively (up to [`LoaderConfig::max_nesting`]). Each URL (without fragment) is fetched
-//!   once; only http(s) URLs are fetched.
+//!   recursively (up to [`LoaderConfig::max_nesting`]); `@import`s are fetched at once, a
+//!   sheet's images and fonts once the page using it is laid out (its parser has reached the
+//!   body; [`LoaderConfig::css_images_at_layout`]). Without a preload scanner
+//!   ([`LoaderConfig::blocking_scripts`]) a script stops the parser until it has arrived;
+//!   [`LoaderConfig::link_preload`] off ignores `rel=preload`. Each URL (without fragment) is
+//!   fetched once; only http(s) URLs are fetched.
 //! - **Scheduling.** Objects queue in discovery order and bind late to connections: a request
 //!   goes on the least loaded ready connection of its host with room (1 request for `http10`
 //!   and `http11`, `depth` for pipelining, unlimited streams for h2); otherwise a new
