@@ -82,6 +82,9 @@ struct ScanState {
     /// How many references came before the document's body began: its `<body>` tag, or the
     /// first element that cannot be in a head.
     body_at: Option<usize>,
+    /// Images and fonts of `<style>` elements before the body: like an external sheet's, a
+    /// browser requests them at layout, so they are handed out right after the body starts.
+    head_style_refs: Vec<Discovered>,
 }
 
 /// Elements a document's head holds; any other element starts the body.
@@ -101,6 +104,31 @@ impl ScanState {
     fn push_css(&mut self, css: &str) {
         let base = self.base.clone();
         let refs = scan_css(css, &base);
+        self.count += refs.len();
+        self.found.extend(refs);
+    }
+
+    /// A `<style>` element's references: `@import`s at once; before the body, images and
+    /// fonts wait for it.
+    fn push_style(&mut self, css: &str) {
+        if self.body_at.is_some() {
+            return self.push_css(css);
+        }
+        let base = self.base.clone();
+        for d in scan_css(css, &base) {
+            if matches!(d.kind, ResourceKind::Image | ResourceKind::Font) {
+                self.head_style_refs.push(d);
+            } else {
+                self.found.push(d);
+                self.count += 1;
+            }
+        }
+    }
+
+    /// The body starts here: note where, then hand out what the head's styles use.
+    fn start_body(&mut self) {
+        self.body_at = Some(self.count);
+        let refs = std::mem::take(&mut self.head_style_refs);
         self.count += refs.len();
         self.found.extend(refs);
     }
@@ -143,7 +171,7 @@ fn on_element(
     let tag = el.tag_name();
     let mut st = lock(state);
     if st.body_at.is_none() && !HEAD_ELEMENTS.contains(&tag.as_str()) {
-        st.body_at = Some(st.count);
+        st.start_body();
     }
     if let Some(bg) = el.get_attribute("background") {
         st.push(&bg, ResourceKind::Image);
@@ -253,7 +281,7 @@ fn on_style_text(state: &Mutex<ScanState>, t: &mut TextChunk<'_>) {
     st.style_text.push_str(t.as_str());
     if t.last_in_text_node() {
         let css = std::mem::take(&mut st.style_text);
-        st.push_css(&css);
+        st.push_style(&css);
     }
 }
 
@@ -274,6 +302,7 @@ impl HtmlScanner {
             link_preload,
             count: 0,
             body_at: None,
+            head_style_refs: Vec::new(),
         }));
         match Self::build(&state) {
             Ok(rewriter) => HtmlScanner {
@@ -340,7 +369,7 @@ impl HtmlScanner {
         let mut st = lock(&self.state);
         // A document without body content is laid out when it ends.
         if st.body_at.is_none() {
-            st.body_at = Some(st.count);
+            st.start_body();
         }
         std::mem::take(&mut st.found)
     }
@@ -705,6 +734,14 @@ mod tests {
             b"<link rel=stylesheet href=/a.css><div><img src=/i.gif></div>",
         );
         assert_eq!((found.len(), body), (2, 1));
+        // A head <style>'s images come right after the body starts; its @import at once.
+        let (found, body) = scan_html_document(
+            HtmlScanner::new(base()),
+            b"<style>@import url(/i.css); p { background: url(/bg.gif) }</style><p><img src=/x.gif>",
+        );
+        let order: Vec<&str> = found.iter().map(|d| d.url.path()).collect();
+        assert_eq!(order, ["/i.css", "/bg.gif", "/x.gif"]);
+        assert_eq!(body, 1);
         // No body content at all: the end of the document.
         let (found, body) = scan_html_document(
             HtmlScanner::new(base()),
@@ -750,13 +787,15 @@ mod tests {
                     "http://www.example.test/dir/js/app.js?a=1&b=2".into(),
                     ResourceKind::Script
                 ),
-                (
-                    "http://www.example.test/dir/bg.png".into(),
-                    ResourceKind::Image
-                ),
+                // A head <style>'s image comes when the body starts (layout), after its
+                // @import.
                 (
                     "http://www.example.test/dir/imp.css".into(),
                     ResourceKind::Stylesheet
+                ),
+                (
+                    "http://www.example.test/dir/bg.png".into(),
+                    ResourceKind::Image
                 ),
                 (
                     "http://www.example.test/dir/bodybg.gif".into(),

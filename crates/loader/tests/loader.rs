@@ -1386,8 +1386,9 @@ async fn stylesheet_images_wait_until_the_parser_reaches_the_body() {
         "www.test",
         "/",
         Route::html(
-            "<html><head><link rel=stylesheet href=/s.css><script src=/a.js></script></head>\
-             <body><img src=/i.gif></body></html>",
+            "<html><head><link rel=stylesheet href=/s.css>\
+             <style>div { background: url(/in-page.gif) }</style>\
+             <script src=/a.js></script></head><body><img src=/i.gif></body></html>",
         ),
     );
     routes.add(
@@ -1399,6 +1400,7 @@ async fn stylesheet_images_wait_until_the_parser_reaches_the_body() {
     let delay = Duration::from_millis(400);
     routes.add("www.test", "/a.js", Route::image(100).delayed(delay));
     routes.add("www.test", "/bg.gif", Route::image(100));
+    routes.add("www.test", "/in-page.gif", Route::image(100));
     routes.add("www.test", "/i.gif", Route::image(100));
     let url = format!("http://www.test:{}/", srv.addr.port());
     let obj = |p: &webpep_loader::PageLoad, path: &str| {
@@ -1411,9 +1413,13 @@ async fn stylesheet_images_wait_until_the_parser_reaches_the_body() {
     let p = load_page(&url, &c).await;
     check_page(&p);
     assert_eq!(p.errors(), 0, "{:#?}", p.objects);
-    assert_eq!(p.objects.len(), 6);
+    assert_eq!(p.objects.len(), 7);
     let js_end = obj(&p, "/a.js").end;
     assert!(obj(&p, "/bg.gif").start >= js_end, "waits for layout");
+    assert!(
+        obj(&p, "/in-page.gif").start >= js_end,
+        "a <style> in the head too"
+    );
     assert!(obj(&p, "/more.css").start < js_end, "@import does not");
     // Requested with the body's first image, not after it.
     assert!(obj(&p, "/bg.gif").start <= obj(&p, "/i.gif").start);
