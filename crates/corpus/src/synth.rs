@@ -58,7 +58,8 @@ pub fn body(mime: &str, size: usize, seed: u64) -> Result<Vec<u8>, CorpusError> 
 /// An HTML document of about `size` bytes (exact when the references fit) that references each
 /// of `refs` — (reference as written, content type) — with the tag a browser would fetch it
 /// by: images with `<img>`, stylesheets with `<link rel=stylesheet>`, scripts with `<script>`,
-/// documents with `<iframe>`, anything else with `<link rel=preload>`.
+/// documents with `<iframe>`, fonts with `@font-face`, anything else with `<object data>`
+/// (elements every browser fetches; Mozilla 1.x ignored `<link rel=preload>`).
 pub fn html_document(seed: u64, size: usize, title: &str, refs: &[(String, String)]) -> Vec<u8> {
     let mut h = HtmlRefs::default();
     for (u, ct) in refs {
@@ -80,13 +81,10 @@ pub fn html_document(seed: u64, size: usize, title: &str, refs: &[(String, Strin
                 width: 300,
                 height: 250,
             });
+        } else if m.starts_with("font/") || m.contains("woff") || m.contains("font") {
+            h.fonts.push(u.clone());
         } else {
-            let as_ = if m.starts_with("font/") || m.contains("woff") || m.contains("font") {
-                "font"
-            } else {
-                "fetch"
-            };
-            h.preloads.push((u.clone(), as_.to_string()));
+            h.embeds.push(u.clone());
         }
     }
     let meta = HtmlMeta {

@@ -213,6 +213,40 @@ pub struct HtmlRefs {
     pub hero: Option<usize>,
     pub logo: Option<usize>,
     pub iframes: Vec<IframeRef>,
+    /// Fonts, declared with `@font-face` in a `<style>` of the head.
+    pub fonts: Vec<String>,
+    /// Anything else a browser of any age fetches: `<object data=..>` at the end of the body.
+    pub embeds: Vec<String>,
+}
+
+/// A `<style>` declaring `fonts` (empty without fonts).
+fn font_faces(fonts: &[String]) -> String {
+    if fonts.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from("<style type=\"text/css\">\n");
+    for (i, u) in fonts.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "@font-face {{ font-family: \"webfont{i}\"; src: url(\"{}\"); }}",
+            escape_attr(u)
+        );
+    }
+    s.push_str("</style>\n");
+    s
+}
+
+/// `<object>` elements for `embeds`, one per line.
+fn object_tags(embeds: &[String]) -> String {
+    let mut s = String::new();
+    for u in embeds {
+        let _ = writeln!(
+            s,
+            "<object data=\"{}\" width=\"1\" height=\"1\"></object>",
+            escape_attr(u)
+        );
+    }
+    s
 }
 
 /// What changes between versions of a document.
@@ -332,6 +366,7 @@ pub fn html_versions(
             s,
             "</p>\n<p class=\"copyright\">&copy; 2003 {site}. All Rights Reserved. Terms under which this service is provided to you.</p></div>\n"
         );
+        s.push_str(&object_tags(&refs.embeds));
         for u in &refs.body_scripts {
             let _ = writeln!(
                 s,
@@ -369,6 +404,7 @@ pub fn html_versions(
                     escape_attr(u)
                 );
             }
+            h.push_str(&font_faces(&refs.fonts));
             let _ = writeln!(
                 h,
                 "<script type=\"text/javascript\">var pageSection = \"{}\"; var adZone = {}; var lastUpdate = \"{}\";</script>",
@@ -461,6 +497,7 @@ pub fn html_minimal(seed: u64, refs: &HtmlRefs, title: &str, target: usize) -> V
     for u in &refs.head_scripts {
         let _ = writeln!(h, "<script src=\"{}\"></script>", escape_attr(u));
     }
+    h.push_str(&font_faces(&refs.fonts));
     h.push_str("</head>\n<body>\n");
     for (i, img) in refs.images.iter().enumerate() {
         h.push_str(&img_tag(img, &format!("image {}", i + 1)));
@@ -475,7 +512,7 @@ pub fn html_minimal(seed: u64, refs: &HtmlRefs, title: &str, target: usize) -> V
             f.height
         );
     }
-    let mut tail = String::new();
+    let mut tail = object_tags(&refs.embeds);
     for u in &refs.body_scripts {
         let _ = writeln!(tail, "<script src=\"{}\"></script>", escape_attr(u));
     }

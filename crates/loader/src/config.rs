@@ -155,7 +155,8 @@ pub struct LoaderConfig {
     /// Request a stylesheet's images and fonts only once the document that uses it is laid
     /// out, that is once its parser has reached the body (after any script blocking it), as
     /// browsers do: a rule's `url()` is fetched for the elements the rule matches. Off: as
-    /// soon as the stylesheet has arrived.
+    /// soon as the stylesheet has arrived. (A `<style>` in the head is part of the page: its
+    /// parser hands its images out where the body starts, either way.)
     pub css_images_at_layout: bool,
     /// One DNS lookup at a time (Mozilla 1.x on Unix resolved names on a single thread).
     pub serial_dns: bool,

@@ -574,7 +574,8 @@ impl Loader {
             _ => None,
         };
         let nesting = o.nesting;
-        let mut steps = Vec::with_capacity(found.len() + 1);
+        let len = found.len();
+        let mut steps = Vec::with_capacity(len + 1);
         for (i, d) in found.into_iter().enumerate() {
             if body_at == Some(i) {
                 steps.push(Step::Body);
@@ -587,7 +588,7 @@ impl Loader {
                 steps.push(Step::Ref(d, n));
             }
         }
-        if body_at.is_some() && !steps.iter().any(|s| matches!(s, Step::Body)) {
+        if body_at == Some(len) {
             steps.push(Step::Body);
         }
         if self.cfg.blocking_scripts {
