@@ -535,10 +535,7 @@ impl Loader {
             None
         };
         for d in found {
-            let n = match d.kind {
-                ResourceKind::Iframe | ResourceKind::Stylesheet => nesting + 1,
-                _ => nesting,
-            };
+            let n = nesting_below(d.kind, nesting);
             if n > self.cfg.max_nesting {
                 continue;
             }
@@ -580,10 +577,7 @@ impl Loader {
             if body_at == Some(i) {
                 steps.push(Step::Body);
             }
-            let n = match d.kind {
-                ResourceKind::Iframe | ResourceKind::Stylesheet => nesting + 1,
-                _ => nesting,
-            };
+            let n = nesting_below(d.kind, nesting);
             if n <= self.cfg.max_nesting {
                 steps.push(Step::Ref(d, n));
             }
@@ -1564,6 +1558,14 @@ impl Loader {
             objects_dropped: st.dropped,
             tls_upgrades: Vec::new(),
         }
+    }
+}
+
+/// The nesting of a reference found at `nesting`: frames and stylesheets go one level deeper.
+fn nesting_below(kind: ResourceKind, nesting: usize) -> usize {
+    match kind {
+        ResourceKind::Iframe | ResourceKind::Stylesheet => nesting + 1,
+        _ => nesting,
     }
 }
 
