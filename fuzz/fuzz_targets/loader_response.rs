@@ -1,15 +1,17 @@
 //! Fuzzes what the browser model reads from servers (`webpep_loader`): the HTTP/1.x
 //! response-head parser, body framing and the incremental body decoder (`h1`), DNS replies
-//! (`dns::parse_reply`), and object discovery in HTML and CSS (`discover`). None may panic;
-//! the body decoder and the HTML scanner must not depend on how the bytes were split into
-//! reads (the network splits them anywhere), and discovery yields only http(s) URLs.
+//! (`dns::parse_reply`), object discovery in HTML and CSS (`discover`), and what a layout
+//! takes of a stylesheet (`stylesheet`, `selectors`, `media`). None may panic; the body
+//! decoder and the HTML scanner (references and elements) must not depend on how the bytes
+//! were split into reads (the network splits them anywhere), discovery yields only http(s)
+//! URLs, and a layout neither loses nor invents a waiting reference.
 
 #![no_main]
 
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
 use url::Url;
-use webpep_loader::{discover, dns, h1};
+use webpep_loader::{discover, dns, h1, media, selectors, stylesheet, Viewport};
 
 const MAX_HEAD: usize = 8192;
 
@@ -94,13 +96,18 @@ fn response(data: &[u8], step: usize) {
 
 fn discovery(data: &[u8], step: usize) {
     let base = Url::parse("http://www.example.com/dir/page.html").unwrap();
-    let whole = discover::scan_html(&base, data);
+    let mut one = discover::HtmlScanner::new(base.clone());
+    let mut whole = one.feed(data);
+    whole.extend(one.finish());
     let mut scanner = discover::HtmlScanner::new(base.clone());
     let mut pieces = Vec::new();
+    let mut elements = Vec::new();
     for piece in data.chunks(step.max(1)) {
         pieces.extend(scanner.feed(piece));
+        elements.extend(scanner.take_elements());
     }
     pieces.extend(scanner.finish());
+    elements.extend(scanner.take_elements());
     let text = String::from_utf8_lossy(data);
     let css = discover::scan_css(&text, &base);
     for d in whole.iter().chain(&pieces).chain(&css) {
@@ -114,8 +121,34 @@ fn discovery(data: &[u8], step: usize) {
             urls(&whole),
             "the HTML scanner depends on the split"
         );
+        assert_eq!(
+            elements,
+            one.take_elements(),
+            "the elements depend on the split"
+        );
     }
     let _ = discover::pick_srcset(&text, None);
+
+    // A layout of those elements with the text read as a stylesheet.
+    let screen = Viewport::default();
+    let sheet = stylesheet::scan_stylesheet(&text, &base, step % 2 == 0, &screen);
+    let _ = media::media_applies(&text, &screen);
+    let list = selectors::parse_selector_list(&text);
+    let mut doc = stylesheet::DocumentStyle::default();
+    for e in elements {
+        doc.elements.add(e);
+    }
+    let _ = doc.elements.matches(&list);
+    for u in sheet.font_uses {
+        doc.add_font_use(u);
+    }
+    for d in &sheet.refs {
+        assert!(matches!(d.url.scheme(), "http" | "https"), "{}", d.url);
+    }
+    let mut pending = sheet.refs;
+    let n = pending.len();
+    let taken = doc.take_needed(&mut pending, |d| &d.need);
+    assert_eq!(taken.len() + pending.len(), n, "a layout lost or invented a reference");
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -213,13 +213,14 @@ pub struct HtmlRefs {
     pub hero: Option<usize>,
     pub logo: Option<usize>,
     pub iframes: Vec<IframeRef>,
-    /// Fonts, declared with `@font-face` in a `<style>` of the head.
+    /// Fonts, declared with `@font-face` in a `<style>` of the head, each the font of a
+    /// `<span>` at the end of the body (a browser fetches a font only for text set in it).
     pub fonts: Vec<String>,
     /// Anything else a browser of any age fetches: `<object data=..>` at the end of the body.
     pub embeds: Vec<String>,
 }
 
-/// A `<style>` declaring `fonts` (empty without fonts).
+/// A `<style>` declaring `fonts`, each the font of class `webfont<i>` (empty without fonts).
 fn font_faces(fonts: &[String]) -> String {
     if fonts.is_empty() {
         return String::new();
@@ -228,7 +229,8 @@ fn font_faces(fonts: &[String]) -> String {
     for (i, u) in fonts.iter().enumerate() {
         let _ = writeln!(
             s,
-            "@font-face {{ font-family: \"webfont{i}\"; src: url(\"{}\"); }}",
+            "@font-face {{ font-family: \"webfont{i}\"; src: url(\"{}\"); }}\n\
+             .webfont{i} {{ font-family: \"webfont{i}\", serif; }}",
             escape_attr(u)
         );
     }
@@ -236,10 +238,14 @@ fn font_faces(fonts: &[String]) -> String {
     s
 }
 
-/// `<object>` elements for `embeds`, one per line.
-fn object_tags(embeds: &[String]) -> String {
+/// The end of a body: text in each of the page's fonts ([`font_faces`]) and an `<object>`
+/// for each of its embeds, one per line.
+fn late_body_refs(refs: &HtmlRefs) -> String {
     let mut s = String::new();
-    for u in embeds {
+    for i in 0..refs.fonts.len() {
+        let _ = writeln!(s, "<span class=\"webfont{i}\">Aa</span>");
+    }
+    for u in &refs.embeds {
         let _ = writeln!(
             s,
             "<object data=\"{}\" width=\"1\" height=\"1\"></object>",
@@ -366,7 +372,7 @@ pub fn html_versions(
             s,
             "</p>\n<p class=\"copyright\">&copy; 2003 {site}. All Rights Reserved. Terms under which this service is provided to you.</p></div>\n"
         );
-        s.push_str(&object_tags(&refs.embeds));
+        s.push_str(&late_body_refs(refs));
         for u in &refs.body_scripts {
             let _ = writeln!(
                 s,
@@ -512,7 +518,7 @@ pub fn html_minimal(seed: u64, refs: &HtmlRefs, title: &str, target: usize) -> V
             f.height
         );
     }
-    let mut tail = object_tags(&refs.embeds);
+    let mut tail = late_body_refs(refs);
     for u in &refs.body_scripts {
         let _ = writeln!(tail, "<script src=\"{}\"></script>", escape_attr(u));
     }

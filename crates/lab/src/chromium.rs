@@ -85,12 +85,15 @@ pub fn available_for_test(test: &str) -> bool {
 
 /// The flags of a quiet, reproducible headless browser: no sandbox (the lab runs as root),
 /// no GPU, no QUIC (the lab serves TCP), nothing fetched in the background, no HTTPS upgrade
-/// attempts on the corpus's http:// pages (they would cost a TLS handshake over the air).
+/// attempts on the corpus's http:// pages (they would cost a TLS handshake over the air);
+/// the window is the browser model's screen (`Viewport::default()`), so that both evaluate a
+/// page's media queries alike.
 fn flags(profile: &Path, proxy: Option<SocketAddr>) -> Vec<String> {
     let mut f: Vec<String> = [
         "--headless",
         "--no-sandbox",
         "--disable-gpu",
+        "--window-size=1366,768",
         "--disable-quic",
         "--no-first-run",
         "--no-default-browser-check",

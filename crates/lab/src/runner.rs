@@ -121,6 +121,12 @@ fn loader_config(c: &LabConfig, hosting: &Hosting, k: f64) -> LoaderConfig {
         lc.serial_dns = true;
         lc.pool_by_address = true;
         lc.user_agent = MOZILLA_2003_UA.into();
+        // The papers' laptop (000 §3) had the XGA screen of its day.
+        lc.viewport = webpep_loader::Viewport {
+            width: 1024,
+            height: 768,
+            dppx: 1.0,
+        };
         lc.request_headers = MOZILLA_2003_HEADERS
             .iter()
             .filter(|(n, _)| {

@@ -126,3 +126,75 @@ fn a_real_page_over_a_real_trace_direct_and_through_the_edge_proxy() {
         }
     }
 }
+
+/// The browser model takes of a real site's stylesheets what the browser that captured it
+/// fetched (the WARC of www.iana.org in ../shared/data, its records in the order fetched):
+/// for the home page, the regular and bold Open Sans faces and the home page's logo, not the
+/// light face nor the 2x logo of screen.css, and nothing of print.css (five more fonts).
+#[test]
+fn a_real_sites_stylesheets_give_what_the_capturing_browser_fetched() {
+    use webpep_loader::discover::{HtmlScanner, Need};
+    use webpep_loader::stylesheet::{scan_stylesheet, DocumentStyle};
+    use webpep_loader::Viewport;
+
+    let dir = TestDir(std::env::temp_dir().join(format!("webpep-lab-iana-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&dir.0);
+    let warc = data_dir().join("pages/pywb-iana.warc.gz");
+    let corpus = import::import_warc(&warc, &dir.0.join("corpus"), "iana").expect("import");
+    let body = |url: &str| -> Vec<u8> {
+        let o = corpus
+            .manifest
+            .pages
+            .iter()
+            .flat_map(|p| &p.objects)
+            .find(|o| o.url == url)
+            .unwrap_or_else(|| panic!("{url} not in the capture"));
+        corpus.body(&o.version(0).body).expect("body")
+    };
+    let home = "http://www.iana.org/";
+    let screen = Viewport::default();
+    let mut scanner = HtmlScanner::for_browser(home.parse().unwrap(), true, screen);
+    let mut found = scanner.feed(&body(home));
+    found.extend(scanner.finish());
+    let mut doc = DocumentStyle::default();
+    for e in scanner.take_elements() {
+        doc.elements.add(e);
+    }
+    for u in scanner.take_font_uses() {
+        doc.add_font_use(u);
+    }
+    let mut pending = Vec::new();
+    let mut sheets = Vec::new();
+    for d in found.iter().filter(|d| d.url.path().ends_with(".css")) {
+        sheets.push((d.url.path().to_string(), d.need.clone()));
+        let css = String::from_utf8_lossy(&body(d.url.as_str())).into_owned();
+        let sheet = scan_stylesheet(&css, &d.url, d.need != Need::Unused, &screen);
+        for u in sheet.font_uses {
+            doc.add_font_use(u);
+        }
+        pending.extend(sheet.refs);
+    }
+    assert_eq!(
+        sheets,
+        [
+            ("/_css/2013.1/screen.css".to_string(), Need::Always),
+            ("/_css/2013.1/print.css".to_string(), Need::Unused),
+        ]
+    );
+    let mut got: Vec<String> = doc
+        .take_needed(&mut pending, |d| &d.need)
+        .iter()
+        .map(|d| d.url.path().to_string())
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "/_css/2013.1/fonts/OpenSans-Bold.ttf",
+            "/_css/2013.1/fonts/OpenSans-Regular.ttf",
+            "/_img/2013.1/iana-logo-homepage.png",
+        ],
+        "left waiting: {:?}",
+        pending.iter().map(|d| d.url.path()).collect::<Vec<_>>()
+    );
+}

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ConfigError;
+use crate::media::Viewport;
 
 /// How the modelled browser uses connections (DESIGN §2, paper 000 Table 5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -158,6 +159,15 @@ pub struct LoaderConfig {
     /// soon as the stylesheet has arrived. (A `<style>` in the head is part of the page: its
     /// parser hands its images out where the body starts, either way.)
     pub css_images_at_layout: bool,
+    /// Request a stylesheet's images and fonts only for what the page uses, as browsers do:
+    /// a rule's images once some element matches the rule (user-driven pseudo-classes such as
+    /// `:hover` never do at load), a font face once a matched rule sets text in its family,
+    /// weight and style (its first source in a format browsers read, if it covers Latin
+    /// text), nothing under media that do not apply on [`LoaderConfig::viewport`]. Off: every
+    /// `url()` of every stylesheet.
+    pub match_style_rules: bool,
+    /// The screen media queries are evaluated for (today's laptop: 1366 × 768 at 1 dppx).
+    pub viewport: Viewport,
     /// One DNS lookup at a time (Mozilla 1.x on Unix resolved names on a single thread).
     pub serial_dns: bool,
     /// Plain-http names that resolve to the same address share one set of persistent
@@ -215,6 +225,8 @@ impl Default for LoaderConfig {
             blocking_scripts: false,
             link_preload: true,
             css_images_at_layout: true,
+            match_style_rules: true,
+            viewport: Viewport::default(),
             serial_dns: false,
             pool_by_address: false,
             pipeline_batches: false,

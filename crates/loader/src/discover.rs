@@ -11,6 +11,11 @@ use lol_html::send::{ElementContentHandlers, HtmlRewriter, Settings};
 use lol_html::{MemorySettings, Selector};
 use url::Url;
 
+use crate::media::{media_applies, Viewport};
+use crate::selectors::ElementInfo;
+pub use crate::stylesheet::Need;
+use crate::stylesheet::{inline_font_use, scan_stylesheet, FontUse};
+
 /// What kind of resource a URL was discovered as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -50,6 +55,9 @@ impl ResourceKind {
 pub struct Discovered {
     pub url: Url,
     pub kind: ResourceKind,
+    /// When a browser requests it ([`Need::Always`] for everything but what stylesheets
+    /// and `<style>` elements refer to).
+    pub need: Need,
 }
 
 /// Resolve `raw` against `base`, keeping only http(s) URLs, without the fragment.
@@ -85,6 +93,15 @@ struct ScanState {
     /// Images and fonts of `<style>` elements before the body: like an external sheet's, a
     /// browser requests them at layout, so they are handed out right after the body starts.
     head_style_refs: Vec<Discovered>,
+    /// The screen media queries are evaluated for.
+    viewport: Viewport,
+    /// The media of the `<style>` element being read apply.
+    style_applies: bool,
+    /// Elements found since the last [`HtmlScanner::take_elements`].
+    elements: Vec<ElementInfo>,
+    /// How `<style>` elements and `style` attributes set text, since the last
+    /// [`HtmlScanner::take_font_uses`].
+    font_uses: Vec<FontUse>,
 }
 
 /// Elements a document's head holds; any other element starts the body.
@@ -96,7 +113,11 @@ impl ScanState {
     fn push(&mut self, raw: &str, kind: ResourceKind) {
         let decoded = decode_entities(raw);
         if let Some(url) = resolve(&self.base, &decoded) {
-            self.found.push(Discovered { url, kind });
+            self.found.push(Discovered {
+                url,
+                kind,
+                need: Need::Always,
+            });
             self.count += 1;
         }
     }
@@ -108,14 +129,17 @@ impl ScanState {
         self.found.extend(refs);
     }
 
-    /// A `<style>` element's references: `@import`s at once; before the body, images and
-    /// fonts wait for it.
+    /// A `<style>` element's references, each with when it is needed: `@import`s at once;
+    /// before the body, images and fonts wait for it.
     fn push_style(&mut self, css: &str) {
+        let sheet = scan_stylesheet(css, &self.base, self.style_applies, &self.viewport);
+        self.font_uses.extend(sheet.font_uses);
         if self.body_at.is_some() {
-            return self.push_css(css);
+            self.count += sheet.refs.len();
+            self.found.extend(sheet.refs);
+            return;
         }
-        let base = self.base.clone();
-        for d in scan_css(css, &base) {
+        for d in sheet.refs {
             if matches!(d.kind, ResourceKind::Image | ResourceKind::Font) {
                 self.head_style_refs.push(d);
             } else {
@@ -173,13 +197,40 @@ fn on_element(
     if st.body_at.is_none() && !HEAD_ELEMENTS.contains(&tag.as_str()) {
         st.start_body();
     }
+    let mut info = ElementInfo {
+        tag: tag.as_str().into(),
+        ..ElementInfo::default()
+    };
+    for a in el.attributes() {
+        let name = a.name();
+        match name.as_str() {
+            "id" => info.id = Some(decode_entities(&a.value()).into()),
+            "class" => {
+                info.classes = decode_entities(&a.value())
+                    .split_ascii_whitespace()
+                    .map(Into::into)
+                    .collect();
+            }
+            _ => {}
+        }
+        info.attrs.push(name.into());
+    }
+    st.elements.push(info);
     if let Some(bg) = el.get_attribute("background") {
         st.push(&bg, ResourceKind::Image);
     }
     if let Some(style) = el.get_attribute("style") {
-        st.push_css(&decode_entities(&style));
+        let style = decode_entities(&style);
+        st.push_css(&style);
+        if let Some(u) = inline_font_use(&style) {
+            st.font_uses.push(u);
+        }
     }
     match tag.as_str() {
+        "style" => {
+            let media = el.get_attribute("media").unwrap_or_default();
+            st.style_applies = media_applies(&decode_entities(&media), &st.viewport);
+        }
         "base" if !st.base_set => {
             if let Some(href) = el.get_attribute("href") {
                 if let Ok(b) = st.base.join(decode_entities(&href).trim()) {
@@ -215,6 +266,13 @@ fn on_element(
             };
             if tokens.contains(&"stylesheet") && !tokens.contains(&"alternate") {
                 st.push(&href, ResourceKind::Stylesheet);
+                let media = el.get_attribute("media").unwrap_or_default();
+                if !media_applies(&decode_entities(&media), &st.viewport) {
+                    // Fetched all the same (as browsers do), but nothing in it is used.
+                    if let Some(d) = st.found.last_mut() {
+                        d.need = Need::Unused;
+                    }
+                }
             } else if tokens.contains(&"preload") {
                 if !st.link_preload {
                     return;
@@ -294,6 +352,12 @@ impl HtmlScanner {
     /// A scanner that follows `<link rel=preload|modulepreload>` or, with `false`, ignores it
     /// as a browser from before those existed (Mozilla 1.x) does.
     pub fn with_link_preload(base: Url, link_preload: bool) -> HtmlScanner {
+        HtmlScanner::for_browser(base, link_preload, Viewport::default())
+    }
+
+    /// A scanner for a browser that follows `<link rel=preload>` or not, with its screen (for
+    /// media queries).
+    pub fn for_browser(base: Url, link_preload: bool, viewport: Viewport) -> HtmlScanner {
         let state = Arc::new(Mutex::new(ScanState {
             base,
             base_set: false,
@@ -303,6 +367,10 @@ impl HtmlScanner {
             count: 0,
             body_at: None,
             head_style_refs: Vec::new(),
+            viewport,
+            style_applies: true,
+            elements: Vec::new(),
+            font_uses: Vec::new(),
         }));
         match Self::build(&state) {
             Ok(rewriter) => HtmlScanner {
@@ -379,6 +447,17 @@ impl HtmlScanner {
     /// browser lays out, and so requests stylesheets' images, only from there on.
     pub fn body_start(&self) -> Option<usize> {
         lock(&self.state).body_at
+    }
+
+    /// The elements the scanner has come to since the last call, in document order.
+    pub fn take_elements(&mut self) -> Vec<ElementInfo> {
+        std::mem::take(&mut lock(&self.state).elements)
+    }
+
+    /// How the document's `<style>` elements and `style` attributes set text, since the last
+    /// call.
+    pub fn take_font_uses(&mut self) -> Vec<FontUse> {
+        std::mem::take(&mut lock(&self.state).font_uses)
     }
 
     /// Why scanning stopped early, if it did (the objects found before are kept).
@@ -527,16 +606,16 @@ pub fn pick_srcset(srcset: &str, src: Option<&str>) -> Option<String> {
 // ---------------------------------------------------------------------------------------------
 // CSS
 
-fn starts_with_ci(hay: &[u8], at: usize, needle: &[u8]) -> bool {
+pub(crate) fn starts_with_ci(hay: &[u8], at: usize, needle: &[u8]) -> bool {
     hay.len() >= at + needle.len() && hay[at..at + needle.len()].eq_ignore_ascii_case(needle)
 }
 
-fn is_ident_byte(b: u8) -> bool {
+pub(crate) fn is_ident_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b >= 0x80
 }
 
 /// Read a CSS string starting at the quote at `i`; returns (content, index after the string).
-fn read_css_string(s: &str, i: usize) -> (String, usize) {
+pub(crate) fn read_css_string(s: &str, i: usize) -> (String, usize) {
     let bytes = s.as_bytes();
     let quote = bytes[i];
     let mut out = String::new();
@@ -573,7 +652,7 @@ fn read_css_string(s: &str, i: usize) -> (String, usize) {
 }
 
 /// Read the argument of `url(` whose content starts at `i`; returns (url, index after `)`).
-fn read_url_arg(s: &str, mut i: usize) -> (String, usize) {
+pub(crate) fn read_url_arg(s: &str, mut i: usize) -> (String, usize) {
     let bytes = s.as_bytes();
     while i < bytes.len() && bytes[i].is_ascii_whitespace() {
         i += 1;
@@ -593,7 +672,7 @@ fn read_url_arg(s: &str, mut i: usize) -> (String, usize) {
     (v, (i + 1).min(bytes.len()))
 }
 
-fn url_kind(url: &str, in_font_face: bool) -> ResourceKind {
+pub(crate) fn url_kind(url: &str, in_font_face: bool) -> ResourceKind {
     if in_font_face {
         return ResourceKind::Font;
     }
@@ -631,7 +710,11 @@ pub fn scan_css(css: &str, base: &Url) -> Vec<Discovered> {
             return;
         }
         if let Some(url) = resolve(base, raw) {
-            out.push(Discovered { url, kind });
+            out.push(Discovered {
+                url,
+                kind,
+                need: Need::Always,
+            });
         }
     };
     while i < bytes.len() {
@@ -748,6 +831,70 @@ mod tests {
             b"<head><script src=/a.js></script></head>",
         );
         assert_eq!((found.len(), body), (1, 1));
+    }
+
+    /// What a layout needs of the page: its elements (tag, id, classes, attribute names) in
+    /// order, how its `<style>`s and `style` attributes set text, which stylesheets are for
+    /// other media, and when each `<style>` reference is needed.
+    #[test]
+    fn elements_styles_and_media_for_the_layout() {
+        let html = br#"<html><head>
+            <link rel=stylesheet href=/all.css><link rel=stylesheet media="print" href=/p.css>
+            <link rel=stylesheet media="screen and (min-width: 800px)" href=/wide.css>
+            <style media=print>.x { background: url(/printed.gif) }</style>
+            <style>.nav { background: url(/nav.gif) } body { font-family: Sans }</style>
+            </head><body><DIV ID=main CLASS="nav  wide" data-x=1><em style="font-weight: 300">e</em>
+            </div></body></html>"#;
+        let mut s = HtmlScanner::new(base());
+        let mut found = s.feed(html);
+        found.extend(s.finish());
+        let needs: Vec<(&str, &str)> = found
+            .iter()
+            .map(|d| {
+                let need = match &d.need {
+                    Need::Always => "always",
+                    Need::Unused => "unused",
+                    Need::Rule(_) => "rule",
+                    Need::FontFace(_) => "font",
+                };
+                (d.url.path(), need)
+            })
+            .collect();
+        assert_eq!(
+            needs,
+            [
+                ("/all.css", "always"),
+                ("/p.css", "unused"),
+                ("/wide.css", "always"),
+                ("/nav.gif", "rule"),
+            ]
+        );
+        let tags: Vec<String> = s
+            .take_elements()
+            .iter()
+            .map(|e| e.tag.to_string())
+            .collect();
+        assert_eq!(
+            tags,
+            ["html", "head", "link", "link", "link", "style", "style", "body", "div", "em"]
+        );
+        let mut s = HtmlScanner::new(base());
+        s.feed(html);
+        let div = s
+            .take_elements()
+            .into_iter()
+            .find(|e| &*e.tag == "div")
+            .unwrap();
+        assert_eq!(div.id.as_deref(), Some("main"));
+        assert_eq!(div.classes, vec![Box::from("nav"), Box::from("wide")]);
+        assert_eq!(
+            div.attrs,
+            vec![Box::from("id"), Box::from("class"), Box::from("data-x")]
+        );
+        let uses = s.take_font_uses();
+        assert_eq!(uses.len(), 2, "{uses:?}");
+        assert_eq!(uses[1].weight, Some(300));
+        assert!(s.take_font_uses().is_empty(), "taken once");
     }
 
     #[test]

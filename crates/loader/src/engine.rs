@@ -19,11 +19,13 @@ use url::Url;
 
 use crate::config::{LoaderConfig, Policy};
 use crate::content_coding::{decode_all, StreamDecoder};
-use crate::discover::{self, Discovered, HtmlScanner, ResourceKind};
+use crate::discover::{self, Discovered, HtmlScanner, Need, ResourceKind};
 use crate::driver::{self, DriverCfg, Event, H1Mode, Job, Response, Sent};
 use crate::error::FetchError;
 use crate::net::{Origin, Protocol, Target};
 use crate::result::{self, ConnectionInfo, DnsLookup, ObjectTiming, PageLoad, Phase, Timings};
+use crate::selectors::ElementInfo;
+use crate::stylesheet::{scan_stylesheet, DocumentStyle, FontUse, SheetRefs};
 
 /// A connection's setup: start, end, and the TLS part.
 type Setup = (Instant, Instant, Option<(Instant, Instant)>);
@@ -160,6 +162,8 @@ struct Obj {
     refs_seen: usize,
     /// HTML: the start of its body has been placed in its parser's steps.
     body_marked: bool,
+    /// A stylesheet linked for media that do not apply: nothing its rules use is requested.
+    style_unused: bool,
 }
 
 struct LoadState {
@@ -183,12 +187,41 @@ struct LoadState {
     /// With `blocking_scripts`: per HTML document, what its parser has found but not yet
     /// reached because a script is still loading.
     held: HashMap<usize, Held>,
-    /// HTML documents whose parser has reached the body: the browser lays them out, and so
-    /// requests the images their stylesheets' rules use.
-    laid_out: HashSet<usize>,
-    /// With `css_images_at_layout`: per HTML document not yet laid out, the images and fonts
-    /// its stylesheets refer to (reference, nesting, stylesheet).
-    deferred: HashMap<usize, Vec<(Discovered, usize, usize)>>,
+    /// Per HTML document: its layout, and what its stylesheets' rules use that it has not
+    /// requested yet.
+    layouts: HashMap<usize, Layout>,
+}
+
+/// One HTML document's layout.
+#[derive(Default)]
+struct Layout {
+    /// Its parser has reached the body: the browser lays it out, and so requests what its
+    /// stylesheets' rules use for the elements they match.
+    laid_out: bool,
+    /// Its elements so far and how its rules set text.
+    style: DocumentStyle,
+    /// Rule images and font faces not requested yet (reference, nesting, where found).
+    pending: Vec<(Discovered, usize, usize)>,
+}
+
+/// What a document's scanner gave for the bytes it was fed: references, where the body
+/// starts, and for the layout, elements and how text is set.
+struct Scanned {
+    found: Vec<Discovered>,
+    body: Option<usize>,
+    elements: Vec<ElementInfo>,
+    font_uses: Vec<FontUse>,
+}
+
+impl Scanned {
+    fn of(s: &mut HtmlScanner, found: Vec<Discovered>) -> Scanned {
+        Scanned {
+            found,
+            body: s.body_start(),
+            elements: s.take_elements(),
+            font_uses: s.take_font_uses(),
+        }
+    }
 }
 
 /// References of one document waiting behind a blocking script.
@@ -346,8 +379,7 @@ impl Loader {
             dns_aborts: Vec::new(),
             connect_failures: HashMap::new(),
             held: HashMap::new(),
-            laid_out: HashSet::new(),
-            deferred: HashMap::new(),
+            layouts: HashMap::new(),
         };
         let parsed = Url::parse(url.trim());
         let parsed = match parsed {
@@ -475,6 +507,7 @@ impl Loader {
             decoder: None,
             refs_seen: 0,
             body_marked: false,
+            style_unused: false,
         }
     }
 
@@ -523,43 +556,96 @@ impl Loader {
         Some(id)
     }
 
-    /// References found in a stylesheet (or in a response scanned as CSS). With
-    /// `css_images_at_layout`, the images and fonts of a stylesheet that an HTML document
-    /// uses wait until that document is laid out: a browser requests them only for the
-    /// elements its rules match.
-    fn discover(&mut self, st: &mut LoadState, parent: usize, found: Vec<Discovered>) {
+    /// References found in a stylesheet (or in a response scanned as CSS). The images and
+    /// fonts of a stylesheet that an HTML document uses wait for that document's layout
+    /// ([`Loader::release_styles`]).
+    fn discover(&mut self, st: &mut LoadState, parent: usize, sheet: SheetRefs) {
         let nesting = st.objs[parent].nesting;
-        let doc = if self.cfg.css_images_at_layout {
-            owner_document(&st.objs, parent)
-        } else {
-            None
-        };
-        for d in found {
+        let doc = owner_document(&st.objs, parent);
+        if let Some(doc) = doc {
+            let layout = st.layouts.entry(doc).or_default();
+            for u in sheet.font_uses {
+                layout.style.add_font_use(u);
+            }
+        }
+        for d in sheet.refs {
             let n = nesting_below(d.kind, nesting);
-            if n > self.cfg.max_nesting {
-                continue;
+            if n <= self.cfg.max_nesting {
+                self.add_found(st, d, parent, n, doc);
             }
-            let used_by_layout = matches!(d.kind, ResourceKind::Image | ResourceKind::Font);
-            match doc {
-                Some(doc) if used_by_layout && !st.laid_out.contains(&doc) => {
-                    st.deferred.entry(doc).or_default().push((d, n, parent));
-                }
-                _ => {
-                    self.add_object(st, d.url, d.kind, Some(parent), n, false);
-                }
+        }
+        if let Some(doc) = doc {
+            self.release_styles(st, doc);
+        }
+    }
+
+    /// A reference `d` found in `from` (at nesting `n`): requested now, or, when it is what a
+    /// rule of document `doc` uses, put with that document's layout. Returns its id if
+    /// requested.
+    fn add_found(
+        &mut self,
+        st: &mut LoadState,
+        d: Discovered,
+        from: usize,
+        n: usize,
+        doc: Option<usize>,
+    ) -> Option<usize> {
+        match (&d.need, doc) {
+            (Need::Rule(_) | Need::FontFace(_), Some(doc)) => {
+                st.layouts
+                    .entry(doc)
+                    .or_default()
+                    .pending
+                    .push((d, n, from));
+                None
             }
+            _ => {
+                let unused = d.need == Need::Unused;
+                let id = self.add_object(st, d.url, d.kind, Some(from), n, false);
+                if let (true, Some(id)) = (unused, id) {
+                    st.objs[id].style_unused = true;
+                }
+                id
+            }
+        }
+    }
+
+    /// Requests what `doc`'s rules use now that they can: once it is laid out (at once
+    /// without `css_images_at_layout`), a rule's images when an element matches the rule and
+    /// the font faces its text is set in (all of them without `match_style_rules`).
+    fn release_styles(&mut self, st: &mut LoadState, doc: usize) {
+        let Some(l) = st.layouts.get_mut(&doc) else {
+            return;
+        };
+        if (self.cfg.css_images_at_layout && !l.laid_out) || l.pending.is_empty() {
+            return;
+        }
+        let ready = if self.cfg.match_style_rules {
+            l.style.take_needed(&mut l.pending, |p| &p.0.need)
+        } else {
+            std::mem::take(&mut l.pending)
+        };
+        for (d, n, from) in ready {
+            self.add_object(st, d.url, d.kind, Some(from), n, false);
         }
     }
 
     /// References found in an HTML document's next bytes; `body_start` is where its scanner
     /// has seen the body begin so far ([`HtmlScanner::body_start`]).
-    fn discover_html(
-        &mut self,
-        st: &mut LoadState,
-        parent: usize,
-        found: Vec<Discovered>,
-        body_start: Option<usize>,
-    ) {
+    fn discover_html(&mut self, st: &mut LoadState, parent: usize, scanned: Scanned) {
+        let Scanned {
+            found,
+            body: body_start,
+            elements,
+            font_uses,
+        } = scanned;
+        let layout = st.layouts.entry(parent).or_default();
+        for e in elements {
+            layout.style.elements.add(e);
+        }
+        for u in font_uses {
+            layout.style.add_font_use(u);
+        }
         let o = &mut st.objs[parent];
         let first = o.refs_seen;
         o.refs_seen += found.len();
@@ -593,28 +679,26 @@ impl Loader {
         for step in steps {
             match step {
                 Step::Ref(d, n) => {
-                    self.add_object(st, d.url, d.kind, Some(parent), n, false);
+                    self.add_found(st, d, parent, n, Some(parent));
                 }
                 Step::Body => self.lay_out(st, parent),
             }
         }
+        self.release_styles(st, parent);
     }
 
     /// Lets `parent`'s parser go on: adds its held references in document order until the
     /// next script, which blocks it again until that script has arrived (or failed).
     fn release_held(&mut self, st: &mut LoadState, parent: usize) {
-        loop {
-            let Some(h) = st.held.get_mut(&parent) else {
-                return;
-            };
+        while let Some(h) = st.held.get_mut(&parent) {
             if let Some(b) = h.blocker {
                 if !st.objs.get(b).is_some_and(|o| o.done) {
-                    return;
+                    break;
                 }
                 h.blocker = None;
             }
             let Some(step) = h.items.pop_front() else {
-                return;
+                break;
             };
             let (d, n) = match step {
                 Step::Ref(d, n) => (d, n),
@@ -624,26 +708,25 @@ impl Loader {
                 }
             };
             let is_script = d.kind == ResourceKind::Script;
-            let id = self.add_object(st, d.url, d.kind, Some(parent), n, false);
+            let id = self.add_found(st, d, parent, n, Some(parent));
             if let (true, Some(id)) = (is_script, id) {
                 if let Some(h) = st.held.get_mut(&parent) {
                     h.blocker = Some(id);
                 }
             }
         }
+        self.release_styles(st, parent);
     }
 
     /// `doc` is laid out: request what its stylesheets' rules use.
     fn lay_out(&mut self, st: &mut LoadState, doc: usize) {
-        st.laid_out.insert(doc);
-        for (d, n, sheet) in st.deferred.remove(&doc).unwrap_or_default() {
-            self.add_object(st, d.url, d.kind, Some(sheet), n, false);
-        }
+        st.layouts.entry(doc).or_default().laid_out = true;
+        self.release_styles(st, doc);
     }
 
     /// Lays out every document still waiting; whether that requested anything.
     fn lay_out_all(&mut self, st: &mut LoadState) -> bool {
-        let docs: Vec<usize> = st.deferred.keys().copied().collect();
+        let docs: Vec<usize> = st.layouts.keys().copied().collect();
         let before = st.objs.len();
         for doc in docs {
             self.lay_out(st, doc);
@@ -1271,9 +1354,10 @@ impl Loader {
                     && (200..300).contains(&status)
                     && is_html_type(header(&headers, "content-type"))
                 {
-                    o.scanner = Some(HtmlScanner::with_link_preload(
+                    o.scanner = Some(HtmlScanner::for_browser(
                         o.url.clone(),
                         self.cfg.link_preload,
+                        self.cfg.viewport,
                     ));
                     o.refs_seen = 0;
                     o.decoder = StreamDecoder::for_coding(header(&headers, "content-encoding"));
@@ -1289,12 +1373,18 @@ impl Loader {
                 let Some(o) = st.objs.get_mut(obj) else {
                     return;
                 };
-                let (found, body) = match (o.scanner.as_mut(), o.decoder.as_mut()) {
-                    (Some(s), Some(d)) => (s.feed(&d.feed(&data)), s.body_start()),
-                    (Some(s), None) => (s.feed(&data), s.body_start()),
+                let scanned = match (o.scanner.as_mut(), o.decoder.as_mut()) {
+                    (Some(s), Some(d)) => {
+                        let found = s.feed(&d.feed(&data));
+                        Scanned::of(s, found)
+                    }
+                    (Some(s), None) => {
+                        let found = s.feed(&data);
+                        Scanned::of(s, found)
+                    }
                     (None, _) => return,
                 };
-                self.discover_html(st, obj, found, body);
+                self.discover_html(st, obj, scanned);
             }
             Event::Done {
                 conn,
@@ -1478,26 +1568,37 @@ impl Loader {
             return;
         }
         if kind.is_html() {
-            let (found, body) = match scanner.as_mut() {
+            let scanned = match scanner.as_mut() {
                 Some(s) if status != 304 => {
                     let found = s.finish();
-                    (found, s.body_start())
+                    Scanned::of(s, found)
                 }
                 _ => match (&body_for_discovery, html_ok) {
                     (Some(b), true) => {
-                        let s = HtmlScanner::with_link_preload(base, self.cfg.link_preload);
-                        let (found, body) = discover::scan_html_document(s, b);
-                        (found, Some(body))
+                        let mut s = HtmlScanner::for_browser(
+                            base,
+                            self.cfg.link_preload,
+                            self.cfg.viewport,
+                        );
+                        let mut found = s.feed(b);
+                        found.extend(s.finish());
+                        Scanned::of(&mut s, found)
                     }
-                    _ => (Vec::new(), None),
+                    _ => Scanned {
+                        found: Vec::new(),
+                        body: None,
+                        elements: Vec::new(),
+                        font_uses: Vec::new(),
+                    },
                 },
             };
-            self.discover_html(st, oid, found, body);
+            self.discover_html(st, oid, scanned);
         } else if kind == ResourceKind::Stylesheet || css_type {
             if let Some(b) = body_for_discovery {
                 let css = String::from_utf8_lossy(&b);
-                let found = discover::scan_css(&css, &base);
-                self.discover(st, oid, found);
+                let applies = !st.objs[oid].style_unused;
+                let sheet = scan_stylesheet(&css, &base, applies, &self.cfg.viewport);
+                self.discover(st, oid, sheet);
             }
         }
     }

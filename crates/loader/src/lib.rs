@@ -20,7 +20,10 @@
 //!   `style` attributes. Stylesheets are scanned for `@import` and `url()` when complete,
 //!   recursively (up to [`LoaderConfig::max_nesting`]); `@import`s are fetched at once, a
 //!   sheet's images and fonts once the page using it is laid out (its parser has reached the
-//!   body; [`LoaderConfig::css_images_at_layout`]). Without a preload scanner
+//!   body; [`LoaderConfig::css_images_at_layout`]), and only those the page uses
+//!   ([`LoaderConfig::match_style_rules`]): a rule's images once an element matches the rule
+//!   ([`selectors`]), the font faces its text is set in, nothing under media that do not
+//!   apply on [`LoaderConfig::viewport`] ([`media`], [`stylesheet`]). Without a preload scanner
 //!   ([`LoaderConfig::blocking_scripts`]) a script stops the parser until it has arrived;
 //!   [`LoaderConfig::link_preload`] off ignores `rel=preload`. Each URL (without fragment) is
 //!   fetched once; only http(s) URLs are fetched.
@@ -63,14 +66,18 @@ mod engine;
 mod error;
 pub mod h1;
 mod har;
+pub mod media;
 mod net;
 mod result;
+pub mod selectors;
+pub mod stylesheet;
 
 pub use config::{LoaderConfig, Policy};
 pub use discover::ResourceKind;
 pub use engine::{load_page, Loader};
 pub use error::{ConfigError, FetchError};
 pub use har::iso8601;
+pub use media::Viewport;
 pub use net::{Origin, Protocol};
 pub use result::{
     breakdown_of_objects, Breakdown, ConnectionInfo, DnsLookup, ObjectTiming, PageLoad, Timings,

@@ -113,6 +113,7 @@ async fn discovery_from_html_and_css_two_levels() {
             <style>.hero {{ background: url({s}/img/hero.jpg) }}</style>
             </head><body>
             <div style="background-image: url('/img/styled.png')"></div>
+            <p class="hero">hero</p><p class="deep">deep</p><p class="deeper">deeper</p>
             <img src="/img/small.jpg" srcset="/img/small.jpg 320w, /img/large.jpg 1280w">
             <img src="/img/a.gif"><img src="/img/a.gif">
             <input type="image" src="/img/button.gif">
@@ -533,7 +534,7 @@ async fn chunked_bodies_are_decoded_and_scanned() {
     let mut html = String::from("<html><head><link rel=stylesheet href=/s.css></head><body>");
     for i in 0..10 {
         html.push_str(&format!(
-            "<p>paragraph {i} with some text</p><img src=\"/c{i}.gif\">"
+            "<p class=a>paragraph {i} with some text</p><img src=\"/c{i}.gif\">"
         ));
         routes.add(
             "www.test",
@@ -1040,8 +1041,10 @@ async fn warm_revisit_sends_conditional_requests() {
     routes.add(
         "www.test",
         "/",
-        Route::html("<link rel=stylesheet href=/s.css><img src=/a.gif><img src=/nocache.gif>")
-            .with_etag("\"p1\""),
+        Route::html(
+            "<link rel=stylesheet href=/s.css><img src=/a.gif><img src=/nocache.gif><b>x</b>",
+        )
+        .with_etag("\"p1\""),
     );
     routes.add(
         "www.test",
@@ -1160,7 +1163,7 @@ async fn h2_warm_revisit_reuses_the_kept_connection() {
     routes.add(
         "www.test",
         "/",
-        Route::html("<link rel=stylesheet href=/s.css><img src=/a.png>").with_etag("\"h\""),
+        Route::html("<link rel=stylesheet href=/s.css><img src=/a.png><p>x</p>").with_etag("\"h\""),
     );
     routes.add(
         "www.test",
@@ -1388,7 +1391,7 @@ async fn stylesheet_images_wait_until_the_parser_reaches_the_body() {
         Route::html(
             "<html><head><link rel=stylesheet href=/s.css>\
              <style>div { background: url(/in-page.gif) }</style>\
-             <script src=/a.js></script></head><body><img src=/i.gif></body></html>",
+             <script src=/a.js></script></head><body><img src=/i.gif><div>x</div></body></html>",
         ),
     );
     routes.add(
@@ -1493,6 +1496,133 @@ async fn stylesheet_images_of_pages_without_a_body_or_cut_short_are_fetched() {
     assert!(bg.is_some_and(|o| o.error.is_none()), "{:#?}", p.objects);
 }
 
+/// A browser requests what a page's rules use, not every `url()` of its stylesheets: a
+/// rule's image once an element matches it (never for `:hover` at load), the font faces
+/// its text is set in (family, weight, first readable format), nothing of a print sheet or
+/// of media queries for another screen. An element that arrives later brings its image then.
+#[tokio::test(flavor = "current_thread")]
+async fn stylesheets_are_requested_only_for_what_the_page_uses() {
+    let (routes, srv, dns) = www_test().await;
+    let html = format!(
+        "<html><head><link rel=stylesheet href=/s.css>\
+         <link rel=stylesheet media=print href=/p.css>\
+         <style media=\"(min-width: 2000px)\">body {{ background: url(/huge.gif) }}</style>\
+         </head><body><div class=nav>x</div><h1>Title</h1><!-- {} -->\
+         <p class=late>late</p></body></html>",
+        "x".repeat(600)
+    );
+    routes.add(
+        "www.test",
+        "/",
+        Route::html(html).split(Duration::from_millis(600)),
+    );
+    routes.add(
+        "www.test",
+        "/s.css",
+        Route::css(
+            r#"@font-face { font-family: Sans; src: url(/f/regular.woff2) format("woff2"),
+                              url(/f/regular.woff) format("woff"); }
+               @font-face { font-family: Sans; font-weight: 700; src: url(/f/bold.woff2); }
+               @font-face { font-family: Sans; font-weight: 300; src: url(/f/light.woff2); }
+               @font-face { font-family: Unused; src: url(/f/unused.woff2); }
+               body { font-family: Sans, sans-serif }
+               .nav { background: url(/nav.gif) }
+               .nav:hover { background: url(/hover.gif) }
+               .absent { background: url(/absent.gif) }
+               .late { background: url(/late.gif) }
+               @media (-webkit-min-device-pixel-ratio: 2) { .nav { background: url(/nav2x.gif) } }"#,
+        ),
+    );
+    routes.add(
+        "www.test",
+        "/p.css",
+        Route::css("@import url(/p2.css); body { background: url(/print-bg.gif) }"),
+    );
+    routes.add(
+        "www.test",
+        "/p2.css",
+        Route::css("p { background: url(/print2.gif) }"),
+    );
+    for path in [
+        "/f/regular.woff2",
+        "/f/regular.woff",
+        "/f/bold.woff2",
+        "/f/light.woff2",
+        "/f/unused.woff2",
+        "/nav.gif",
+        "/hover.gif",
+        "/absent.gif",
+        "/late.gif",
+        "/nav2x.gif",
+        "/print-bg.gif",
+        "/print2.gif",
+        "/huge.gif",
+    ] {
+        routes.add("www.test", path, Route::image(100));
+    }
+    let url = format!("http://www.test:{}/", srv.addr.port());
+    let fetched = |p: &webpep_loader::PageLoad| {
+        let mut v: Vec<String> = p
+            .objects
+            .iter()
+            .map(|o| o.url.trim_start_matches(url.as_str()).to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    let mut c = cfg(Policy::Http11 { per_host: 6 }, &dns);
+    let p = load_page(&url, &c).await;
+    check_page(&p);
+    assert_eq!(p.errors(), 0, "{:#?}", p.objects);
+    assert_eq!(
+        fetched(&p),
+        [
+            "",
+            "f/bold.woff2",
+            "f/regular.woff2",
+            "late.gif",
+            "nav.gif",
+            "p.css",
+            "p2.css",
+            "s.css"
+        ]
+    );
+    // The late element's image comes after the rest of the page, not before.
+    let late = object(&p, "/late.gif").unwrap();
+    let nav = object(&p, "/nav.gif").unwrap();
+    assert!(late.start > nav.start, "{late:?} vs {nav:?}");
+    assert!(late.start >= Duration::from_millis(500), "{late:?}");
+
+    // Without matching, every rule's images and every face (media and formats still apply).
+    c.match_style_rules = false;
+    let p = load_page(&url, &c).await;
+    let all = fetched(&p);
+    for path in [
+        "absent.gif",
+        "f/light.woff2",
+        "f/unused.woff2",
+        "late.gif",
+        "nav.gif",
+    ] {
+        assert!(all.iter().any(|f| f == path), "{path} in {all:?}");
+    }
+    for path in [
+        "nav2x.gif",
+        "print-bg.gif",
+        "print2.gif",
+        "huge.gif",
+        "f/regular.woff",
+    ] {
+        assert!(!all.iter().any(|f| f == path), "{path} in {all:?}");
+    }
+
+    // A high-density screen gets the 2x image.
+    c.match_style_rules = true;
+    c.viewport.dppx = 2.0;
+    let p = load_page(&url, &c).await;
+    assert!(object(&p, "/nav2x.gif").is_some(), "{:#?}", p.objects);
+}
+
 /// Mozilla 1.x knew no `<link rel=preload>`: with `link_preload` off the link is ignored, so
 /// a preloaded script is requested only when the parser reaches it.
 #[tokio::test(flavor = "current_thread")]
@@ -1537,7 +1667,7 @@ async fn content_coded_html_and_css_are_decoded_and_scanned() {
     let mut html = String::from("<html><head><link rel=stylesheet href=/s.css></head><body>");
     for i in 0..20 {
         html.push_str(&format!(
-            "<p>paragraph {i} with some text</p><img src=\"/c{i}.gif\">"
+            "<p class=a>paragraph {i} with some text</p><img src=\"/c{i}.gif\">"
         ));
         routes.add("www.test", &format!("/c{i}.gif"), Route::image(300));
     }
