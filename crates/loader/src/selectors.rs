@@ -8,10 +8,10 @@
 //! that depend on the user (`:hover`, `:focus`, `:visited`, `::selection`) never match at load,
 //! and another engine's prefixed ones (`:-moz-…`, `:-ms-…`) make a selector invalid.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// One compound selector: what a single element must have. `None` tag: any.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Compound {
     tag: Option<Box<str>>,
     id: Option<Box<str>>,
@@ -274,13 +274,20 @@ fn parse_complex(s: &str) -> Option<Complex> {
     (!out.is_empty()).then_some(out)
 }
 
-/// The elements of one document seen so far, indexed for matching.
+/// The elements of one document seen so far, indexed for matching. Each compound is
+/// checked against an element once at most: a match is remembered, and a compound that has
+/// not matched yet is checked again only against the elements that came since.
 #[derive(Debug, Default)]
 pub struct ElementIndex {
     elements: Vec<ElementInfo>,
     by_tag: HashMap<Box<str>, Vec<usize>>,
     by_id: HashMap<Box<str>, Vec<usize>>,
     by_class: HashMap<Box<str>, Vec<usize>>,
+    by_attr: HashMap<Box<str>, Vec<usize>>,
+    /// Compounds some element has matched.
+    matched: HashSet<Compound>,
+    /// Compounds no element has matched, with how many elements they were checked against.
+    unmatched: HashMap<Compound, usize>,
     /// More elements than [`ElementIndex::MAX`] arrived: everything matches from then on.
     saturated: bool,
 }
@@ -307,11 +314,10 @@ impl ElementIndex {
             return;
         }
         if self.elements.len() >= Self::MAX {
-            self.saturated = true;
-            self.elements = Vec::new();
-            self.by_tag = HashMap::new();
-            self.by_id = HashMap::new();
-            self.by_class = HashMap::new();
+            *self = ElementIndex {
+                saturated: true,
+                ..ElementIndex::default()
+            };
             return;
         }
         let n = self.elements.len();
@@ -321,6 +327,12 @@ impl ElementIndex {
         }
         for c in &e.classes {
             let list = self.by_class.entry(c.clone()).or_default();
+            if list.last() != Some(&n) {
+                list.push(n);
+            }
+        }
+        for a in &e.attrs {
+            let list = self.by_attr.entry(a.clone()).or_default();
             if list.last() != Some(&n) {
                 list.push(n);
             }
@@ -344,30 +356,49 @@ impl ElementIndex {
             && c.attrs.iter().all(|a| e.attrs.contains(a))
     }
 
-    /// Some element has everything `c` asks for.
-    pub fn matches_compound(&self, c: &Compound) -> bool {
-        if self.saturated {
-            return true;
+    /// The elements from `from` on that could match `c`: the shortest of the lists its id,
+    /// classes, tag and attributes index; every element when it names none of those.
+    fn candidates(&self, c: &Compound, from: usize) -> Vec<usize> {
+        let lists =
+            c.id.iter()
+                .map(|k| self.by_id.get(k))
+                .chain(c.classes.iter().map(|k| self.by_class.get(k)))
+                .chain(c.tag.iter().map(|k| self.by_tag.get(k)))
+                .chain(c.attrs.iter().map(|k| self.by_attr.get(k)));
+        let mut best: Option<&[usize]> = None;
+        for l in lists {
+            let l: &[usize] = l.map_or(&[], Vec::as_slice);
+            if best.is_none_or(|b| l.len() < b.len()) {
+                best = Some(l);
+            }
         }
-        let candidates: Option<&Vec<usize>> = if let Some(id) = &c.id {
-            self.by_id.get(id).or(Some(&EMPTY))
-        } else if let Some(k) = c.classes.first() {
-            self.by_class.get(k).or(Some(&EMPTY))
-        } else if let Some(t) = &c.tag {
-            self.by_tag.get(t).or(Some(&EMPTY))
-        } else {
-            None
-        };
-        match candidates {
-            Some(list) => list
-                .iter()
-                .any(|&n| Self::element_matches(&self.elements[n], c)),
-            None => self.elements.iter().any(|e| Self::element_matches(e, c)),
+        match best {
+            Some(l) => l[l.partition_point(|&n| n < from)..].to_vec(),
+            None => (from..self.elements.len()).collect(),
         }
     }
 
+    /// Some element has everything `c` asks for.
+    pub fn matches_compound(&mut self, c: &Compound) -> bool {
+        if self.saturated || self.matched.contains(c) {
+            return true;
+        }
+        let from = self.unmatched.get(c).copied().unwrap_or(0);
+        let hit = self
+            .candidates(c, from)
+            .into_iter()
+            .any(|n| Self::element_matches(&self.elements[n], c));
+        if hit {
+            self.unmatched.remove(c);
+            self.matched.insert(c.clone());
+        } else {
+            self.unmatched.insert(c.clone(), self.elements.len());
+        }
+        hit
+    }
+
     /// Some selector of `list` is matched (each of its compounds by some element).
-    pub fn matches(&self, list: &[Complex]) -> bool {
+    pub fn matches(&mut self, list: &[Complex]) -> bool {
         list.iter()
             .any(|cx| cx.iter().all(|c| self.matches_compound(c)))
     }
@@ -377,8 +408,6 @@ impl ElementIndex {
         self.saturated || self.by_tag.contains_key(tag)
     }
 }
-
-static EMPTY: Vec<usize> = Vec::new();
 
 #[cfg(test)]
 mod tests {
@@ -409,6 +438,21 @@ mod tests {
 
     fn m(sel: &str) -> bool {
         doc().matches(&parse_selector_list(sel))
+    }
+
+    /// A compound that has not matched is checked again against the elements that came
+    /// since, and one that has stays matched.
+    #[test]
+    fn later_elements_are_matched_and_matches_remembered() {
+        let mut ix = doc();
+        let late = parse_selector_list("p.late[title]");
+        assert!(!ix.matches(&late));
+        ix.add(el("p", None, &["late"], &[]));
+        assert!(!ix.matches(&late));
+        ix.add(el("p", None, &["late"], &["title"]));
+        assert!(ix.matches(&late));
+        assert!(ix.matches(&late));
+        assert!(ix.matches(&parse_selector_list("[title]")));
     }
 
     #[test]

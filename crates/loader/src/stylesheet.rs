@@ -5,7 +5,7 @@
 //! text; nothing under media that do not apply ([`crate::media`]); `@import`s always (a
 //! browser fetches every stylesheet, even one for print). Pure: no I/O.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use url::Url;
@@ -521,7 +521,10 @@ pub fn scan_stylesheet(css: &str, base: &Url, applies: bool, viewport: &Viewport
         out: SheetRefs::default(),
     };
     let b = css.as_bytes();
+    // Blocks nest this deep at most; what is deeper is skipped (memory stays bounded).
+    const MAX_DEPTH: usize = 64;
     let mut stack = vec![Ctx::Group { applies }];
+    let mut too_deep = 0usize;
     let (mut i, mut start) = (0usize, 0usize);
     while i < b.len() {
         match b[i] {
@@ -531,13 +534,24 @@ pub fn scan_stylesheet(css: &str, base: &Url, applies: bool, viewport: &Viewport
             }
             b'u' | b'U' if starts_with_ci(b, i, b"url(") => i = read_url_arg(css, i + 4).1,
             b'{' => {
-                let ctx = scan.open(&strip_comments(&css[start..i]), stack.last());
-                stack.push(ctx);
+                if too_deep > 0 || stack.len() >= MAX_DEPTH {
+                    too_deep += 1;
+                } else {
+                    let ctx = scan.open(&strip_comments(&css[start..i]), stack.last());
+                    stack.push(ctx);
+                }
                 i += 1;
                 start = i;
             }
             b';' => {
-                scan.statement(stack.last_mut(), &css[start..i]);
+                if too_deep == 0 {
+                    scan.statement(stack.last_mut(), &css[start..i]);
+                }
+                i += 1;
+                start = i;
+            }
+            b'}' if too_deep > 0 => {
+                too_deep -= 1;
                 i += 1;
                 start = i;
             }
@@ -605,8 +619,15 @@ pub struct DocumentStyle {
     families: HashSet<Arc<str>>,
     weights: BTreeSet<u16>,
     italic: bool,
-    /// Every face its stylesheets have declared, in order.
-    faces: Vec<Arc<Face>>,
+    /// The faces its stylesheets have declared, by family, in order (at most
+    /// [`DocumentStyle::MAX_FACES`]).
+    faces: HashMap<Arc<str>, Vec<Arc<Face>>>,
+    /// Those faces, by address.
+    known_faces: HashSet<usize>,
+    /// The faces text is set in (by address), and for which (families, weights, italic,
+    /// faces) counts: all four only grow, so equal counts mean the same faces.
+    used_faces: HashSet<usize>,
+    used_for: (usize, usize, bool, usize),
 }
 
 impl Default for DocumentStyle {
@@ -617,7 +638,10 @@ impl Default for DocumentStyle {
             families: HashSet::new(),
             weights: BTreeSet::from([400]),
             italic: false,
-            faces: Vec::new(),
+            faces: HashMap::new(),
+            known_faces: HashSet::new(),
+            used_faces: HashSet::new(),
+            used_for: (0, 0, false, 0),
         }
     }
 }
@@ -649,6 +673,10 @@ fn weight_rank(w: u16, (lo, hi): (u16, u16)) -> (u8, u16) {
 }
 
 impl DocumentStyle {
+    /// Faces a document may declare; a face beyond is never requested (real pages declare
+    /// tens).
+    pub const MAX_FACES: usize = 4096;
+
     pub fn add_font_use(&mut self, u: FontUse) {
         self.font_uses.push(u);
     }
@@ -657,8 +685,7 @@ impl DocumentStyle {
     /// among faces of the wanted style (the other style when there are none); a later rule
     /// wins a tie.
     fn face_for(&self, family: &str, w: u16, italic: bool) -> Option<&Arc<Face>> {
-        let of_family: Vec<&Arc<Face>> =
-            self.faces.iter().filter(|f| &*f.family == family).collect();
+        let of_family: Vec<&Arc<Face>> = self.faces.get(family)?.iter().collect();
         let styled: Vec<&Arc<Face>> = of_family
             .iter()
             .copied()
@@ -674,7 +701,7 @@ impl DocumentStyle {
     /// Takes out of `pending` what the document needs now: references needed always, rule
     /// images whose rule an element matches, and the font faces its text is set in.
     pub fn take_needed<T>(&mut self, pending: &mut Vec<T>, need: impl Fn(&T) -> &Need) -> Vec<T> {
-        let ix = &self.elements;
+        let ix = &mut self.elements;
         let (matched, rest): (Vec<FontUse>, Vec<FontUse>) = std::mem::take(&mut self.font_uses)
             .into_iter()
             .partition(|u| match &u.need {
@@ -706,33 +733,54 @@ impl DocumentStyle {
         }
         for p in pending.iter() {
             if let Need::FontFace(f) = need(p) {
-                if !self.faces.iter().any(|g| Arc::ptr_eq(f, g)) {
-                    self.faces.push(f.clone());
+                if self.known_faces.len() < Self::MAX_FACES
+                    && self.known_faces.insert(Arc::as_ptr(f) as usize)
+                {
+                    self.faces
+                        .entry(f.family.clone())
+                        .or_default()
+                        .push(f.clone());
                 }
             }
         }
-        let mut used: Vec<&Arc<Face>> = Vec::new();
-        for fam in &self.families {
-            for &w in &self.weights {
-                for it in [false, true] {
-                    if it && !self.italic {
-                        continue;
-                    }
-                    if let Some(f) = self.face_for(fam, w, it) {
-                        used.push(f);
+        let state = (
+            self.families.len(),
+            self.weights.len(),
+            self.italic,
+            self.known_faces.len(),
+        );
+        if state != self.used_for {
+            let mut used = HashSet::new();
+            for fam in &self.families {
+                for &w in &self.weights {
+                    for it in [false, true] {
+                        if it && !self.italic {
+                            continue;
+                        }
+                        if let Some(f) = self.face_for(fam, w, it) {
+                            used.insert(Arc::as_ptr(f) as usize);
+                        }
                     }
                 }
             }
+            self.used_faces = used;
+            self.used_for = state;
         }
-        let needed = |n: &Need| match n {
-            Need::Always => true,
-            Need::Rule(list) => self.elements.matches(list),
-            Need::FontFace(f) => used.iter().any(|u| Arc::ptr_eq(u, f)),
-            Need::Unused => false,
-        };
-        let (take, keep): (Vec<T>, Vec<T>) = std::mem::take(pending)
-            .into_iter()
-            .partition(|p| needed(need(p)));
+        let used = &self.used_faces;
+        let (mut take, mut keep) = (Vec::new(), Vec::new());
+        for p in std::mem::take(pending) {
+            let needed = match need(&p) {
+                Need::Always => true,
+                Need::Rule(list) => self.elements.matches(list),
+                Need::FontFace(f) => used.contains(&(Arc::as_ptr(f) as usize)),
+                Need::Unused => false,
+            };
+            if needed {
+                take.push(p);
+            } else {
+                keep.push(p);
+            }
+        }
         *pending = keep;
         take
     }
@@ -906,6 +954,13 @@ mod tests {
 
     #[test]
     fn broken_sheets_do_not_panic() {
+        // Deep nesting is skipped past its limit; the rest of the sheet still counts.
+        let deep = format!(
+            "{}{} .x {{ background: url(x.png) }}",
+            "a{".repeat(100_000),
+            "}".repeat(100_000)
+        );
+        assert_eq!(paths(&scan(&deep)), ["/css/x.png"]);
         for css in [
             "",
             "{",
