@@ -265,9 +265,11 @@ fn on_element(
                 return;
             };
             if tokens.contains(&"stylesheet") && !tokens.contains(&"alternate") {
-                st.push(&href, ResourceKind::Stylesheet);
                 let media = el.get_attribute("media").unwrap_or_default();
-                if !media_applies(&decode_entities(&media), &st.viewport) {
+                let applies = media_applies(&decode_entities(&media), &st.viewport);
+                let before = st.found.len();
+                st.push(&href, ResourceKind::Stylesheet);
+                if !applies && st.found.len() > before {
                     // Fetched all the same (as browsers do), but nothing in it is used.
                     if let Some(d) = st.found.last_mut() {
                         d.need = Need::Unused;
@@ -839,7 +841,8 @@ mod tests {
     #[test]
     fn elements_styles_and_media_for_the_layout() {
         let html = br#"<html><head>
-            <link rel=stylesheet href=/all.css><link rel=stylesheet media="print" href=/p.css>
+            <link rel=stylesheet href=/all.css><link rel=stylesheet media=print href="javascript:x">
+            <link rel=stylesheet media="print" href=/p.css>
             <link rel=stylesheet media="screen and (min-width: 800px)" href=/wide.css>
             <style media=print>.x { background: url(/printed.gif) }</style>
             <style>.nav { background: url(/nav.gif) } body { font-family: Sans }</style>
@@ -876,7 +879,10 @@ mod tests {
             .collect();
         assert_eq!(
             tags,
-            ["html", "head", "link", "link", "link", "style", "style", "body", "div", "em"]
+            [
+                "html", "head", "link", "link", "link", "link", "style", "style", "body", "div",
+                "em"
+            ]
         );
         let mut s = HtmlScanner::new(base());
         s.feed(html);
