@@ -206,6 +206,7 @@ struct Layout {
 
 /// What a document's scanner gave for the bytes it was fed: references, where the body
 /// starts, and for the layout, elements and how text is set.
+#[derive(Default)]
 struct Scanned {
     found: Vec<Discovered>,
     body: Option<usize>,
@@ -1584,12 +1585,7 @@ impl Loader {
                         found.extend(s.finish());
                         Scanned::of(&mut s, found)
                     }
-                    _ => Scanned {
-                        found: Vec::new(),
-                        body: None,
-                        elements: Vec::new(),
-                        font_uses: Vec::new(),
-                    },
+                    _ => Scanned::default(),
                 },
             };
             self.discover_html(st, oid, scanned);
