@@ -608,6 +608,33 @@ pub fn pick_srcset(srcset: &str, src: Option<&str>) -> Option<String> {
 // ---------------------------------------------------------------------------------------------
 // CSS
 
+/// Split a CSS list (selectors, media queries, font sources) at commas outside
+/// parentheses, brackets and strings.
+pub(crate) fn split_top_level_commas(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start, mut quote) = (0usize, 0usize, None::<char>);
+    let mut chars = s.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match (quote, c) {
+            (Some(_), '\\') => {
+                chars.next();
+            }
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '(' | '[') => depth += 1,
+            (None, ')' | ']') => depth = depth.saturating_sub(1),
+            (None, ',') if depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out
+}
+
 pub(crate) fn starts_with_ci(hay: &[u8], at: usize, needle: &[u8]) -> bool {
     hay.len() >= at + needle.len() && hay[at..at + needle.len()].eq_ignore_ascii_case(needle)
 }

@@ -5,6 +5,8 @@
 //! What is not understood does not apply: an unknown media type or feature makes its query
 //! false, as in browsers.
 
+use crate::discover::split_top_level_commas;
+
 /// The screen the browser model lays pages out on.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Viewport {
@@ -32,26 +34,7 @@ pub fn media_applies(list: &str, v: &Viewport) -> bool {
     if list.is_empty() {
         return true;
     }
-    split_top_level(list, ',').iter().any(|q| query(q, v))
-}
-
-/// Split at `sep` outside parentheses.
-fn split_top_level(s: &str, sep: char) -> Vec<&str> {
-    let mut out = Vec::new();
-    let (mut depth, mut start) = (0usize, 0usize);
-    for (i, c) in s.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth = depth.saturating_sub(1),
-            c if c == sep && depth == 0 => {
-                out.push(&s[start..i]);
-                start = i + c.len_utf8();
-            }
-            _ => {}
-        }
-    }
-    out.push(&s[start..]);
-    out
+    split_top_level_commas(list).iter().any(|q| query(q, v))
 }
 
 /// Tokens of a query: words and parenthesized groups (kept whole, without the parentheses).

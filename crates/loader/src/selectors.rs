@@ -10,6 +10,8 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::discover::split_top_level_commas;
+
 /// One compound selector: what a single element must have. `None` tag: any.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Compound {
@@ -36,36 +38,10 @@ pub struct ElementInfo {
 /// Parse a selector list; selectors that are malformed or can never match at load are left
 /// out (an empty list matches nothing).
 pub fn parse_selector_list(s: &str) -> Vec<Complex> {
-    split_commas(s)
+    split_top_level_commas(s)
         .into_iter()
         .filter_map(parse_complex)
         .collect()
-}
-
-/// Split at commas outside parentheses, brackets and strings.
-fn split_commas(s: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let (mut depth, mut start, mut quote) = (0usize, 0usize, None::<char>);
-    let mut chars = s.char_indices();
-    while let Some((i, c)) = chars.next() {
-        match (quote, c) {
-            (Some(_), '\\') => {
-                chars.next();
-            }
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), _) => {}
-            (None, '"' | '\'') => quote = Some(c),
-            (None, '(' | '[') => depth += 1,
-            (None, ')' | ']') => depth = depth.saturating_sub(1),
-            (None, ',') if depth == 0 => {
-                out.push(&s[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    out.push(&s[start..]);
-    out
 }
 
 fn is_name_char(c: char) -> bool {

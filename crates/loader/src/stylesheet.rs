@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use url::Url;
 
-use crate::discover::{read_css_string, read_url_arg, resolve, starts_with_ci, url_kind};
+use crate::discover::{
+    read_css_string, read_url_arg, resolve, split_top_level_commas, starts_with_ci, url_kind,
+};
 use crate::discover::{Discovered, ResourceKind};
 use crate::media::{media_applies, Viewport};
 use crate::selectors::{parse_selector_list, Complex, ElementIndex};
@@ -167,6 +169,20 @@ fn without_important(v: &str) -> &str {
     }
 }
 
+/// How a declaration sets text: its family names, weight and style, when it is a
+/// `font-family`, `font`, `font-weight` or `font-style` that says anything.
+fn font_declaration(prop: &str, value: &str) -> Option<(Vec<Arc<str>>, Option<u16>, bool)> {
+    let value = without_important(value);
+    let (families, weight, italic) = match prop.trim().to_ascii_lowercase().as_str() {
+        "font-family" => (families_of(value), None, false),
+        "font" => font_shorthand(value),
+        "font-weight" => (Vec::new(), weight_of(value), false),
+        "font-style" => (Vec::new(), None, is_italic(value)),
+        _ => return None,
+    };
+    (!families.is_empty() || weight.is_some() || italic).then_some((families, weight, italic))
+}
+
 /// A `font-weight` keyword or number.
 fn weight_of(token: &str) -> Option<u16> {
     match token.trim().to_ascii_lowercase().as_str() {
@@ -284,29 +300,6 @@ fn chosen_src(value: &str) -> Option<String> {
         }
     }
     None
-}
-
-fn split_top_level_commas(s: &str) -> Vec<&str> {
-    let b = s.as_bytes();
-    let (mut out, mut depth, mut start, mut i) = (Vec::new(), 0usize, 0usize, 0usize);
-    while i < b.len() {
-        match b[i] {
-            b'"' | b'\'' => {
-                i = read_css_string(s, i).1;
-                continue;
-            }
-            b'(' => depth += 1,
-            b')' => depth = depth.saturating_sub(1),
-            b',' if depth == 0 => {
-                out.push(&s[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    out.push(&s[start.min(s.len())..]);
-    out
 }
 
 /// Every selector of `inner` (a rule nested in one with `outer`) must also meet `outer`.
@@ -472,20 +465,11 @@ impl Scan<'_> {
         let Some((prop, value)) = decl.split_once(':') else {
             return;
         };
-        let prop = prop.trim().to_ascii_lowercase();
         for raw in urls_in(value) {
             let kind = url_kind(&raw, false);
             self.push(&raw, kind, need.clone());
         }
-        let value = without_important(value);
-        let (families, weight, italic) = match prop.as_str() {
-            "font-family" => (families_of(value), None, false),
-            "font" => font_shorthand(value),
-            "font-weight" => (Vec::new(), weight_of(value), false),
-            "font-style" => (Vec::new(), None, is_italic(value)),
-            _ => return,
-        };
-        if !families.is_empty() || weight.is_some() || italic {
+        if let Some((families, weight, italic)) = font_declaration(prop, value) {
             self.out.font_uses.push(FontUse {
                 need,
                 families,
@@ -579,34 +563,25 @@ pub fn scan_stylesheet(css: &str, base: &Url, applies: bool, viewport: &Viewport
 
 /// How a `style` attribute sets its element's text (its declarations apply at once).
 pub fn inline_font_use(declarations: &str) -> Option<FontUse> {
-    let mut scan_out = SheetRefs::default();
+    let mut all: Option<FontUse> = None;
     for decl in strip_comments(declarations).split(';') {
-        let Some((prop, value)) = decl.split_once(':') else {
+        let Some((families, weight, italic)) = decl
+            .split_once(':')
+            .and_then(|(prop, value)| font_declaration(prop, value))
+        else {
             continue;
         };
-        let value = without_important(value);
-        let (families, weight, italic) = match prop.trim().to_ascii_lowercase().as_str() {
-            "font-family" => (families_of(value), None, false),
-            "font" => font_shorthand(value),
-            "font-weight" => (Vec::new(), weight_of(value), false),
-            "font-style" => (Vec::new(), None, is_italic(value)),
-            _ => continue,
-        };
-        scan_out.font_uses.push(FontUse {
+        let u = all.get_or_insert(FontUse {
             need: Need::Always,
-            families,
-            weight,
-            italic,
+            families: Vec::new(),
+            weight: None,
+            italic: false,
         });
+        u.families.extend(families);
+        u.weight = weight.or(u.weight);
+        u.italic |= italic;
     }
-    let mut uses = scan_out.font_uses.into_iter();
-    let mut all = uses.next()?;
-    for u in uses {
-        all.families.extend(u.families);
-        all.weight = u.weight.or(all.weight);
-        all.italic |= u.italic;
-    }
-    Some(all)
+    all
 }
 
 /// What one document's layout knows: its elements so far and how its rules set text; from
