@@ -165,14 +165,17 @@ impl Peer {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Browser {
-    /// The papers' browser (Mozilla 1.4, 2003): its request headers, no preload scanner (a
+    /// The papers' browser (Mozilla 1.4, 2003): its request headers with the whole referring
+    /// URL as `Referer`, no preload scanner (a
     /// script blocks the parser until it has arrived), no `<link rel=preload>` (it came
     /// later), one DNS lookup at a time, plain-http
     /// names at one address sharing connections (002 §3.2, §4.2.1) and keeping them past the
     /// answer's TTL (a name is looked up only to open a connection), pipelining in batches
     /// handed to idle or new connections (`nsHttpConnectionMgr`'s `BuildPipeline`).
     Mozilla2003,
-    /// Today's: short headers, a preload scanner that requests everything as it is parsed.
+    /// Today's: Chromium's request headers (its Accept for each kind of object, a `Referer`
+    /// by `strict-origin-when-cross-origin`), a preload scanner that requests everything as it
+    /// is parsed.
     Modern,
     /// Real Chromium, driven over DevTools (DESIGN §7.4): its own headers, scheduling and
     /// 6 connections per host or proxy; `policy` and `per_host` do not apply. Runs in every
@@ -244,9 +247,9 @@ pub struct LabConfig {
     /// Default: `mozilla-2003`, except `modern` for h2.
     #[serde(default)]
     pub browser: Option<Browser>,
-    /// The browser model lists `image/webp` in its Accept header, as every browser has since
-    /// 2020, so the edge proxy may answer images with WebP. Off by default: the papers'
-    /// browser (2003) did not know WebP. Real Chromium always lists it.
+    /// The 2003 browser model lists `image/webp` in its Accept header, as every browser has
+    /// since 2020, so the edge proxy may answer images with WebP. Off by default: the papers'
+    /// browser (2003) did not know WebP. The modern model and real Chromium always list it.
     #[serde(default)]
     pub accept_webp: bool,
     /// A peer proxy in place of webpep's (with `proxy = "explicit"`; the webpep switches
@@ -343,7 +346,7 @@ impl LabConfig {
             Browser::Modern => ", modern browser (preload scanner)",
             Browser::Chromium => ", real Chromium (headless, fresh profile, over DevTools)",
         };
-        if self.accept_webp && self.browser() != Browser::Chromium {
+        if self.accept_webp && self.browser() == Browser::Mozilla2003 {
             s += ", accepts WebP";
         }
         if self.warm {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use webpep_corpus::Corpus;
 use webpep_link_model::ResolvedProfile;
-use webpep_loader::{Loader, LoaderConfig, PageLoad, Policy};
+use webpep_loader::{Loader, LoaderConfig, PageLoad, Policy, ResourceKind};
 use webpep_replay::{ReplayConfig, ReplayServer};
 
 use crate::chromium::{self, Chromium, Launch};
@@ -85,6 +85,38 @@ pub const MOZILLA_2003_HEADERS: &[(&str, &str)] = &[
 ];
 pub const MOZILLA_2003_UA: &str = "Mozilla/5.0 (X11; U; Linux i686; en-US; rv:1.4) Gecko/20030624";
 
+/// What today's browser model sends, as the lab's Chromium does over HTTP/1.1 (read from its
+/// HARs): these headers with every request, a `Referer` by `strict-origin-when-cross-origin`,
+/// and [`modern_kind_headers`]. About 380 bytes a request, where a bare model sent 100.
+pub const MODERN_HEADERS: &[(&str, &str)] = &[
+    ("Connection", "keep-alive"),
+    ("Accept-Encoding", "gzip, deflate"),
+    ("Accept-Language", "en-US,en;q=0.9"),
+];
+pub const MODERN_UA: &str = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/156.0.0.0 Safari/537.36";
+
+/// Chromium's Accept for each kind of object (scripts, fonts and the rest: `*/*`), and its
+/// Upgrade-Insecure-Requests on documents.
+pub fn modern_kind_headers() -> webpep_loader::KindHeaders {
+    use ResourceKind::*;
+    let h =
+        |kinds: &[ResourceKind], n: &str, v: &str| (kinds.to_vec(), n.to_string(), v.to_string());
+    webpep_loader::KindHeaders(vec![
+        h(&[Document, Iframe], "Upgrade-Insecure-Requests", "1"),
+        h(
+            &[Document, Iframe],
+            "Accept",
+            "text/html,application/xhtml+xml,application/xml;q=0.9,image/jxl,image/avif,image/webp,image/apng,*/*;q=0.8,application/signed-exchange;v=b3;q=0.7",
+        ),
+        h(&[Stylesheet], "Accept", "text/css,*/*;q=0.1"),
+        h(
+            &[Image],
+            "Accept",
+            "image/jxl,image/avif,image/webp,image/apng,image/svg+xml,image/*,*/*;q=0.8",
+        ),
+    ])
+}
+
 /// Lists `image/webp` first in the Accept header (a modern browser's `*/*` when there is
 /// none), the way browsers that decode WebP announce it.
 fn with_webp_accept(headers: &mut Vec<(String, String)>) {
@@ -121,6 +153,7 @@ fn loader_config(c: &LabConfig, hosting: &Hosting, k: f64) -> LoaderConfig {
         lc.serial_dns = true;
         lc.pool_by_address = true;
         lc.user_agent = MOZILLA_2003_UA.into();
+        lc.referer = webpep_loader::RefererPolicy::Full;
         // The papers' laptop (000 §3) had the XGA screen of its day.
         lc.viewport = webpep_loader::Viewport {
             width: 1024,
@@ -135,8 +168,17 @@ fn loader_config(c: &LabConfig, hosting: &Hosting, k: f64) -> LoaderConfig {
             .map(|(n, v)| (n.to_string(), v.to_string()))
             .collect();
     }
+    if c.browser() == Browser::Modern {
+        lc.user_agent = MODERN_UA.into();
+        lc.request_headers = MODERN_HEADERS
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        lc.kind_headers = modern_kind_headers();
+    }
     lc.pipeline_batches = c.pipeline_batches();
-    if c.accept_webp {
+    // Today's browser lists WebP in its image Accept already.
+    if c.accept_webp && c.browser() == Browser::Mozilla2003 {
         with_webp_accept(&mut lc.request_headers);
     }
     lc.keep_connections = c.warm && c.revisit_connections;

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ConfigError;
 use crate::media::Viewport;
+use crate::request_headers::{KindHeaders, RefererPolicy};
 
 /// How the modelled browser uses connections (DESIGN §2, paper 000 Table 5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -185,6 +186,11 @@ pub struct LoaderConfig {
     /// Extra headers sent with every request (after Host and User-Agent; an `Accept` here
     /// replaces the default `*/*`), e.g. to send what a period browser sent.
     pub request_headers: Vec<(String, String)>,
+    /// Headers sent only with requests for some kinds of object (a stylesheet's Accept, a
+    /// document's Upgrade-Insecure-Requests); one named like a common header replaces it.
+    pub kind_headers: KindHeaders,
+    /// Which `Referer` requests carry (default: today's browsers').
+    pub referer: RefererPolicy,
     /// User-Agent header.
     pub user_agent: String,
     /// Accept-Encoding header; none is sent when `None` (bodies are not decoded either way).
@@ -222,6 +228,8 @@ impl Default for LoaderConfig {
             dns_attempts: 2,
             dns_min_ttl: Duration::ZERO,
             request_headers: Vec::new(),
+            kind_headers: KindHeaders::default(),
+            referer: RefererPolicy::default(),
             blocking_scripts: false,
             link_preload: true,
             css_images_at_layout: true,

@@ -18,6 +18,7 @@ use url::Url;
 use crate::error::FetchError;
 use crate::h1::{self, BodyDecoder, Framing};
 use crate::net::{self, Origin, Protocol, Stream, Target};
+use crate::request_headers;
 
 /// One request for a driver.
 #[derive(Debug, Clone)]
@@ -26,7 +27,8 @@ pub(crate) struct Job {
     pub obj: usize,
     pub url: Url,
     pub origin: Origin,
-    /// Extra request headers (conditional requests).
+    /// This request's own headers: those for its kind of object, the Referer, conditional
+    /// headers. One named like a common header replaces it.
     pub extra_headers: Vec<(String, String)>,
     /// Report the head and each body chunk as they arrive (documents, for the preload scanner).
     pub stream_body: bool,
@@ -185,10 +187,7 @@ pub(crate) async fn run(
 }
 
 fn request_headers(job: &Job, cfg: &DriverCfg, mode: H1Mode) -> Vec<(String, String)> {
-    let mut h = vec![
-        ("Host".to_string(), job.origin.host_header()),
-        ("User-Agent".to_string(), cfg.user_agent.clone()),
-    ];
+    let mut h = vec![("User-Agent".to_string(), cfg.user_agent.clone())];
     if !cfg
         .request_headers
         .iter()
@@ -212,8 +211,9 @@ fn request_headers(job: &Job, cfg: &DriverCfg, mode: H1Mode) -> Vec<(String, Str
     if via_proxy {
         h.push(("Proxy-Connection".into(), "keep-alive".into()));
     }
-    h.extend(job.extra_headers.iter().cloned());
-    h
+    let mut all = vec![("Host".to_string(), job.origin.host_header())];
+    all.extend(request_headers::merge(&h, &job.extra_headers));
+    all
 }
 
 fn request_target(url: &Url, absolute: bool) -> String {
@@ -660,33 +660,28 @@ async fn h2_request(
         retryable,
         reusable: true,
     };
-    // Over h2 only the configured Accept is sent of the browser's extra headers: the others
-    // (Connection, Keep-Alive) are HTTP/1.1's.
-    let accept = cfg
-        .request_headers
-        .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case("accept"))
-        .map_or("*/*", |(_, v)| v.as_str());
+    // The same headers as over HTTP/1.1, lower-cased, less those that belong to one HTTP/1.1
+    // connection (Connection, Keep-Alive).
     let mut builder = http::Request::builder()
         .method(http::Method::GET)
-        .uri(job.url.as_str())
-        .header("user-agent", cfg.user_agent.as_str())
-        .header("accept", accept);
+        .uri(job.url.as_str());
     let mut headers = vec![
         (":method".to_string(), "GET".to_string()),
         (":authority".to_string(), job.origin.host_header()),
         (":scheme".to_string(), "https".to_string()),
         (":path".to_string(), request_target(&job.url, false)),
-        ("user-agent".to_string(), cfg.user_agent.clone()),
-        ("accept".to_string(), accept.to_string()),
     ];
-    if let Some(ae) = &cfg.accept_encoding {
-        builder = builder.header("accept-encoding", ae.as_str());
-        headers.push(("accept-encoding".into(), ae.clone()));
-    }
-    for (n, v) in &job.extra_headers {
-        builder = builder.header(n.to_ascii_lowercase(), v.as_str());
-        headers.push((n.to_ascii_lowercase(), v.clone()));
+    let mode = H1Mode {
+        http10: false,
+        absolute: false,
+    };
+    for (n, v) in request_headers(&job, &cfg, mode).into_iter().skip(1) {
+        if request_headers::is_connection_specific(&n) {
+            continue;
+        }
+        let n = n.to_ascii_lowercase();
+        builder = builder.header(n.as_str(), v.as_str());
+        headers.push((n, v));
     }
     sent.headers = headers;
     let req = match builder.body(()) {

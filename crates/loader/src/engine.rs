@@ -1062,7 +1062,17 @@ impl Loader {
         };
         let url = st.objs[oid].url.clone();
         let kind = st.objs[oid].kind;
-        let mut extra = Vec::new();
+        let mut extra: Vec<(String, String)> = self.cfg.kind_headers.for_kind(kind).collect();
+        // The document or stylesheet that referenced the object (the page itself has none,
+        // nor have the targets of its redirects).
+        let referrer = st.objs[oid]
+            .initiator
+            .filter(|_| !st.objs[oid].is_main)
+            .and_then(|i| st.objs.get(i));
+        if let Some(r) = referrer.and_then(|r| self.cfg.referer.referer(&r.url, &url)) {
+            extra.push(("Referer".to_string(), r));
+        }
+        let mut conditional = false;
         if let Some(entry) = self.cache.get(url.as_str()) {
             if let Some(etag) = &entry.etag {
                 extra.push(("If-None-Match".to_string(), etag.clone()));
@@ -1070,8 +1080,8 @@ impl Loader {
             if let Some(lm) = &entry.last_modified {
                 extra.push(("If-Modified-Since".to_string(), lm.clone()));
             }
+            conditional = entry.etag.is_some() || entry.last_modified.is_some();
         }
-        let conditional = !extra.is_empty();
         let job = Job {
             gen: st.gen,
             obj: oid,

@@ -68,6 +68,7 @@ pub mod h1;
 mod har;
 pub mod media;
 mod net;
+pub mod request_headers;
 mod result;
 pub mod selectors;
 pub mod stylesheet;
@@ -79,6 +80,7 @@ pub use error::{ConfigError, FetchError};
 pub use har::iso8601;
 pub use media::Viewport;
 pub use net::{Origin, Protocol};
+pub use request_headers::{KindHeaders, RefererPolicy};
 pub use result::{
     breakdown_of_objects, Breakdown, ConnectionInfo, DnsLookup, ObjectTiming, PageLoad, Timings,
 };

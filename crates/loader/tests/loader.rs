@@ -1761,3 +1761,147 @@ async fn names_at_one_address_share_connections_when_pooled_by_address() {
     // Each name was still looked up once.
     assert_eq!(pooled.dns_lookups.len(), 3);
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn requests_carry_the_referer_and_the_headers_of_their_kind() {
+    use webpep_loader::{KindHeaders, RefererPolicy};
+    let routes = Routes::default();
+    let srv = HttpServer::start(ip(2), routes.clone(), ServerOptions::default()).await;
+    let dns = dns_ttl30(&[("www.test", ip(2)), ("i.test", ip(2)), ("f.test", ip(2))]).await;
+    let port = srv.addr.port();
+    let (i, f) = (
+        format!("http://i.test:{port}"),
+        format!("http://f.test:{port}"),
+    );
+    routes.add(
+        "www.test",
+        "/news/",
+        Route::html(format!(
+            "<html><head><link rel=stylesheet href=\"/s.css\"></head><body class=x>\
+             <img src=\"{i}/a.gif\"><img src=\"b.gif\"><iframe src=\"{f}/frame.html\"></iframe>\
+             <script src=\"/j.js\"></script></body></html>"
+        )),
+    );
+    routes.add(
+        "www.test",
+        "/s.css",
+        Route::css(format!("@import url({i}/imp.css); .x {{ color: red }}")),
+    );
+    routes.add(
+        "i.test",
+        "/imp.css",
+        Route::css(".x { background: url(/c.gif) }"),
+    );
+    routes.add("www.test", "/news/b.gif", Route::image(90));
+    routes.add(
+        "www.test",
+        "/j.js",
+        Route::ok("application/javascript", "var a = 1;"),
+    );
+    for (host, path) in [
+        ("i.test", "/a.gif"),
+        ("i.test", "/c.gif"),
+        ("f.test", "/d.gif"),
+    ] {
+        routes.add(host, path, Route::image(100));
+    }
+    routes.add("f.test", "/frame.html", Route::html("<img src=\"/d.gif\">"));
+    let www = format!("http://www.test:{port}");
+    // (path, Referer with the whole URL, Referer as browsers send it today)
+    let page = format!("{www}/news/");
+    let want: [(&str, Option<String>, Option<String>); 8] = [
+        ("/news/", None, None),
+        ("/s.css", Some(page.clone()), Some(page.clone())),
+        ("/a.gif", Some(page.clone()), Some(format!("{www}/"))),
+        ("/news/b.gif", Some(page.clone()), Some(page.clone())),
+        ("/j.js", Some(page.clone()), Some(page.clone())),
+        (
+            "/imp.css",
+            Some(format!("{www}/s.css")),
+            Some(format!("{www}/")),
+        ),
+        (
+            "/c.gif",
+            Some(format!("{i}/imp.css")),
+            Some(format!("{i}/imp.css")),
+        ),
+        ("/frame.html", Some(page.clone()), Some(format!("{www}/"))),
+    ];
+    for policy in [
+        RefererPolicy::Full,
+        RefererPolicy::StrictOriginWhenCrossOrigin,
+        RefererPolicy::Never,
+    ] {
+        let mut c = cfg(Policy::http11(), &dns);
+        c.referer = policy;
+        c.request_headers = vec![
+            ("Accept".into(), "*/*;q=0.1".into()),
+            ("Accept-Language".into(), "en".into()),
+        ];
+        c.kind_headers = KindHeaders(vec![
+            (
+                vec![ResourceKind::Document, ResourceKind::Iframe],
+                "Upgrade-Insecure-Requests".into(),
+                "1".into(),
+            ),
+            (
+                vec![ResourceKind::Stylesheet],
+                "Accept".into(),
+                "text/css".into(),
+            ),
+        ]);
+        let before = srv.stats().requests.len();
+        let load = load_page(&page, &c).await;
+        check_page(&load);
+        assert_eq!(load.errors(), 0, "{policy:?}");
+        assert_eq!(load.objects.len(), 9, "{policy:?}");
+        let st = srv.stats();
+        let reqs = &st.requests[before..];
+        assert_eq!(reqs.len(), 9);
+        let header = |path: &str, name: &str| -> Option<String> {
+            let r = reqs.iter().find(|r| r.path == path).expect(path);
+            let mut v = r
+                .headers
+                .iter()
+                .filter(|(n, _)| n.eq_ignore_ascii_case(name));
+            let one = v.next().map(|(_, v)| v.clone());
+            assert!(v.next().is_none(), "{name} twice on {path}");
+            one
+        };
+        for (path, full, today) in &want {
+            let expect = match policy {
+                RefererPolicy::Full => full.clone(),
+                RefererPolicy::StrictOriginWhenCrossOrigin => today.clone(),
+                RefererPolicy::Never => None,
+            };
+            assert_eq!(header(path, "Referer"), expect, "{policy:?} {path}");
+        }
+        // The frame's image names the frame.
+        let d = header("/d.gif", "Referer");
+        match policy {
+            RefererPolicy::Never => assert_eq!(d, None),
+            _ => assert_eq!(d, Some(format!("{f}/frame.html"))),
+        }
+        // Each kind's own headers, in place of the common Accept where they name it.
+        for path in ["/s.css", "/imp.css"] {
+            assert_eq!(header(path, "Accept").as_deref(), Some("text/css"));
+        }
+        for path in ["/a.gif", "/j.js"] {
+            assert_eq!(header(path, "Accept").as_deref(), Some("*/*;q=0.1"));
+            assert_eq!(header(path, "Upgrade-Insecure-Requests"), None);
+        }
+        for path in ["/news/", "/frame.html"] {
+            assert_eq!(
+                header(path, "Upgrade-Insecure-Requests").as_deref(),
+                Some("1")
+            );
+            assert_eq!(header(path, "Accept-Language").as_deref(), Some("en"));
+        }
+        // What the HAR records is what was sent.
+        let css = object(&load, "/s.css").unwrap();
+        assert!(css
+            .request_headers
+            .iter()
+            .any(|(n, v)| n == "Accept" && v == "text/css"));
+    }
+}
