@@ -886,12 +886,12 @@ fn plan_page(spec: &PageSpec, r: &mut Rng) -> Vec<Plan> {
         }
     }
     // Too few that big (a page of small images): the largest left, so every frame shows one.
-    for i in 1..images {
+    for role in roles.iter_mut().skip(1) {
         if fa >= frame_images {
             break;
         }
-        if roles[i] == Role::Image {
-            roles[i] = Role::FrameImage;
+        if *role == Role::Image {
+            *role = Role::FrameImage;
             fa += 1;
         }
     }

@@ -175,7 +175,9 @@ pub enum Browser {
     Mozilla2003,
     /// Today's: Chromium's request headers (its Accept for each kind of object, a `Referer`
     /// by `strict-origin-when-cross-origin`), a preload scanner that requests everything as it
-    /// is parsed.
+    /// is parsed, and Chromium's two loading phases: low-priority requests (most images) wait
+    /// while the head's scripts load, and so does the layout (see
+    /// `webpep_loader::LoaderConfig::tight_mode`).
     Modern,
     /// Real Chromium, driven over DevTools (DESIGN §7.4): its own headers, scheduling and
     /// 6 connections per host or proxy; `policy` and `per_host` do not apply. Runs in every

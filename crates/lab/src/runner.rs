@@ -175,6 +175,7 @@ fn loader_config(c: &LabConfig, hosting: &Hosting, k: f64) -> LoaderConfig {
             .map(|(n, v)| (n.to_string(), v.to_string()))
             .collect();
         lc.kind_headers = modern_kind_headers();
+        lc.tight_mode = true;
     }
     lc.pipeline_batches = c.pipeline_batches();
     // Today's browser lists WebP in its image Accept already.

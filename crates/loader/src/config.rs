@@ -169,6 +169,16 @@ pub struct LoaderConfig {
     pub match_style_rules: bool,
     /// The screen media queries are evaluated for (today's laptop: 1366 × 768 at 1 dppx).
     pub viewport: Viewport,
+    /// Chromium's two loading phases ("tight mode"). Until a document's parser has passed the
+    /// scripts in its head (each waits for the stylesheets before it) and reached the body,
+    /// the document is not laid out, and its low-priority requests wait unless fewer than two
+    /// of its requests are in flight. Low priority: images other than the first five not
+    /// declared small (width × height ≤ 10,000 px², which get medium priority), `async`,
+    /// `defer` and module scripts, and what has no kind of its own (icons, embeds).
+    /// Stylesheets, fonts, parser-blocking scripts and frames go at once. Off: everything
+    /// found goes at once and a document is laid out when its scanner reaches the body. Not
+    /// used with `blocking_scripts`, whose parser already waits.
+    pub tight_mode: bool,
     /// One DNS lookup at a time (Mozilla 1.x on Unix resolved names on a single thread).
     pub serial_dns: bool,
     /// Plain-http names that resolve to the same address share one set of persistent
@@ -235,6 +245,7 @@ impl Default for LoaderConfig {
             css_images_at_layout: true,
             match_style_rules: true,
             viewport: Viewport::default(),
+            tight_mode: false,
             serial_dns: false,
             pool_by_address: false,
             pipeline_batches: false,

@@ -58,6 +58,27 @@ pub struct Discovered {
     /// When a browser requests it ([`Need::Always`] for everything but what stylesheets
     /// and `<style>` elements refer to).
     pub need: Need,
+    /// What the markup says beyond the kind that today's browser weighs in its priority.
+    pub hint: Hint,
+}
+
+/// What a reference's markup says that Chromium weighs in its priority.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Hint {
+    #[default]
+    None,
+    /// An `<img>` not declared small: without both `width` and `height`, or with an area
+    /// over 10,000 px². Chromium gives the first five of a document medium priority.
+    LargeImage,
+    /// A `<script src>` that does not stop the parser (`async`, `defer`, `type=module`).
+    AsyncScript,
+}
+
+/// Whether `<img width height>` declares an image of at most 10,000 px² (Chromium's
+/// "small" image, which its first-five boost skips).
+fn declared_small(width: Option<&str>, height: Option<&str>) -> bool {
+    let px = |v: Option<&str>| v.and_then(|v| v.trim().parse::<u64>().ok());
+    matches!((px(width), px(height)), (Some(w), Some(h)) if w.saturating_mul(h) <= 10_000)
 }
 
 /// Resolve `raw` against `base`, keeping only http(s) URLs, without the fragment.
@@ -111,12 +132,17 @@ const HEAD_ELEMENTS: [&str; 10] = [
 
 impl ScanState {
     fn push(&mut self, raw: &str, kind: ResourceKind) {
+        self.push_hinted(raw, kind, Hint::None);
+    }
+
+    fn push_hinted(&mut self, raw: &str, kind: ResourceKind, hint: Hint) {
         let decoded = decode_entities(raw);
         if let Some(url) = resolve(&self.base, &decoded) {
             self.found.push(Discovered {
                 url,
                 kind,
                 need: Need::Always,
+                hint,
             });
             self.count += 1;
         }
@@ -244,15 +270,31 @@ fn on_element(
             let chosen = el
                 .get_attribute("srcset")
                 .and_then(|set| pick_srcset(&decode_entities(&set), src.as_deref()));
+            let hint = if declared_small(
+                el.get_attribute("width").as_deref(),
+                el.get_attribute("height").as_deref(),
+            ) {
+                Hint::None
+            } else {
+                Hint::LargeImage
+            };
             match (chosen, src) {
-                (Some(c), _) => st.push(&c, ResourceKind::Image),
-                (None, Some(s)) => st.push(&s, ResourceKind::Image),
+                (Some(c), _) => st.push_hinted(&c, ResourceKind::Image, hint),
+                (None, Some(s)) => st.push_hinted(&s, ResourceKind::Image, hint),
                 (None, None) => {}
             }
         }
         "script" => {
             if let Some(src) = el.get_attribute("src") {
-                st.push(&src, ResourceKind::Script);
+                let module = el
+                    .get_attribute("type")
+                    .is_some_and(|t| t.trim().eq_ignore_ascii_case("module"));
+                let hint = if module || el.has_attribute("async") || el.has_attribute("defer") {
+                    Hint::AsyncScript
+                } else {
+                    Hint::None
+                };
+                st.push_hinted(&src, ResourceKind::Script, hint);
             }
         }
         "link" => {
@@ -743,6 +785,7 @@ pub fn scan_css(css: &str, base: &Url) -> Vec<Discovered> {
                 url,
                 kind,
                 need: Need::Always,
+                hint: Hint::None,
             });
         }
     };
@@ -860,6 +903,31 @@ mod tests {
             b"<head><script src=/a.js></script></head>",
         );
         assert_eq!((found.len(), body), (1, 1));
+    }
+
+    /// What the markup says of priority: images not declared small (for Chromium's first-five
+    /// boost) and scripts that do not stop the parser.
+    #[test]
+    fn priority_hints_from_the_markup() {
+        let (found, _) = scan_html_document(
+            HtmlScanner::new(base()),
+            b"<img src=a.gif><img src=b.gif width=100 height=100><img src=c.gif width=101               height=100><img src=d.gif width=50%><img srcset=\"e.gif 1x\" width=5 height=5>              <script src=f.js></script><script async src=g.js></script><script defer               src=h.js></script><script type=module src=i.js></script>",
+        );
+        let hints: Vec<(&str, Hint)> = found.iter().map(|d| (d.url.path(), d.hint)).collect();
+        assert_eq!(
+            hints,
+            [
+                ("/dir/a.gif", Hint::LargeImage),
+                ("/dir/b.gif", Hint::None),
+                ("/dir/c.gif", Hint::LargeImage),
+                ("/dir/d.gif", Hint::LargeImage),
+                ("/dir/e.gif", Hint::None),
+                ("/dir/f.js", Hint::None),
+                ("/dir/g.js", Hint::AsyncScript),
+                ("/dir/h.js", Hint::AsyncScript),
+                ("/dir/i.js", Hint::AsyncScript),
+            ]
+        );
     }
 
     /// What a layout needs of the page: its elements (tag, id, classes, attribute names) in

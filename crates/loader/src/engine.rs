@@ -19,7 +19,7 @@ use url::Url;
 
 use crate::config::{LoaderConfig, Policy};
 use crate::content_coding::{decode_all, StreamDecoder};
-use crate::discover::{self, Discovered, HtmlScanner, Need, ResourceKind};
+use crate::discover::{self, Discovered, Hint, HtmlScanner, Need, ResourceKind};
 use crate::driver::{self, DriverCfg, Event, H1Mode, Job, Response, Sent};
 use crate::error::FetchError;
 use crate::net::{Origin, Protocol, Target};
@@ -164,6 +164,11 @@ struct Obj {
     body_marked: bool,
     /// A stylesheet linked for media that do not apply: nothing its rules use is requested.
     style_unused: bool,
+    /// With `tight_mode`: a low-priority request of this document, held while the document
+    /// is in its tight phase.
+    tight_doc: Option<usize>,
+    /// Let through during its document's tight phase (it counts as in flight).
+    released: bool,
 }
 
 struct LoadState {
@@ -190,6 +195,24 @@ struct LoadState {
     /// Per HTML document: its layout, and what its stylesheets' rules use that it has not
     /// requested yet.
     layouts: HashMap<usize, Layout>,
+    /// With `tight_mode`: per HTML document, how far its parser is from leaving the head.
+    tight: HashMap<usize, Tight>,
+}
+
+/// One document's tight phase (Chromium's): it ends when the parser has reached the body,
+/// which it does only once the scripts in the head have arrived, each after the stylesheets
+/// before it.
+#[derive(Default)]
+struct Tight {
+    /// The scanner has seen the body start (or the document ended without one).
+    body_seen: bool,
+    /// Head scripts that stop the parser, and the stylesheets before each.
+    blockers: Vec<usize>,
+    /// Stylesheets in the head not yet behind a script.
+    sheets: Vec<usize>,
+    /// Images given medium priority so far (Chromium boosts the first five).
+    boosted: usize,
+    over: bool,
 }
 
 /// One HTML document's layout.
@@ -381,6 +404,7 @@ impl Loader {
             connect_failures: HashMap::new(),
             held: HashMap::new(),
             layouts: HashMap::new(),
+            tight: HashMap::new(),
         };
         let parsed = Url::parse(url.trim());
         let parsed = match parsed {
@@ -509,6 +533,8 @@ impl Loader {
             refs_seen: 0,
             body_marked: false,
             style_unused: false,
+            tight_doc: None,
+            released: false,
         }
     }
 
@@ -602,13 +628,65 @@ impl Loader {
             }
             _ => {
                 let unused = d.need == Need::Unused;
+                let tight_doc = self.low_priority_in(st, &d, from);
                 let id = self.add_object(st, d.url, d.kind, Some(from), n, false);
-                if let (true, Some(id)) = (unused, id) {
-                    st.objs[id].style_unused = true;
+                if let Some(id) = id {
+                    st.objs[id].style_unused = unused;
+                    st.objs[id].tight_doc = tight_doc;
                 }
                 id
             }
         }
+    }
+
+    /// With `tight_mode`: the document whose tight phase holds reference `d` found in `from`,
+    /// if `d` is a low-priority request (see [`LoaderConfig::tight_mode`]).
+    fn low_priority_in(&self, st: &mut LoadState, d: &Discovered, from: usize) -> Option<usize> {
+        if !self.cfg.tight_mode || self.cfg.blocking_scripts {
+            return None;
+        }
+        let doc = if st.objs.get(from)?.kind.is_html() {
+            from
+        } else {
+            owner_document(&st.objs, from)?
+        };
+        let low = match (d.kind, d.hint) {
+            (ResourceKind::Image, Hint::LargeImage) => {
+                let t = st.tight.entry(doc).or_default();
+                t.boosted += 1;
+                t.boosted > 5
+            }
+            (ResourceKind::Image | ResourceKind::Other, _) => true,
+            (ResourceKind::Script, Hint::AsyncScript) => true,
+            _ => false,
+        };
+        low.then_some(doc)
+    }
+
+    /// With `tight_mode`: ends `doc`'s tight phase if its parser can now reach the body, and
+    /// lays it out.
+    fn end_tight(&mut self, st: &mut LoadState, doc: usize) {
+        let Some(t) = st.tight.get(&doc) else {
+            return;
+        };
+        let doc_done = st.objs.get(doc).is_some_and(|o| o.done);
+        if t.over
+            || !(t.body_seen || doc_done)
+            || !t
+                .blockers
+                .iter()
+                .all(|&b| st.objs.get(b).is_some_and(|o| o.done))
+        {
+            return;
+        }
+        if let Some(t) = st.tight.get_mut(&doc) {
+            t.over = true;
+        }
+        self.lay_out(st, doc);
+    }
+
+    fn in_tight_phase(st: &LoadState, doc: usize) -> bool {
+        st.tight.get(&doc).is_some_and(|t| !t.over)
     }
 
     /// Requests what `doc`'s rules use now that they can: once it is laid out (at once
@@ -677,6 +755,10 @@ impl Loader {
             self.release_held(st, parent);
             return;
         }
+        if self.cfg.tight_mode {
+            self.discover_tight(st, parent, steps);
+            return;
+        }
         for step in steps {
             match step {
                 Step::Ref(d, n) => {
@@ -685,6 +767,40 @@ impl Loader {
                 Step::Body => self.lay_out(st, parent),
             }
         }
+        self.release_styles(st, parent);
+    }
+
+    /// [`Loader::discover_html`] in Chromium's two phases: everything found is requested
+    /// (low priority held, see [`Loader::pump`]), but the document is laid out only once its
+    /// parser has got past the head's scripts.
+    fn discover_tight(&mut self, st: &mut LoadState, parent: usize, steps: Vec<Step>) {
+        st.tight.entry(parent).or_default();
+        for step in steps {
+            match step {
+                Step::Ref(d, n) => {
+                    let (kind, hint, unused) = (d.kind, d.hint, d.need == Need::Unused);
+                    let id = self.add_found(st, d, parent, n, Some(parent));
+                    let Some(t) = st.tight.get_mut(&parent) else {
+                        continue;
+                    };
+                    match (id, t.body_seen, kind) {
+                        (Some(id), false, ResourceKind::Stylesheet) if !unused => t.sheets.push(id),
+                        (Some(id), false, ResourceKind::Script) if hint != Hint::AsyncScript => {
+                            let sheets = std::mem::take(&mut t.sheets);
+                            t.blockers.extend(sheets);
+                            t.blockers.push(id);
+                        }
+                        _ => {}
+                    }
+                }
+                Step::Body => {
+                    if let Some(t) = st.tight.get_mut(&parent) {
+                        t.body_seen = true;
+                    }
+                }
+            }
+        }
+        self.end_tight(st, parent);
         self.release_styles(st, parent);
     }
 
@@ -1132,6 +1248,31 @@ impl Loader {
                 self.release_held(st, p);
             }
         }
+        let tight: Vec<usize> = st
+            .tight
+            .iter()
+            .filter(|(_, t)| !t.over)
+            .map(|(d, _)| *d)
+            .collect();
+        for doc in tight {
+            self.end_tight(st, doc);
+        }
+        // Chromium lets a low-priority request of a document in its tight phase through
+        // only while fewer than two of the document's requests are in flight.
+        let mut in_flight: HashMap<usize, usize> = HashMap::new();
+        if st.tight.values().any(|t| !t.over) {
+            for (id, o) in st.objs.iter().enumerate() {
+                // A frame's or the page's own document is a navigation, not one of the
+                // document's requests.
+                if o.done || o.kind.is_html() || (o.tight_doc.is_some() && !o.released) {
+                    continue;
+                }
+                let doc = o.tight_doc.or_else(|| self.document_of(st, id));
+                if let Some(d) = doc.filter(|&d| Self::in_tight_phase(st, d)) {
+                    *in_flight.entry(d).or_default() += 1;
+                }
+            }
+        }
         let mut spare: HashMap<u64, usize> = self
             .conns
             .iter()
@@ -1148,6 +1289,17 @@ impl Loader {
                 break;
             }
             let oid = st.queue[i];
+            if let Some(doc) = st.objs[oid].tight_doc {
+                if !st.objs[oid].released && Self::in_tight_phase(st, doc) {
+                    let n = in_flight.entry(doc).or_default();
+                    if *n >= 2 {
+                        i += 1;
+                        continue;
+                    }
+                    *n += 1;
+                    st.objs[oid].released = true;
+                }
+            }
             let origin = match &st.objs[oid].origin {
                 Ok(o) => o.clone(),
                 Err(_) => {
@@ -1673,6 +1825,19 @@ fn nesting_below(kind: ResourceKind, nesting: usize) -> usize {
     match kind {
         ResourceKind::Iframe | ResourceKind::Stylesheet => nesting + 1,
         _ => nesting,
+    }
+}
+
+impl Loader {
+    /// The HTML document whose request an object is: the document (through stylesheets)
+    /// that referenced it.
+    fn document_of(&self, st: &LoadState, id: usize) -> Option<usize> {
+        let from = st.objs.get(id)?.initiator?;
+        if st.objs.get(from)?.kind.is_html() {
+            Some(from)
+        } else {
+            owner_document(&st.objs, from)
+        }
     }
 }
 

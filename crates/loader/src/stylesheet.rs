@@ -13,7 +13,7 @@ use url::Url;
 use crate::discover::{
     read_css_string, read_url_arg, resolve, split_top_level_commas, starts_with_ci, url_kind,
 };
-use crate::discover::{Discovered, ResourceKind};
+use crate::discover::{Discovered, Hint, ResourceKind};
 use crate::media::{media_applies, Viewport};
 use crate::selectors::{parse_selector_list, Complex, ElementIndex};
 
@@ -328,7 +328,12 @@ impl Scan<'_> {
             return;
         }
         if let Some(url) = resolve(self.base, raw) {
-            self.out.refs.push(Discovered { url, kind, need });
+            self.out.refs.push(Discovered {
+                url,
+                kind,
+                need,
+                hint: Hint::None,
+            });
         }
     }
 

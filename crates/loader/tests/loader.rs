@@ -1905,3 +1905,99 @@ async fn requests_carry_the_referer_and_the_headers_of_their_kind() {
             .any(|(n, v)| n == "Accept" && v == "text/css"));
     }
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn tight_mode_holds_low_priority_requests_until_the_head_scripts_have_arrived() {
+    let (routes, srv, dns) = www_test().await;
+    let port = srv.addr.port();
+    let mut body = String::from("<body class=x>");
+    for i in 0..6 {
+        body.push_str(&format!("<img src=\"/big{i}.gif\">"));
+        routes.add(
+            "www.test",
+            &format!("/big{i}.gif"),
+            Route::image(300).delayed(Duration::from_millis(150)),
+        );
+    }
+    for i in 0..3 {
+        body.push_str(&format!(
+            "<img src=\"/s{i}.gif\" width=\"20\" height=\"20\">"
+        ));
+        routes.add(
+            "www.test",
+            &format!("/s{i}.gif"),
+            Route::image(100).delayed(Duration::from_millis(150)),
+        );
+    }
+    body.push_str("<script async src=\"/a.js\"></script></body>");
+    routes.add(
+        "www.test",
+        "/",
+        Route::html(format!(
+            "<html><head><link rel=stylesheet href=\"/s.css\"><script src=\"/slow.js\"></script>\
+             </head>{body}</html>"
+        )),
+    );
+    routes.add(
+        "www.test",
+        "/s.css",
+        Route::css(".x { background: url(/bg.gif) }"),
+    );
+    routes.add(
+        "www.test",
+        "/slow.js",
+        Route::ok("application/javascript", "var x = 1;").delayed(Duration::from_millis(700)),
+    );
+    routes.add(
+        "www.test",
+        "/a.js",
+        Route::ok("application/javascript", "var y = 2;").delayed(Duration::from_millis(150)),
+    );
+    routes.add("www.test", "/bg.gif", Route::image(200));
+    let sent = |o: &webpep_loader::ObjectTiming| {
+        let t = &o.timings;
+        o.start
+            + t.blocked.unwrap_or_default()
+            + t.dns.unwrap_or_default()
+            + t.connect.unwrap_or_default()
+    };
+    let low = ["/big5.gif", "/s0.gif", "/s1.gif", "/s2.gif", "/a.js"];
+    for tight in [true, false] {
+        let mut c = cfg(Policy::Http11 { per_host: 12 }, &dns);
+        c.tight_mode = tight;
+        let page = load_page(&format!("http://www.test:{port}/"), &c).await;
+        check_page(&page);
+        assert_eq!(page.errors(), 0);
+        assert_eq!(page.objects.len(), 14);
+        let js_end = object(&page, "/slow.js").unwrap().end;
+        // The first five images not declared small go at once, either way.
+        for i in 0..5 {
+            let o = object(&page, &format!("/big{i}.gif")).unwrap();
+            assert!(sent(o) < js_end, "tight={tight} big{i}");
+        }
+        // The stylesheet's image waits for layout, which waits for the head's script.
+        let bg = sent(object(&page, "/bg.gif").unwrap());
+        assert_eq!(
+            bg >= js_end,
+            tight,
+            "bg.gif at {bg:?}, script done {js_end:?}"
+        );
+        // Low-priority requests in flight together while the script loads.
+        let lows: Vec<_> = low.iter().map(|p| object(&page, p).unwrap()).collect();
+        let most = lows
+            .iter()
+            .map(|l| sent(l))
+            .filter(|&t| t < js_end)
+            .map(|t| lows.iter().filter(|o| sent(o) <= t && t < o.end).count())
+            .max()
+            .unwrap_or(0);
+        if tight {
+            assert!(
+                most <= 1,
+                "{most} low-priority requests at once in the tight phase"
+            );
+        } else {
+            assert!(most >= 3, "without tight mode they all go: {most}");
+        }
+    }
+}
