@@ -645,11 +645,7 @@ impl Loader {
         if !self.cfg.tight_mode || self.cfg.blocking_scripts {
             return None;
         }
-        let doc = if st.objs.get(from)?.kind.is_html() {
-            from
-        } else {
-            owner_document(&st.objs, from)?
-        };
+        let doc = referring_document(&st.objs, from)?;
         let low = match (d.kind, d.hint) {
             (ResourceKind::Image, Hint::LargeImage) => {
                 let t = st.tight.entry(doc).or_default();
@@ -1261,13 +1257,15 @@ impl Loader {
         // only while fewer than two of the document's requests are in flight.
         let mut in_flight: HashMap<usize, usize> = HashMap::new();
         if st.tight.values().any(|t| !t.over) {
-            for (id, o) in st.objs.iter().enumerate() {
+            for o in &st.objs {
                 // A frame's or the page's own document is a navigation, not one of the
                 // document's requests.
                 if o.done || o.kind.is_html() || (o.tight_doc.is_some() && !o.released) {
                     continue;
                 }
-                let doc = o.tight_doc.or_else(|| self.document_of(st, id));
+                let doc = o
+                    .tight_doc
+                    .or_else(|| referring_document(&st.objs, o.initiator?));
                 if let Some(d) = doc.filter(|&d| Self::in_tight_phase(st, d)) {
                     *in_flight.entry(d).or_default() += 1;
                 }
@@ -1828,16 +1826,13 @@ fn nesting_below(kind: ResourceKind, nesting: usize) -> usize {
     }
 }
 
-impl Loader {
-    /// The HTML document whose request an object is: the document (through stylesheets)
-    /// that referenced it.
-    fn document_of(&self, st: &LoadState, id: usize) -> Option<usize> {
-        let from = st.objs.get(id)?.initiator?;
-        if st.objs.get(from)?.kind.is_html() {
-            Some(from)
-        } else {
-            owner_document(&st.objs, from)
-        }
+/// The HTML document whose request is whatever `from` references: `from` itself, or the
+/// document that uses stylesheet `from`.
+fn referring_document(objs: &[Obj], from: usize) -> Option<usize> {
+    if objs.get(from)?.kind.is_html() {
+        Some(from)
+    } else {
+        owner_document(objs, from)
     }
 }
 
