@@ -675,6 +675,7 @@ async fn h2_request(
         http10: false,
         absolute: false,
     };
+    // The first is Host, which `:authority` carries over h2.
     for (n, v) in request_headers(&job, &cfg, mode).into_iter().skip(1) {
         if request_headers::is_connection_specific(&n) {
             continue;
