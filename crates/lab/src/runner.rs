@@ -546,9 +546,19 @@ mod tests {
         assert_eq!(h.len(), MOZILLA_2003_HEADERS.len());
         assert!(h[0].1.starts_with("image/webp,text/xml,"), "{}", h[0].1);
         assert!(webpep_optimize::transcode::accepts_webp(Some(&h[0].1)));
-        // A modern browser model sends no Accept of its own: WebP and anything else.
+        // Headers without an Accept (a bare loader's): WebP and anything else.
         let mut none = Vec::new();
         with_webp_accept(&mut none);
         assert_eq!(none, [("Accept".to_string(), "image/webp,*/*".to_string())]);
+        // Today's model lists WebP for images itself, as Chromium does, and not for scripts.
+        let accept = |kind| {
+            modern_kind_headers()
+                .for_kind(kind)
+                .find(|(n, _)| n == "Accept")
+                .map(|(_, v)| v)
+        };
+        let image = accept(ResourceKind::Image);
+        assert!(webpep_optimize::transcode::accepts_webp(image.as_deref()));
+        assert_eq!(accept(ResourceKind::Script), None);
     }
 }
