@@ -19,6 +19,16 @@ pub struct LabArgs {
     sub: LabSub,
 }
 
+impl LabArgs {
+    /// Listings and importers only read files and print; runs and benches talk to peers.
+    pub fn prints_only(&self) -> bool {
+        matches!(
+            self.sub,
+            LabSub::Configs { .. } | LabSub::Corpus { .. } | LabSub::Import { .. }
+        )
+    }
+}
+
 #[derive(Subcommand, Debug)]
 enum LabSub {
     /// Load every page under every configuration over the emulated link; write results.json,

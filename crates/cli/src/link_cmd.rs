@@ -18,6 +18,16 @@ pub struct LinkArgs {
     run: RunArgs,
 }
 
+impl LinkArgs {
+    /// `link profiles` and `link fec-sweep` only print; the rest runs traffic.
+    pub fn prints_only(&self) -> bool {
+        matches!(
+            self.sub,
+            Some(LinkSub::Profiles { .. } | LinkSub::FecSweep { .. })
+        )
+    }
+}
+
 /// Options shared by everything that builds a link.
 #[derive(Args, Debug, Clone)]
 pub struct LinkOpts {

@@ -54,14 +54,31 @@ impl std::fmt::Display for BadInput {
 }
 impl std::error::Error for BadInput {}
 
-fn main() -> ExitCode {
-    // Behave like other Unix tools in a pipeline (`webpep link profiles | head`): die quietly
-    // on a closed stdout. Sockets are unaffected (Rust sends with MSG_NOSIGNAL).
-    // SAFETY: called first, single-threaded, with a valid handler constant.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+impl Command {
+    /// True for the commands that only print (listings, tables from files): they behave like
+    /// other Unix tools in a pipeline (`webpep link profiles | head`) and die quietly on a
+    /// closed stdout. Everything that talks to peers keeps SIGPIPE ignored, as Rust sets it:
+    /// a vectored write (`writev`, which hyper uses) to a socket the peer has reset raises
+    /// SIGPIPE despite MSG_NOSIGNAL on plain sends, and would kill a whole proxy.
+    fn prints_only(&self) -> bool {
+        match self {
+            Command::Link(a) => a.prints_only(),
+            Command::Lab(a) => a.prints_only(),
+            Command::Demo(_) | Command::Server(_) | Command::Dns(_) | Command::Optimize(_) => {
+                false
+            }
+        }
     }
+}
+
+fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.command.prints_only() {
+        // SAFETY: still single-threaded (no runtime started yet); a valid handler constant.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("WEBPEP_LOG")
