@@ -5,18 +5,24 @@
 //!
 //! The units are pure and tested alone: [`PasswordHash`] (PHC parse, hash, constant-time
 //! verify), [`parse_users`] (the users file), [`parse_basic`] (the header),
-//! [`VerifiedCache`] (takes [`Instant`]s, never reads the clock) and [`need`] (which modes
-//! must authenticate). [`Authenticator`] is the thin shell that locks, reads the clock and
-//! runs the slow hash off the async threads.
+//! [`VerifiedCache`] and [`FailureThrottle`] (both take [`Instant`]s, never read the clock)
+//! and [`need`] (which modes must authenticate). [`Authenticator`] is the thin shell that
+//! locks, reads the clock and runs the slow hash off the async threads.
 //!
 //! Only explicit (absolute-form) and CONNECT requests can carry proxy credentials: a browser
 //! that does not know it talks to a proxy (transparent, intercepted, URL-rewritten) never
-//! sends them, so those are allowed by network (`transparent = "network"`) or refused.
+//! sends them, so those are refused (the default, `transparent = "refuse"`) or, when the
+//! operator chooses `transparent = "network"`, allowed by network.
 //! `Proxy-Authorization` is hop-by-hop and is removed before a request goes on
 //! ([`crate::http1::strip_hop_by_hop`]): credentials never reach an origin.
+//!
+//! Password guessing is slowed per client address (IPv6: its /64): after `max-failures`
+//! wrong logins in a row, logins from there get 429 without a hash being computed until a
+//! backoff (doubling per further failure, capped) has passed.
 
 use std::collections::HashMap;
 use std::io::BufRead;
+use std::net::IpAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -24,13 +30,13 @@ use std::time::{Duration, Instant};
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD_NO_PAD};
 use base64::engine::DecodePaddingMode;
 use base64::Engine as _;
-use http::header::{HeaderMap, HeaderValue, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION};
+use http::header::{HeaderMap, HeaderValue, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, RETRY_AFTER};
 use http::StatusCode;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::config::{AuthConfig, TransparentAuth};
-use crate::limits::lock;
+use crate::limits::{client_key, lock};
 use crate::metrics::Metrics;
 use crate::mode::Mode;
 use crate::reply::Reply;
@@ -52,6 +58,12 @@ const MAX_ITERATIONS: u32 = 10_000_000;
 pub const CACHE_TTL: Duration = Duration::from_secs(300);
 /// How many successful checks are remembered at most.
 pub const CACHE_CAPACITY: usize = 1024;
+/// Failed logins are forgotten this long after the last one (or after the wait it started).
+pub const FAILURE_WINDOW: Duration = Duration::from_secs(15 * 60);
+/// How many client addresses' failures are remembered at most (under 100 bytes each).
+pub const FAILURE_CAPACITY: usize = 100_000;
+/// The longest `auth.failure-backoff` and `auth.max-failure-backoff` accepted.
+pub const MAX_FAILURE_BACKOFF: Duration = Duration::from_secs(24 * 3600);
 
 /// A salted PBKDF2-HMAC-SHA256 hash, parsed from its PHC string.
 #[derive(Clone, PartialEq, Eq)]
@@ -372,12 +384,21 @@ pub enum AuthFailure {
     Invalid,
     /// A transparent/intercepted/URL-rewritten request with `transparent = "refuse"`.
     Transparent,
+    /// Credentials from an address that failed too often lately, not checked; how long it
+    /// must still wait.
+    Throttled(Duration),
 }
 
 impl AuthFailure {
     /// Every label, in metric order.
-    pub const LABELS: [&'static str; 5] =
-        ["missing", "scheme", "malformed", "invalid", "transparent"];
+    pub const LABELS: [&'static str; 6] = [
+        "missing",
+        "scheme",
+        "malformed",
+        "invalid",
+        "transparent",
+        "throttled",
+    ];
 
     /// The metric label.
     pub fn label(&self) -> &'static str {
@@ -387,6 +408,7 @@ impl AuthFailure {
             AuthFailure::Malformed(_) => "malformed",
             AuthFailure::Invalid => "invalid",
             AuthFailure::Transparent => "transparent",
+            AuthFailure::Throttled(_) => "throttled",
         }
     }
 
@@ -400,6 +422,10 @@ impl AuthFailure {
             AuthFailure::Malformed(why) => format!("malformed Proxy-Authorization: {why}"),
             AuthFailure::Invalid => "unknown user or wrong password".into(),
             AuthFailure::Transparent => "this proxy requires authentication, which transparent requests cannot carry: configure the browser to use the proxy explicitly".into(),
+            AuthFailure::Throttled(wait) => format!(
+                "too many failed logins from this address: retry after {} s",
+                retry_after_secs(*wait)
+            ),
         }
     }
 }
@@ -553,8 +579,180 @@ impl VerifiedCache {
     }
 }
 
-/// The proxy's authentication: users, policy, the cache of successes and a bound on slow
-/// hashes running at once.
+/// Whole seconds to wait for `wait`, rounded up, at least 1 (for `Retry-After`).
+pub fn retry_after_secs(wait: Duration) -> u64 {
+    (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1)
+}
+
+/// How [`FailureThrottle`] slows password guessing from one client address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThrottlePolicy {
+    /// Failed logins in a row tolerated before the address must wait (0: never).
+    pub max_failures: u32,
+    /// The wait after the `max_failures`-th failure; each further one doubles it.
+    pub backoff: Duration,
+    /// The longest wait.
+    pub max_backoff: Duration,
+    /// Failures are forgotten this long after the last one (or after the wait it started).
+    pub window: Duration,
+}
+
+impl ThrottlePolicy {
+    /// The policy of `[auth]`.
+    pub fn from_config(cfg: &AuthConfig) -> ThrottlePolicy {
+        ThrottlePolicy {
+            max_failures: cfg.max_failures,
+            backoff: cfg.failure_backoff.0,
+            max_backoff: cfg.max_failure_backoff.0.max(cfg.failure_backoff.0),
+            window: FAILURE_WINDOW,
+        }
+    }
+
+    /// The wait after the `failures`-th failure in a row; None below `max_failures`.
+    pub fn wait_after(&self, failures: u32) -> Option<Duration> {
+        if self.max_failures == 0 || failures < self.max_failures {
+            return None;
+        }
+        let doublings = (failures - self.max_failures).min(31);
+        Some(
+            self.backoff
+                .saturating_mul(1 << doublings)
+                .min(self.max_backoff),
+        )
+    }
+}
+
+impl Default for ThrottlePolicy {
+    fn default() -> Self {
+        ThrottlePolicy::from_config(&AuthConfig::default())
+    }
+}
+
+/// Recent failed logins of one client address.
+#[derive(Clone, Copy, Debug)]
+struct Failures {
+    /// In a row (since the last success or the last time they were forgotten).
+    count: u32,
+    /// The latest.
+    last: Instant,
+    /// The end of the address's wait (not after `last` when it has none).
+    until: Instant,
+}
+
+impl Failures {
+    fn forgotten(&self, now: Instant, window: Duration) -> bool {
+        now >= self.last.max(self.until) + window
+    }
+}
+
+/// Failed logins per client address (IPv6: per /64, [`client_key`]), so that an address that
+/// keeps failing must wait before its next login is even checked: [`ThrottlePolicy`]'s
+/// backoff after `max_failures` in a row, doubling per further failure up to `max_backoff`;
+/// a success forgets them. Takes [`Instant`]s, never reads the clock. Bounded: at most
+/// `capacity` addresses; forgotten entries are pruned as the map grows, and when it is full
+/// of recent ones the address whose last failure is oldest goes.
+#[derive(Debug)]
+pub struct FailureThrottle {
+    map: HashMap<IpAddr, Failures>,
+    policy: ThrottlePolicy,
+    capacity: usize,
+    /// The size at which forgotten entries are next pruned (doubles, so pruning is cheap
+    /// on average).
+    prune_at: usize,
+}
+
+/// The smallest map that is pruned.
+const PRUNE_MIN: usize = 1024;
+
+impl FailureThrottle {
+    /// An empty throttle.
+    pub fn new(policy: ThrottlePolicy, capacity: usize) -> Self {
+        let capacity = capacity.max(1);
+        FailureThrottle {
+            map: HashMap::new(),
+            policy,
+            capacity,
+            prune_at: PRUNE_MIN.min(capacity),
+        }
+    }
+
+    /// `Err(wait)` while logins from `client` must wait at `now`.
+    pub fn check(&mut self, client: IpAddr, now: Instant) -> Result<(), Duration> {
+        let key = client_key(client);
+        let Some(f) = self.map.get(&key) else {
+            return Ok(());
+        };
+        if now < f.until {
+            return Err(f.until - now);
+        }
+        if f.forgotten(now, self.policy.window) {
+            self.map.remove(&key);
+        }
+        Ok(())
+    }
+
+    /// Notes a failed login from `client` at `now`; the wait it starts, if any.
+    pub fn failed(&mut self, client: IpAddr, now: Instant) -> Option<Duration> {
+        if self.policy.max_failures == 0 {
+            return None;
+        }
+        let key = client_key(client);
+        if !self.map.contains_key(&key) {
+            self.make_room(now);
+        }
+        let fresh = Failures {
+            count: 0,
+            last: now,
+            until: now,
+        };
+        let window = self.policy.window;
+        let f = self.map.entry(key).or_insert(fresh);
+        if f.forgotten(now, window) {
+            *f = fresh;
+        }
+        f.count = f.count.saturating_add(1);
+        f.last = now;
+        let wait = self.policy.wait_after(f.count)?;
+        // Logins checked before the wait began may still fail during it: never shorten it.
+        f.until = f.until.max(now.checked_add(wait).unwrap_or(now));
+        Some(wait)
+    }
+
+    /// A successful login from `client`: its failures are forgotten.
+    pub fn succeeded(&mut self, client: IpAddr) {
+        if !self.map.is_empty() {
+            self.map.remove(&client_key(client));
+        }
+    }
+
+    /// Addresses remembered now (forgotten ones included until pruned).
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// True when none.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Makes room for one more address.
+    fn make_room(&mut self, now: Instant) {
+        if self.map.len() < self.prune_at {
+            return;
+        }
+        let window = self.policy.window;
+        self.map.retain(|_, f| !f.forgotten(now, window));
+        if self.map.len() >= self.capacity {
+            if let Some(oldest) = self.map.iter().min_by_key(|(_, f)| f.last).map(|(k, _)| *k) {
+                self.map.remove(&oldest);
+            }
+        }
+        self.prune_at = (self.map.len() * 2).max(PRUNE_MIN).min(self.capacity);
+    }
+}
+
+/// The proxy's authentication: users, policy, the cache of successes, the throttle of
+/// failures and a bound on slow hashes running at once.
 #[derive(Debug)]
 pub struct Authenticator {
     users: Arc<Users>,
@@ -564,6 +762,7 @@ pub struct Authenticator {
     /// memory dump could use cheaply.
     secret: [u8; 32],
     cache: Mutex<VerifiedCache>,
+    throttle: Mutex<FailureThrottle>,
     /// Slow hashes at once: half the cores, so that wrong guesses cannot take all the CPU
     /// (waiting callers find the cache filled by the one before them).
     slow: tokio::sync::Semaphore,
@@ -581,8 +780,22 @@ impl Authenticator {
             tracing::warn!(file = %path.display(), users = ?weak, "password hashes with fewer than {WEAK_ITERATIONS} iterations; make new ones with `webpep server --hash-password`");
         }
         warn_if_world_readable(path);
-        tracing::info!(file = %path.display(), users = users.len(), transparent = ?cfg.transparent, "proxy authentication on");
-        Ok(Some(Authenticator::new(users, &cfg.realm, cfg.transparent)))
+        let transparent = match cfg.transparent {
+            TransparentAuth::Refuse => {
+                "refuse (transparent, intercepted, URL-rewritten requests get 403, relayed TLS an alert)"
+            }
+            TransparentAuth::Network => {
+                "network (transparent, intercepted, URL-rewritten requests and relayed TLS need no credentials)"
+            }
+        };
+        let policy = ThrottlePolicy::from_config(cfg);
+        if policy.max_failures == 0 {
+            tracing::warn!("auth.max-failures = 0: password guessing is not throttled");
+        }
+        tracing::info!(file = %path.display(), users = users.len(), transparent, max_failures = policy.max_failures, failure_backoff = ?policy.backoff, max_failure_backoff = ?policy.max_backoff, "proxy authentication on");
+        Ok(Some(
+            Authenticator::new(users, &cfg.realm, cfg.transparent).with_throttle(policy),
+        ))
     }
 
     /// An authenticator for `users` (`realm` checked by [`check_realm`]).
@@ -603,7 +816,19 @@ impl Authenticator {
             challenge,
             secret,
             cache: Mutex::new(VerifiedCache::new(CACHE_TTL, CACHE_CAPACITY)),
+            throttle: Mutex::new(FailureThrottle::new(
+                ThrottlePolicy::default(),
+                FAILURE_CAPACITY,
+            )),
             slow: tokio::sync::Semaphore::new((cores / 2).max(1)),
+        }
+    }
+
+    /// The same with another throttle of failed logins (the default is `[auth]`'s).
+    pub fn with_throttle(self, policy: ThrottlePolicy) -> Authenticator {
+        Authenticator {
+            throttle: Mutex::new(FailureThrottle::new(policy, FAILURE_CAPACITY)),
+            ..self
         }
     }
 
@@ -627,20 +852,33 @@ impl Authenticator {
         h.finalize().into()
     }
 
-    fn cached(&self, key: &[u8; 32]) -> Option<Arc<str>> {
-        lock(&self.cache).get(key, Instant::now())
+    fn cached(&self, key: &[u8; 32], client: IpAddr) -> Option<Arc<str>> {
+        let user = lock(&self.cache).get(key, Instant::now())?;
+        lock(&self.throttle).succeeded(client);
+        Some(user)
     }
 
-    /// Checks a request's `Proxy-Authorization`; the user on success. A slow hash runs on a
-    /// blocking thread only when these credentials were not verified lately.
+    fn throttled(&self, client: IpAddr) -> Result<(), AuthFailure> {
+        lock(&self.throttle)
+            .check(client, Instant::now())
+            .map_err(AuthFailure::Throttled)
+    }
+
+    /// Checks a request's `Proxy-Authorization` from `client`; the user on success. A slow
+    /// hash runs on a blocking thread only when these credentials were not verified lately
+    /// and `client`'s address is not waiting after failed logins.
     pub async fn check(
         &self,
         headers: &HeaderMap,
+        client: IpAddr,
         metrics: &Metrics,
     ) -> Result<Arc<str>, AuthFailure> {
         let creds = credentials(headers)?;
+        // Before the cache too: otherwise a waiting guesser would still learn, for free, whether
+        // a guess is a password someone used lately.
+        self.throttled(client)?;
         let key = self.key(&creds);
-        if let Some(user) = self.cached(&key) {
+        if let Some(user) = self.cached(&key, client) {
             return Ok(user);
         }
         let _permit = self
@@ -648,8 +886,10 @@ impl Authenticator {
             .acquire()
             .await
             .map_err(|_| AuthFailure::Invalid)?;
+        // Guesses queued for the permit while their address's failures reached the limit.
+        self.throttled(client)?;
         // Another request with the same credentials may have verified them meanwhile.
-        if let Some(user) = self.cached(&key) {
+        if let Some(user) = self.cached(&key, client) {
             return Ok(user);
         }
         Metrics::add(&metrics.auth_verifications, 1);
@@ -659,26 +899,39 @@ impl Authenticator {
             .await
             .unwrap_or(false);
         if !ok {
+            if let Some(wait) = lock(&self.throttle).failed(client, Instant::now()) {
+                tracing::warn!(client = %client_key(client), ?wait, "repeated failed proxy logins: this address waits before its next login is checked");
+            }
             return Err(AuthFailure::Invalid);
         }
         let user: Arc<str> = Arc::from(user);
         lock(&self.cache).insert(key, user.clone(), Instant::now());
+        lock(&self.throttle).succeeded(client);
         Ok(user)
     }
 
     /// The answer to a request refused for `failure`: 403 for a refused transparent request,
-    /// else 407 with the challenge. Closed after CONNECT (the client may already be sending
-    /// tunnel bytes), kept open otherwise (a browser retries on the same connection).
+    /// 429 with `Retry-After` for a throttled address (no challenge: a browser would only ask
+    /// for the password again), else 407 with the challenge. Closed after CONNECT (the client
+    /// may already be sending tunnel bytes), kept open otherwise (a browser retries on the
+    /// same connection).
     pub fn refusal(&self, failure: &AuthFailure, connect: bool) -> Reply {
-        let mut r = if *failure == AuthFailure::Transparent {
-            Reply::text(StatusCode::FORBIDDEN, &failure.message())
-        } else {
-            let mut r = Reply::text(
-                StatusCode::PROXY_AUTHENTICATION_REQUIRED,
-                &failure.message(),
-            );
-            r.headers.insert(PROXY_AUTHENTICATE, self.challenge.clone());
-            r
+        let mut r = match failure {
+            AuthFailure::Transparent => Reply::text(StatusCode::FORBIDDEN, &failure.message()),
+            AuthFailure::Throttled(wait) => {
+                let mut r = Reply::text(StatusCode::TOO_MANY_REQUESTS, &failure.message());
+                r.headers
+                    .insert(RETRY_AFTER, HeaderValue::from(retry_after_secs(*wait)));
+                r
+            }
+            _ => {
+                let mut r = Reply::text(
+                    StatusCode::PROXY_AUTHENTICATION_REQUIRED,
+                    &failure.message(),
+                );
+                r.headers.insert(PROXY_AUTHENTICATE, self.challenge.clone());
+                r
+            }
         };
         r.close = connect;
         r
@@ -701,6 +954,16 @@ mod tests {
 
     /// Fast hashes for tests; the default's cost is tested once.
     const FAST: u32 = 1000;
+    /// A client address.
+    const LOCAL: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
 
     fn b64(s: &str) -> String {
         base64::engine::general_purpose::STANDARD.encode(s)
@@ -992,6 +1255,16 @@ mod tests {
         let r = auth.refusal(&AuthFailure::Transparent, false);
         assert_eq!(r.status, StatusCode::FORBIDDEN);
         assert!(r.headers.get(PROXY_AUTHENTICATE).is_none());
+        let throttled = AuthFailure::Throttled(Duration::from_millis(2500));
+        let r = auth.refusal(&throttled, false);
+        assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(r.headers.get(RETRY_AFTER).unwrap(), "3");
+        assert!(r.headers.get(PROXY_AUTHENTICATE).is_none());
+        assert!(!r.close);
+        assert!(auth.refusal(&throttled, true).close);
+        assert!(throttled.message().contains("retry after 3 s"));
+        assert_eq!(throttled.label(), "throttled");
+        assert!(AuthFailure::LABELS.contains(&throttled.label()));
         assert!(check_realm("webpep proxy").is_ok());
         assert!(
             check_realm("a\"b").is_err() && check_realm("").is_err() && check_realm("é").is_err()
@@ -1015,23 +1288,29 @@ mod tests {
             );
             h
         };
-        assert_eq!(&*auth.check(&hdr("alice:pw:x"), &m).await.unwrap(), "alice");
-        assert_eq!(&*auth.check(&hdr("alice:pw:x"), &m).await.unwrap(), "alice");
+        assert_eq!(
+            &*auth.check(&hdr("alice:pw:x"), LOCAL, &m).await.unwrap(),
+            "alice"
+        );
+        assert_eq!(
+            &*auth.check(&hdr("alice:pw:x"), LOCAL, &m).await.unwrap(),
+            "alice"
+        );
         assert_eq!(
             m.auth_verifications
                 .load(std::sync::atomic::Ordering::Relaxed),
             1
         );
         assert_eq!(
-            auth.check(&hdr("alice:pw"), &m).await,
+            auth.check(&hdr("alice:pw"), LOCAL, &m).await,
             Err(AuthFailure::Invalid)
         );
         assert_eq!(
-            auth.check(&hdr("bob:pw:x"), &m).await,
+            auth.check(&hdr("bob:pw:x"), LOCAL, &m).await,
             Err(AuthFailure::Invalid)
         );
         assert_eq!(
-            auth.check(&HeaderMap::new(), &m).await,
+            auth.check(&HeaderMap::new(), LOCAL, &m).await,
             Err(AuthFailure::Missing)
         );
         // Failures are not remembered: each costs a hash.
@@ -1040,5 +1319,238 @@ mod tests {
                 .load(std::sync::atomic::Ordering::Relaxed),
             3
         );
+    }
+
+    fn policy(max_failures: u32) -> ThrottlePolicy {
+        ThrottlePolicy {
+            max_failures,
+            backoff: secs(1),
+            max_backoff: secs(60),
+            window: secs(900),
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_from_the_limit_and_is_capped() {
+        let p = policy(5);
+        assert_eq!(p.wait_after(0), None);
+        assert_eq!(p.wait_after(4), None);
+        let waits: Vec<u64> = (5..13)
+            .map(|n| p.wait_after(n).unwrap().as_secs())
+            .collect();
+        assert_eq!(waits, [1, 2, 4, 8, 16, 32, 60, 60]);
+        assert_eq!(p.wait_after(u32::MAX), Some(secs(60)));
+        assert_eq!(policy(0).wait_after(u32::MAX), None);
+        assert_eq!(retry_after_secs(Duration::ZERO), 1);
+        assert_eq!(retry_after_secs(Duration::from_millis(1)), 1);
+        assert_eq!(retry_after_secs(secs(2)), 2);
+        assert_eq!(retry_after_secs(Duration::from_millis(2001)), 3);
+        // The defaults are `[auth]`'s.
+        let d = ThrottlePolicy::default();
+        assert_eq!(
+            (d.max_failures, d.backoff, d.max_backoff),
+            (5, secs(1), secs(60))
+        );
+    }
+
+    #[test]
+    fn throttle_makes_an_address_wait_after_repeated_failures() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + secs(s);
+        let mut t = FailureThrottle::new(policy(5), 100);
+        for i in 0..4 {
+            assert_eq!(t.check(LOCAL, at(i)), Ok(()));
+            assert_eq!(t.failed(LOCAL, at(i)), None, "failure {}", i + 1);
+        }
+        assert_eq!(t.check(LOCAL, at(4)), Ok(()));
+        // The fifth in a row: a second's wait, whatever is presented.
+        assert_eq!(t.failed(LOCAL, at(4)), Some(secs(1)));
+        assert_eq!(
+            t.check(LOCAL, at(4) + Duration::from_millis(300)),
+            Err(Duration::from_millis(700))
+        );
+        assert_eq!(t.check(LOCAL, at(5)), Ok(()));
+        // Each further failure doubles the wait, up to the cap.
+        let mut now = at(5);
+        for expected in [2, 4, 8, 16, 32, 60, 60] {
+            assert_eq!(t.failed(LOCAL, now), Some(secs(expected)));
+            assert_eq!(
+                t.check(LOCAL, now + secs(expected) - Duration::from_millis(1)),
+                Err(Duration::from_millis(1))
+            );
+            now += secs(expected);
+            assert_eq!(t.check(LOCAL, now), Ok(()));
+        }
+        // Another address is not affected.
+        assert_eq!(t.check(ip("127.0.0.2"), now - secs(1)), Ok(()));
+        assert_eq!(t.failed(ip("127.0.0.2"), now), None);
+        // A success forgets the failures: four more are tolerated again.
+        t.succeeded(LOCAL);
+        for _ in 0..4 {
+            assert_eq!(t.failed(LOCAL, now), None);
+        }
+        assert_eq!(t.failed(LOCAL, now), Some(secs(1)));
+        // A failure of a login checked before the wait began does not shorten it.
+        assert_eq!(t.failed(LOCAL, now), Some(secs(2)));
+        assert_eq!(t.check(LOCAL, now + secs(1)), Err(secs(1)));
+    }
+
+    #[test]
+    fn throttle_forgets_failures_after_the_window() {
+        let t0 = Instant::now();
+        let mut t = FailureThrottle::new(policy(5), 100);
+        for _ in 0..4 {
+            t.failed(LOCAL, t0);
+        }
+        // Just inside the window the fifth counts; after it, counting starts again.
+        let mut u = FailureThrottle::new(policy(5), 100);
+        for _ in 0..4 {
+            u.failed(LOCAL, t0);
+        }
+        assert_eq!(u.failed(LOCAL, t0 + secs(899)), Some(secs(1)));
+        assert_eq!(t.check(LOCAL, t0 + secs(900)), Ok(()));
+        assert!(t.is_empty(), "a forgotten entry is dropped when found");
+        for _ in 0..4 {
+            assert_eq!(t.failed(LOCAL, t0 + secs(900)), None);
+        }
+        // The window runs from the end of a wait, so long waits still grow.
+        let long = ThrottlePolicy {
+            max_backoff: secs(3600),
+            ..policy(1)
+        };
+        let mut v = FailureThrottle::new(long, 100);
+        let mut now = t0;
+        for n in 0..12 {
+            let wait = v.failed(LOCAL, now).unwrap();
+            assert_eq!(wait, secs(1 << n).min(secs(3600)));
+            now += wait + secs(899);
+        }
+    }
+
+    #[test]
+    fn throttle_counts_ipv6_clients_by_their_64() {
+        let t0 = Instant::now();
+        let mut t = FailureThrottle::new(policy(2), 100);
+        assert_eq!(t.failed(ip("2001:db8:1:2::1"), t0), None);
+        assert_eq!(t.failed(ip("2001:db8:1:2:ffff::9"), t0), Some(secs(1)));
+        assert!(t.check(ip("2001:db8:1:2:1:2:3:4"), t0).is_err());
+        assert_eq!(t.check(ip("2001:db8:1:3::1"), t0), Ok(()));
+        // An IPv4 client seen through a dual-stack socket is that IPv4 address.
+        assert_eq!(t.failed(ip("::ffff:192.0.2.7"), t0), None);
+        assert_eq!(t.failed(ip("192.0.2.7"), t0), Some(secs(1)));
+        assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn throttle_off_remembers_nothing() {
+        let t0 = Instant::now();
+        let mut t = FailureThrottle::new(policy(0), 100);
+        for i in 0..1000 {
+            assert_eq!(t.failed(LOCAL, t0 + secs(i)), None);
+        }
+        assert_eq!(t.check(LOCAL, t0), Ok(()));
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn throttle_stays_bounded() {
+        let t0 = Instant::now();
+        let addr = |i: u32| IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i));
+        // Full of recent failures: the address whose last failure is oldest goes.
+        let mut t = FailureThrottle::new(policy(1), 3);
+        for i in 0..3 {
+            t.failed(addr(i), t0 + secs(u64::from(i)));
+        }
+        t.failed(addr(9), t0 + secs(5));
+        assert_eq!(t.len(), 3);
+        let now = t0 + secs(5);
+        assert_eq!(t.check(addr(0), now), Ok(()), "the oldest was evicted");
+        assert!(t.map.contains_key(&addr(1)) && t.map.contains_key(&addr(9)));
+        // Forgotten entries go before recent ones.
+        let late = t0 + secs(5000);
+        t.failed(addr(7), late);
+        assert_eq!(t.len(), 1);
+        for i in 0..10_000 {
+            t.failed(addr(i), late);
+            assert!(t.len() <= 3);
+        }
+        // A large map is pruned of forgotten entries as it grows, not only when full.
+        let mut big = FailureThrottle::new(policy(5), 4096);
+        for i in 0..2048 {
+            big.failed(addr(i), t0);
+        }
+        assert_eq!(big.len(), 2048, "nothing to prune at 1024: all recent");
+        big.failed(addr(50_000), t0 + secs(1000));
+        assert_eq!(
+            big.len(),
+            1,
+            "forgotten entries pruned at the doubling point"
+        );
+        for i in 0..5000 {
+            big.failed(addr(i), late);
+        }
+        assert_eq!(big.len(), 4096);
+    }
+
+    #[tokio::test]
+    async fn check_refuses_a_throttled_address_without_hashing() {
+        let users = parse_users(&format!(
+            "alice:{}\n",
+            hash_password_with("pw", b"saltsalt", FAST)
+        ))
+        .unwrap();
+        // A wait long enough that this test never sees it end.
+        let auth =
+            Authenticator::new(users, "r", TransparentAuth::Refuse).with_throttle(ThrottlePolicy {
+                backoff: secs(600),
+                max_backoff: secs(600),
+                ..policy(3)
+            });
+        let m = Metrics::default();
+        let hdr = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(
+                PROXY_AUTHORIZATION,
+                HeaderValue::from_str(&format!("Basic {}", b64(v))).unwrap(),
+            );
+            h
+        };
+        let verifications = || {
+            m.auth_verifications
+                .load(std::sync::atomic::Ordering::Relaxed)
+        };
+        // Verified and cached before the guessing starts.
+        assert!(auth.check(&hdr("alice:pw"), LOCAL, &m).await.is_ok());
+        for _ in 0..3 {
+            assert_eq!(
+                auth.check(&hdr("alice:guess"), LOCAL, &m).await,
+                Err(AuthFailure::Invalid)
+            );
+        }
+        assert_eq!(verifications(), 4);
+        // Now neither a guess nor the right password (even remembered) is checked.
+        for creds in ["alice:guess2", "alice:pw", "bob:x"] {
+            match auth.check(&hdr(creds), LOCAL, &m).await {
+                Err(AuthFailure::Throttled(w)) => assert!(w > secs(590), "{w:?}"),
+                other => panic!("{creds}: {other:?}"),
+            }
+        }
+        assert_eq!(verifications(), 4, "no hash for a waiting address");
+        // No credentials is not a login: the challenge as usual.
+        assert_eq!(
+            auth.check(&HeaderMap::new(), LOCAL, &m).await,
+            Err(AuthFailure::Missing)
+        );
+        // Another address logs in (from the cache) and guesses (with a hash) as usual.
+        let other = ip("127.0.0.2");
+        assert!(auth.check(&hdr("alice:pw"), other, &m).await.is_ok());
+        assert_eq!(
+            auth.check(&hdr("alice:nope"), other, &m).await,
+            Err(AuthFailure::Invalid)
+        );
+        assert_eq!(verifications(), 5);
+        // A success forgets that address's failures.
+        assert!(auth.check(&hdr("alice:pw"), other, &m).await.is_ok());
+        assert_eq!(lock(&auth.throttle).len(), 1);
     }
 }

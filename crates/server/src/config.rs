@@ -177,11 +177,12 @@ impl Default for AclConfig {
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum TransparentAuth {
-    /// Transparent, intercepted and URL-rewritten requests are allowed on the strength of
-    /// `acl.allow-clients` alone.
-    #[default]
+    /// Transparent, intercepted and URL-rewritten requests (and relayed TLS) are allowed on
+    /// the strength of `acl.allow-clients` alone. An operator's explicit choice.
     Network,
-    /// They are refused (403) while authentication is on.
+    /// They are refused (403; relayed TLS: an `access_denied` alert) while authentication is
+    /// on. The default, so that turning authentication on means every client authenticates.
+    #[default]
     Refuse,
 }
 
@@ -196,8 +197,16 @@ pub struct AuthConfig {
     pub users_file: Option<PathBuf>,
     /// The realm named in `Proxy-Authenticate` (browsers show it in the login prompt).
     pub realm: String,
-    /// Transparent, intercepted and URL-rewritten requests: `network` or `refuse`.
+    /// Transparent, intercepted and URL-rewritten requests: `refuse` (the default) or
+    /// `network`.
     pub transparent: TransparentAuth,
+    /// Failed logins in a row from one client address (IPv6: its /64) before its further
+    /// logins wait (429); 0: no such throttle.
+    pub max_failures: u32,
+    /// The first wait; each further failure doubles it.
+    pub failure_backoff: Secs,
+    /// The longest wait.
+    pub max_failure_backoff: Secs,
 }
 
 impl Default for AuthConfig {
@@ -205,7 +214,10 @@ impl Default for AuthConfig {
         AuthConfig {
             users_file: None,
             realm: "webpep".to_string(),
-            transparent: TransparentAuth::Network,
+            transparent: TransparentAuth::Refuse,
+            max_failures: 5,
+            failure_backoff: Secs::from_secs(1),
+            max_failure_backoff: Secs::from_secs(60),
         }
     }
 }
@@ -473,6 +485,19 @@ pub struct LimitsConfig {
     pub max_pipeline: usize,
     /// Close client connections idle this long.
     pub client_idle_timeout: Secs,
+    /// Time a request head may take from its first byte to its blank line (longer → 408).
+    pub header_timeout: Secs,
+    /// Slowest average rate, bytes per second, at which a request body may arrive once
+    /// `header-timeout` has passed since it began (slower → 408). 0: no minimum.
+    pub body_min_rate: u64,
+    /// Time the proxy waits for a whole response body before it sends what it has and streams
+    /// the rest untransformed (a slow or endless response is never held back for long).
+    pub buffer_timeout: Secs,
+    /// Bytes of request and response bodies held in memory at once, over all clients; a
+    /// request body that does not fit → 503, a response that does not fit streams through.
+    pub max_buffered_bytes: u64,
+    /// The same for one client address (IPv6: one /64).
+    pub max_client_buffered_bytes: u64,
     /// Time in-flight requests get to finish at shutdown.
     pub shutdown_grace: Secs,
     /// Concurrent connections of one client address (IPv6: one /64); more → 503 and close.
@@ -501,6 +526,13 @@ impl Default for LimitsConfig {
             max_body_transform: 8 << 20,
             max_pipeline: 8,
             client_idle_timeout: Secs::from_secs(120),
+            // A head is a few hundred bytes: seconds even up a GPRS link after an outage.
+            header_timeout: Secs::from_secs(20),
+            // Well under a GPRS uplink's ~1.5 KB/s, far above a trickle.
+            body_min_rate: 256,
+            buffer_timeout: Secs::from_secs(2),
+            max_buffered_bytes: 256 << 20,
+            max_client_buffered_bytes: 64 << 20,
             shutdown_grace: Secs::from_secs(5),
             // A browser opens at most a few dozen connections; 64 leaves room for a few
             // devices behind one NAT address.
@@ -540,6 +572,27 @@ impl ServerConfig {
         }
         if self.inline.concurrency == 0 {
             return Err(invalid("inline.concurrency", "must be at least 1".into()));
+        }
+        if self.limits.header_timeout.0.is_zero() {
+            return Err(invalid("limits.header-timeout", "must be more than 0".into()));
+        }
+        if self.limits.buffer_timeout.0.is_zero() {
+            return Err(invalid("limits.buffer-timeout", "must be more than 0".into()));
+        }
+        if self.limits.max_client_buffered_bytes < self.limits.max_request_body as u64 {
+            return Err(invalid(
+                "limits.max-client-buffered-bytes",
+                format!(
+                    "must be at least max-request-body ({}), or no request body of that size could be accepted",
+                    self.limits.max_request_body
+                ),
+            ));
+        }
+        if self.limits.max_buffered_bytes < self.limits.max_client_buffered_bytes {
+            return Err(invalid(
+                "limits.max-buffered-bytes",
+                "must be at least max-client-buffered-bytes".into(),
+            ));
         }
         if self.limits.max_pipeline == 0 {
             return Err(invalid("limits.max-pipeline", "must be at least 1".into()));
@@ -605,6 +658,19 @@ impl ServerConfig {
             return Err(invalid("auth.users-file", "must not be empty".into()));
         }
         crate::auth::check_realm(&self.auth.realm).map_err(|m| invalid("auth.realm", m))?;
+        let (backoff, max_backoff) = (self.auth.failure_backoff.0, self.auth.max_failure_backoff.0);
+        if backoff.is_zero() || backoff > crate::auth::MAX_FAILURE_BACKOFF {
+            return Err(invalid(
+                "auth.failure-backoff",
+                "must be more than 0 and at most 24h".into(),
+            ));
+        }
+        if max_backoff < backoff || max_backoff > crate::auth::MAX_FAILURE_BACKOFF {
+            return Err(invalid(
+                "auth.max-failure-backoff",
+                "must be at least auth.failure-backoff and at most 24h".into(),
+            ));
+        }
         crate::optimize::compress_config(&self.compress.options)
             .map_err(|m| invalid("compress", m))?;
         crate::optimize::transcode_config(&self.transcode.options)
@@ -769,9 +835,17 @@ mod tests {
         let d = ServerConfig::default();
         assert_eq!(d.auth.users_file, None);
         assert_eq!(d.auth.realm, "webpep");
-        assert_eq!(d.auth.transparent, TransparentAuth::Network);
+        // Secure defaults once a users file is given: transparent requests refused, guessing
+        // throttled.
+        assert_eq!(d.auth.transparent, TransparentAuth::Refuse);
+        assert_eq!(d.auth.max_failures, 5);
+        assert_eq!(d.auth.failure_backoff, Secs::from_secs(1));
+        assert_eq!(d.auth.max_failure_backoff, Secs::from_secs(60));
+        let c =
+            ServerConfig::from_toml("[auth]\nusers-file = \"/etc/webpep/users\"\n", "x").unwrap();
+        assert_eq!(c.auth.transparent, TransparentAuth::Refuse);
         let c = ServerConfig::from_toml(
-            "[auth]\nusers-file = \"/etc/webpep/users\"\nrealm = \"edge proxy\"\ntransparent = \"refuse\"\n",
+            "[auth]\nusers-file = \"/etc/webpep/users\"\nrealm = \"edge proxy\"\ntransparent = \"network\"\nmax-failures = 0\nfailure-backoff = \"500ms\"\nmax-failure-backoff = \"10m\"\n",
             "x",
         )
         .unwrap();
@@ -780,7 +854,10 @@ mod tests {
             Some(std::path::Path::new("/etc/webpep/users"))
         );
         assert_eq!(c.auth.realm, "edge proxy");
-        assert_eq!(c.auth.transparent, TransparentAuth::Refuse);
+        assert_eq!(c.auth.transparent, TransparentAuth::Network);
+        assert_eq!(c.auth.max_failures, 0);
+        assert_eq!(c.auth.failure_backoff, Secs(Duration::from_millis(500)));
+        assert_eq!(c.auth.max_failure_backoff, Secs::from_secs(600));
         let back = ServerConfig::from_toml(&c.to_toml(), "printed").unwrap();
         assert_eq!(back, c);
     }
@@ -793,6 +870,14 @@ mod tests {
             ("realm = \"\"", "auth.realm"),
             ("users-file = \"\"", "auth.users-file"),
             ("user-file = \"/x\"", "user-file"),
+            ("max-failures = -1", "max-failures"),
+            ("failure-backoff = 0", "auth.failure-backoff"),
+            ("failure-backoff = \"25h\"", "auth.failure-backoff"),
+            (
+                "failure-backoff = \"2s\"\nmax-failure-backoff = \"1s\"",
+                "auth.max-failure-backoff",
+            ),
+            ("max-failure-backoff = \"25h\"", "auth.max-failure-backoff"),
         ] {
             let e = ServerConfig::from_toml(&format!("[auth]\n{text}\n"), "w.toml").unwrap_err();
             let m = e.to_string();

@@ -23,7 +23,7 @@ use crate::http1::{self, BodyFraming, ChunkedDecoder, HeadError, RequestHead};
 use crate::limits::{retry_after_secs, Limit};
 use crate::metrics::Metrics;
 use crate::mode::{classify, Mode, ModeContext};
-use crate::reply::{write_reply, Reply};
+use crate::reply::{write_reply, Reply, Written};
 use crate::server::Server;
 
 /// A parsed request with its body and where it came from.
@@ -42,6 +42,8 @@ pub struct ClientRequest {
     pub original_dst: Option<SocketAddr>,
     /// The mode.
     pub mode: Mode,
+    /// The budget the body holds while the request lives.
+    pub body_lease: Option<crate::limits::BufferLease>,
 }
 
 /// What the access log and the writer need to know about a request.
@@ -60,6 +62,8 @@ struct Meta {
 enum Pending {
     Task(JoinHandle<Reply>, Meta),
     Now(Reply, Meta),
+    /// `100 Continue` for a client that waits for it before sending the body.
+    Continue,
     Tunnel {
         rd: OwnedReadHalf,
         leftover: BytesMut,
@@ -95,8 +99,8 @@ pub async fn serve_connection(
         return;
     }
     // Counted until this function returns, whichever way it does (the slot is a guard).
-    let _slot = match server.limits.open(peer.ip()) {
-        Ok(slot) => slot,
+    let (slot, evicted) = match server.limits.open(peer.ip()) {
+        Ok(s) => s,
         Err(limit) => {
             metrics.limit_refused(limit);
             let l = &server.cfg.limits;
@@ -120,6 +124,10 @@ pub async fn serve_connection(
             return;
         }
     };
+    if evicted {
+        Metrics::add(&metrics.connections_evicted, 1);
+    }
+    let conn_handle = slot.handle();
     air::tune_accepted(&stream, &server.cfg.air);
     let original_dst = original_dst(&stream).filter(|d| *d != local);
     // A TLS ClientHello instead of a request: relayed by its server name (DNS rewriting
@@ -128,6 +136,7 @@ pub async fn serve_connection(
     let peeked = tokio::select! {
         r = tokio::time::timeout(server.cfg.limits.client_idle_timeout.0, stream.peek(&mut first)) => r,
         _ = cancel.cancelled() => return,
+        _ = conn_handle.evict.cancelled() => return,
     };
     match peeked {
         Ok(Ok(1..)) if first[0] == crate::tls_relay::HANDSHAKE_RECORD => {
@@ -141,13 +150,14 @@ pub async fn serve_connection(
     let (rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::channel::<Pending>(server.cfg.limits.max_pipeline.max(1));
     let writer_done = CancellationToken::new();
+    let in_flight = InFlight::new(conn_handle);
     let writer = tokio::spawn(writer_loop(
         server.clone(),
         wr,
         rx,
         peer,
-        writer_done.clone(),
-        hard.clone(),
+        (writer_done.clone(), hard.clone()),
+        in_flight.clone(),
     ));
     let conn = ConnInfo {
         peer,
@@ -155,11 +165,43 @@ pub async fn serve_connection(
         original_dst,
     };
     tokio::select! {
-        _ = reader_loop(server.clone(), rd, tx, conn, cancel) => {}
+        _ = reader_loop(server.clone(), rd, tx, conn, cancel, in_flight) => {}
         _ = writer_done.cancelled() => {}
         _ = hard.cancelled() => {}
     }
     let _ = writer.await;
+    drop(slot);
+}
+
+/// Requests of one connection between being read and their answer being written: the
+/// connection may be evicted only while there are none ([`crate::limits::ClientLimits::open`]).
+#[derive(Clone)]
+struct InFlight {
+    count: Arc<std::sync::atomic::AtomicUsize>,
+    handle: crate::limits::ConnHandle,
+}
+
+impl InFlight {
+    fn new(handle: crate::limits::ConnHandle) -> Self {
+        InFlight {
+            count: Arc::default(),
+            handle,
+        }
+    }
+
+    fn started(&self, server: &Server) {
+        if self.count.fetch_add(1, std::sync::atomic::Ordering::AcqRel) == 0 {
+            server.limits.busy(&self.handle);
+        }
+    }
+
+    fn answered(&self, server: &Server) {
+        if self.count.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1 {
+            // A request started meanwhile may leave the connection marked idle for a moment:
+            // eviction then stops only its reading, and the answers still go out.
+            server.limits.idle(&self.handle);
+        }
+    }
 }
 
 /// Writes the one answer a connection gets (as HTTP/1.1 to a GET) and closes the write side.
@@ -223,7 +265,7 @@ async fn authenticate(
     let failure = match auth.need(mode) {
         Need::Nothing => return None,
         Need::Refuse => AuthFailure::Transparent,
-        Need::Credentials => match auth.check(headers, &server.metrics).await {
+        Need::Credentials => match auth.check(headers, peer.ip(), &server.metrics).await {
             Ok(user) => {
                 meta.user = Some(user);
                 return None;
@@ -257,21 +299,30 @@ async fn reader_loop(
     tx: mpsc::Sender<Pending>,
     conn: ConnInfo,
     cancel: CancellationToken,
+    in_flight: InFlight,
 ) {
     let limits = &server.cfg.limits;
     let air_cfg = &server.cfg.air;
     let mut buf = BytesMut::with_capacity(8192);
     let mut probes = ProbeSchedule::new(air_cfg.probe_stop.0);
     let idle = limits.client_idle_timeout.0;
+    let evict = in_flight.handle.evict.clone();
     let proxy_authority = if server.cfg.url_rewrite.enabled {
         server.cfg.url_rewrite.proxy_authority.clone()
     } else {
         None
     };
+    // Every reply goes through here: counted in flight until the writer has written it.
+    let send = |p: Pending| {
+        if matches!(p, Pending::Now(..) | Pending::Task(..)) {
+            in_flight.started(&server);
+        }
+        tx.send(p)
+    };
     loop {
         // Parse the next head, reading more as needed. Once a head has begun, all of it must
-        // arrive within one idle timeout (a client trickling header bytes cannot hold the
-        // connection for ever).
+        // arrive within `header-timeout` (a client trickling header bytes cannot hold the
+        // connection for long).
         let mut head_began = None;
         let head = loop {
             match http1::parse_request_head(&buf, limits.max_header_bytes) {
@@ -282,27 +333,29 @@ async fn reader_loop(
             if !buf.is_empty() && head_began.is_none() {
                 head_began = Some(Instant::now());
             }
-            let wait = head_began.map_or(idle, |t| idle.saturating_sub(t.elapsed()));
-            match read_more(
-                &mut rd,
-                &mut buf,
-                &mut probes,
-                air_cfg.keepalive_probes,
-                wait,
-                &cancel,
-                &server,
-            )
-            .await
-            {
+            let wait = head_began.map_or(idle, |t| {
+                limits.header_timeout.0.saturating_sub(t.elapsed())
+            });
+            let stop = Stop {
+                cancel: &cancel,
+                evict: &evict,
+            };
+            match read_more(&mut rd, &mut buf, &mut probes, air_cfg, wait, stop, &server).await {
                 Ok(()) => {}
                 Err(ReadEnd::Error(r)) => {
-                    let _ = tx.send(Pending::Now(r, error_meta())).await;
+                    let _ = send(Pending::Now(r, error_meta())).await;
                     return;
                 }
                 Err(_) => return,
             }
         };
-        let head = match head {
+        let head = match head.and_then(|h| {
+            if h.headers.get_all(http::header::HOST).iter().count() > 1 {
+                Err(HeadError::Malformed("more than one Host field".into()))
+            } else {
+                Ok(h)
+            }
+        }) {
             Ok(h) => h,
             Err(e) => {
                 let status = e.status();
@@ -310,9 +363,7 @@ async fn reader_loop(
                     HeadError::Malformed(m) => m.clone(),
                     HeadError::TooLarge => "request header block over the limit".to_string(),
                 };
-                let _ = tx
-                    .send(Pending::Now(Reply::text_close(status, &msg), error_meta()))
-                    .await;
+                let _ = send(Pending::Now(Reply::text_close(status, &msg), error_meta())).await;
                 return;
             }
         };
@@ -332,23 +383,22 @@ async fn reader_loop(
             start: Instant::now(),
             user: None,
         };
-        // The body, bounded.
-        let body = match read_body(
-            &mut rd,
-            &mut buf,
-            &head,
-            limits.max_request_body,
-            idle,
-            &server,
-        )
-        .await
+        // The body, bounded in size, in time and by the buffered-body budget.
+        let mut head = head;
+        let body = match read_body(&mut rd, &mut buf, &mut head, &send, &evict, &conn, &server)
+            .await
         {
             Ok(b) => b,
             Err(r) => {
-                let _ = tx.send(Pending::Now(r, meta)).await;
+                let _ = send(Pending::Now(r, meta)).await;
                 return;
             }
         };
+        // A request framed by both Transfer-Encoding and Content-Length may have been meant
+        // differently by whoever sent it: it is served, then the connection closes
+        // (RFC 9112 §6.1).
+        let keep_alive = keep_alive && !body.ambiguous;
+        let meta = Meta { keep_alive, ..meta };
         let ctx = ModeContext {
             local: conn.local,
             proxy_authority: proxy_authority.as_deref(),
@@ -356,12 +406,8 @@ async fn reader_loop(
         let mode = match classify(&head.method, &head.target, &head.headers, &ctx) {
             Ok(m) => m,
             Err(reason) => {
-                let _ = tx
-                    .send(Pending::Now(
-                        Reply::text_close(StatusCode::BAD_REQUEST, &reason),
-                        meta,
-                    ))
-                    .await;
+                let r = Reply::text_close(StatusCode::BAD_REQUEST, &reason);
+                let _ = send(Pending::Now(r, meta)).await;
                 return;
             }
         };
@@ -383,35 +429,35 @@ async fn reader_loop(
         };
         if let Some(r) = refused {
             let close = r.close || !keep_alive;
-            if tx.send(Pending::Now(r, meta)).await.is_err() || close {
+            if send(Pending::Now(r, meta)).await.is_err() || close {
                 return;
             }
             continue;
         }
         if let Mode::Connect { host, port } = mode {
             let leftover = std::mem::take(&mut buf);
-            let _ = tx
-                .send(Pending::Tunnel {
-                    rd,
-                    leftover,
-                    host,
-                    port,
-                    meta,
-                })
-                .await;
+            let _ = send(Pending::Tunnel {
+                rd,
+                leftover,
+                host,
+                port,
+                meta,
+            })
+            .await;
             return;
         }
         let req = ClientRequest {
             head,
-            body,
+            body: body.bytes,
             peer: conn.peer,
             local: conn.local,
             original_dst: conn.original_dst,
             mode,
+            body_lease: body.lease,
         };
         let srv = server.clone();
         let task = tokio::spawn(async move { srv.handle(req).await });
-        if tx.send(Pending::Task(task, meta)).await.is_err() {
+        if send(Pending::Task(task, meta)).await.is_err() {
             return;
         }
         if !keep_alive {
@@ -432,13 +478,20 @@ fn error_meta() -> Meta {
     }
 }
 
+/// What stops reading: the server's shutdown (only between requests) and eviction (at once).
+#[derive(Clone, Copy)]
+struct Stop<'a> {
+    cancel: &'a CancellationToken,
+    evict: &'a CancellationToken,
+}
+
 async fn read_more(
     rd: &mut OwnedReadHalf,
     buf: &mut BytesMut,
     probes: &mut ProbeSchedule,
-    probing: bool,
+    air_cfg: &crate::config::AirConfig,
     idle: Duration,
-    cancel: &CancellationToken,
+    stop: Stop<'_>,
     server: &Server,
 ) -> Result<(), ReadEnd> {
     let idle_deadline = tokio::time::Instant::now() + idle;
@@ -446,11 +499,12 @@ async fn read_more(
         // Wake up to switch probes off after probe-stop without requests.
         let probe_deadline = probes
             .next_deadline()
-            .filter(|_| probing)
+            .filter(|_| air_cfg.keepalive_probes)
             .map(tokio::time::Instant::from_std);
         let wake = probe_deadline.map_or(idle_deadline, |p| p.min(idle_deadline));
         tokio::select! {
-            _ = cancel.cancelled(), if buf.is_empty() => return Err(ReadEnd::Cancelled),
+            _ = stop.cancel.cancelled(), if buf.is_empty() => return Err(ReadEnd::Cancelled),
+            _ = stop.evict.cancelled() => return Err(ReadEnd::Cancelled),
             r = rd.read_buf(buf) => {
                 return match r {
                     Ok(0) => {
@@ -468,7 +522,8 @@ async fn read_more(
                 }
                 if tokio::time::Instant::now() >= idle_deadline {
                     return Err(if buf.is_empty() { ReadEnd::Idle } else {
-                        ReadEnd::Error(Reply::text_close(StatusCode::REQUEST_TIMEOUT, "request not completed in time"))
+                        Metrics::add(&server.metrics.client_timeouts, 1);
+                        ReadEnd::Error(Reply::text_close(StatusCode::REQUEST_TIMEOUT, "request header not completed in time (limits.header-timeout)"))
                     });
                 }
             }
@@ -476,33 +531,94 @@ async fn read_more(
     }
 }
 
-async fn read_body(
+/// A request body as read.
+struct ReadBody {
+    bytes: Bytes,
+    /// Its share of the buffered-body budget.
+    lease: Option<crate::limits::BufferLease>,
+    /// Framed by both Transfer-Encoding and Content-Length.
+    ambiguous: bool,
+}
+
+/// Reads the body of `head`, within `max-request-body`, the buffered-body budget and the
+/// minimum body rate, sending `100 Continue` first when the client waits for it. Leaves
+/// `head` with one Content-Length (or none when it was chunked) and without `Expect`, as
+/// the origin gets it.
+async fn read_body<F, Fut>(
     rd: &mut OwnedReadHalf,
     buf: &mut BytesMut,
-    head: &RequestHead,
-    max: usize,
-    idle: Duration,
+    head: &mut RequestHead,
+    send: &F,
+    evict: &CancellationToken,
+    conn: &ConnInfo,
     server: &Server,
-) -> Result<Bytes, Reply> {
+) -> Result<ReadBody, Reply>
+where
+    F: Fn(Pending) -> Fut,
+    Fut: std::future::Future<Output = Result<(), mpsc::error::SendError<Pending>>>,
+{
+    let limits = &server.cfg.limits;
     let framing = http1::request_body_framing(&head.headers)
         .map_err(|e| Reply::text_close(StatusCode::BAD_REQUEST, &e.to_string()))?;
+    let ambiguous = framing == BodyFraming::Chunked
+        && head.headers.contains_key(http::header::CONTENT_LENGTH);
+    let expect = http1::expects_continue(&head.headers)
+        .map_err(|e| Reply::text_close(StatusCode::EXPECTATION_FAILED, &e))?;
+    head.headers.remove(http::header::EXPECT);
+    match framing {
+        BodyFraming::None => {
+            return Ok(ReadBody {
+                bytes: Bytes::new(),
+                lease: None,
+                ambiguous,
+            })
+        }
+        BodyFraming::Length(n) => {
+            head.headers
+                .insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(n));
+        }
+        BodyFraming::Chunked => {
+            head.headers.remove(http::header::CONTENT_LENGTH);
+        }
+    }
+    let max = limits.max_request_body;
     let too_large =
         || Reply::text_close(StatusCode::PAYLOAD_TOO_LARGE, "request body over the limit");
-    match framing {
-        BodyFraming::None => Ok(Bytes::new()),
+    let mut lease = server.buffers.lease(conn.peer.ip());
+    let over_budget = || {
+        server.metrics.limit_refused(Limit::Buffer);
+        Reply::text_close(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the proxy holds too many buffered request bodies now (limits.max-buffered-bytes, max-client-buffered-bytes); retry later",
+        )
+    };
+    if let BodyFraming::Length(n) = framing {
+        if n > max as u64 {
+            return Err(too_large());
+        }
+        if !lease.grow_to(n) {
+            return Err(over_budget());
+        }
+    }
+    // Only a client that waits is told to go on, and only once the body has a place.
+    if expect && head.version == Version::HTTP_11 && buf.is_empty() {
+        let _ = send(Pending::Continue).await;
+    }
+    let pace = BodyPace::new(Instant::now(), limits.header_timeout.0, limits.body_min_rate);
+    let bytes = match framing {
+        BodyFraming::None => Bytes::new(),
         BodyFraming::Length(n) => {
-            if n > max as u64 {
-                return Err(too_large());
-            }
             let n = n as usize;
             while buf.len() < n {
-                fill(rd, buf, idle, server).await?;
+                let got = buf.len() as u64;
+                fill(rd, buf, pace.deadline(got), evict, server).await?;
             }
-            Ok(buf.split_to(n).freeze())
+            buf.split_to(n).freeze()
         }
         BodyFraming::Chunked => {
             let mut dec = ChunkedDecoder::new(max);
             let mut out = Vec::new();
+            let mut consumed = 0u64;
             loop {
                 let used = dec.decode(buf, &mut out).map_err(|e| match e {
                     http1::ChunkError::TooLarge => too_large(),
@@ -511,34 +627,91 @@ async fn read_body(
                     }
                 })?;
                 let _ = buf.split_to(used);
-                if dec.is_done() {
-                    return Ok(Bytes::from(out));
+                consumed += used as u64;
+                if !lease.grow_to(out.len() as u64) {
+                    return Err(over_budget());
                 }
-                fill(rd, buf, idle, server).await?;
+                if dec.is_done() {
+                    break Bytes::from(out);
+                }
+                fill(rd, buf, pace.deadline(consumed), evict, server).await?;
             }
         }
+    };
+    Ok(ReadBody {
+        bytes,
+        lease: Some(lease),
+        ambiguous,
+    })
+}
+
+/// When the next body bytes must have come, for a body that must average at least
+/// `min_rate` bytes per second once `grace` has passed since it began. Pure: the caller
+/// gives the times.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyPace {
+    start: Instant,
+    grace: Duration,
+    min_rate: u64,
+}
+
+impl BodyPace {
+    /// A body that began at `start`.
+    pub fn new(start: Instant, grace: Duration, min_rate: u64) -> Self {
+        BodyPace {
+            start,
+            grace,
+            min_rate,
+        }
+    }
+
+    /// The instant by which more than `received` bytes must have arrived (`None`: no minimum
+    /// rate, so no deadline).
+    pub fn deadline(&self, received: u64) -> Option<Instant> {
+        if self.min_rate == 0 {
+            return None;
+        }
+        let owed = Duration::from_secs_f64((received + 1) as f64 / self.min_rate as f64);
+        Some(self.start + self.grace + owed)
     }
 }
 
-/// Reads more body bytes; a client that stops sending gets 408, one that closes 400.
+/// Reads more body bytes; a client that does not keep up the body's pace gets 408, one that
+/// closes 400; an evicted connection just closes.
 async fn fill(
     rd: &mut OwnedReadHalf,
     buf: &mut BytesMut,
-    idle: Duration,
+    deadline: Option<Instant>,
+    evict: &CancellationToken,
     server: &Server,
 ) -> Result<(), Reply> {
-    match tokio::time::timeout(idle, rd.read_buf(buf)).await {
-        Ok(Ok(0)) | Ok(Err(_)) => Err(Reply::text_close(
-            StatusCode::BAD_REQUEST,
-            "incomplete request body",
-        )),
-        Ok(Ok(n)) => {
-            Metrics::add(&server.metrics.client_bytes_in, n as u64);
-            Ok(())
+    let sleep = async {
+        match deadline {
+            Some(d) => tokio::time::sleep_until(tokio::time::Instant::from_std(d)).await,
+            None => std::future::pending().await,
         }
-        Err(_) => Err(Reply::text_close(
-            StatusCode::REQUEST_TIMEOUT,
-            "request body not sent in time",
+    };
+    tokio::select! {
+        r = rd.read_buf(buf) => match r {
+            Ok(0) | Err(_) => Err(Reply::text_close(
+                StatusCode::BAD_REQUEST,
+                "incomplete request body",
+            )),
+            Ok(n) => {
+                Metrics::add(&server.metrics.client_bytes_in, n as u64);
+                Ok(())
+            }
+        },
+        _ = sleep => {
+            Metrics::add(&server.metrics.client_timeouts, 1);
+            Err(Reply::text_close(
+                StatusCode::REQUEST_TIMEOUT,
+                "request body sent too slowly (limits.body-min-rate)",
+            ))
+        }
+        _ = evict.cancelled() => Err(Reply::text_close(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "connection closed to make room for other clients (limits.max-connections)",
         )),
     }
 }
@@ -548,12 +721,22 @@ async fn writer_loop(
     mut wr: OwnedWriteHalf,
     mut rx: mpsc::Receiver<Pending>,
     peer: SocketAddr,
-    done: CancellationToken,
-    hard: CancellationToken,
+    (done, hard): (CancellationToken, CancellationToken),
+    in_flight: InFlight,
 ) {
     let _done = done.drop_guard();
     while let Some(p) = rx.recv().await {
         let (reply, meta) = match p {
+            Pending::Continue => {
+                let r = tokio::select! {
+                    r = wr.write_all(b"HTTP/1.1 100 Continue\r\n\r\n") => r,
+                    _ = hard.cancelled() => return,
+                };
+                if r.is_err() {
+                    break;
+                }
+                continue;
+            }
             Pending::Now(r, m) => (r, m),
             Pending::Task(task, m) => {
                 let r = tokio::select! {
@@ -600,8 +783,13 @@ async fn writer_loop(
             r = write_reply(&mut wr, reply, &meta.method, meta.version, meta.keep_alive, &server.metrics.origin_bytes_in) => r,
             _ = hard.cancelled() => return,
         };
-        let (bytes, close) = res.unwrap_or((0, true));
-        Metrics::add(&server.metrics.client_bytes_out, bytes);
+        in_flight.answered(&server);
+        let written = res.unwrap_or(Written {
+            bytes: 0,
+            close: true,
+            truncated: false,
+        });
+        Metrics::add(&server.metrics.client_bytes_out, written.bytes);
         server.metrics.request(meta.mode, status);
         tracing::info!(
             target: "webpep::access",
@@ -610,12 +798,19 @@ async fn writer_loop(
             method = %meta.method,
             url = %meta.url,
             status,
-            bytes,
+            bytes = written.bytes,
             cache,
             user = meta.user.as_deref().unwrap_or("-"),
             ms = meta.start.elapsed().as_millis() as u64,
+            truncated = written.truncated,
         );
-        if close {
+        if written.truncated {
+            // The body broke off: a reset, not a clean close, so that no client (an HTTP/1.0
+            // one reading to the end above all) takes what it got for the whole body.
+            let _ = SockRef::from(wr.as_ref()).set_linger(Some(Duration::ZERO));
+            return;
+        }
+        if written.close {
             break;
         }
     }

@@ -159,6 +159,34 @@ pub fn request_body_framing(headers: &HeaderMap) -> Result<BodyFraming, HeadErro
     })
 }
 
+/// Whether the client waits for `100 Continue` before sending the body (`Expect:
+/// 100-continue`, RFC 9110 §10.1.1); `Err` for an expectation the proxy cannot meet (417).
+pub fn expects_continue(headers: &HeaderMap) -> Result<bool, String> {
+    let mut wants = false;
+    for v in headers.get_all(header::EXPECT) {
+        for e in v.to_str().unwrap_or("?").split(',') {
+            let e = e.trim();
+            if e.eq_ignore_ascii_case("100-continue") {
+                wants = true;
+            } else if !e.is_empty() {
+                return Err(format!("unsupported expectation {e:?}"));
+            }
+        }
+    }
+    Ok(wants)
+}
+
+/// The `Max-Forwards` of a request (RFC 9110 §7.6.2), when it has a valid one.
+pub fn max_forwards(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::MAX_FORWARDS)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// Why a chunked body cannot be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ChunkError {
@@ -540,6 +568,16 @@ mod tests {
         assert_eq!(request_body_framing(&h).unwrap(), BodyFraming::Chunked);
         h.insert("transfer-encoding", HeaderValue::from_static("gzip"));
         assert!(request_body_framing(&h).is_err());
+    }
+
+    #[test]
+    fn expectations() {
+        let mut h = HeaderMap::new();
+        assert_eq!(expects_continue(&h), Ok(false));
+        h.insert(header::EXPECT, HeaderValue::from_static("100-Continue"));
+        assert_eq!(expects_continue(&h), Ok(true));
+        h.insert(header::EXPECT, HeaderValue::from_static("something-else"));
+        assert!(expects_continue(&h).is_err());
     }
 
     #[test]

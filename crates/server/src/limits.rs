@@ -5,10 +5,13 @@
 //! [`Instant`]s and never read the clock) so it is tested in virtual time; [`ClientLimits`]
 //! is the thin shell that locks and reads the clock.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv6Addr};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
 
 use crate::config::LimitsConfig;
 
@@ -21,11 +24,18 @@ pub enum Limit {
     Connections,
     /// `limits.client-rate` / `client-burst`.
     Rate,
+    /// `limits.max-buffered-bytes` / `max-client-buffered-bytes`.
+    Buffer,
 }
 
 impl Limit {
     /// Every limit, in metric order.
-    pub const ALL: [Limit; 3] = [Limit::ClientConnections, Limit::Connections, Limit::Rate];
+    pub const ALL: [Limit; 4] = [
+        Limit::ClientConnections,
+        Limit::Connections,
+        Limit::Rate,
+        Limit::Buffer,
+    ];
 
     /// The metric label.
     pub fn label(self) -> &'static str {
@@ -33,6 +43,7 @@ impl Limit {
             Limit::ClientConnections => "connections",
             Limit::Connections => "total",
             Limit::Rate => "rate",
+            Limit::Buffer => "buffer",
         }
     }
 }
@@ -79,6 +90,18 @@ impl ConnCounter {
         if self.total >= self.max_total {
             return Err(Limit::Connections);
         }
+        let n = self.per_client.entry(client).or_insert(0);
+        if *n >= self.max_per_client {
+            return Err(Limit::ClientConnections);
+        }
+        *n += 1;
+        self.total += 1;
+        Ok(())
+    }
+
+    /// Counts a new connection of `client` beyond the total (one that takes an evicted
+    /// connection's place), still within the per-client limit.
+    pub fn open_over_limit(&mut self, client: IpAddr) -> Result<(), Limit> {
         let n = self.per_client.entry(client).or_insert(0);
         if *n >= self.max_per_client {
             return Err(Limit::ClientConnections);
@@ -202,10 +225,197 @@ impl RateLimiter {
     }
 }
 
+/// The connections that have no request in flight (waiting for their next request, or still
+/// sending a head or a body), oldest idle first: under a full connection table the oldest
+/// gives way to a new client, so idle and slowly-sending connections cannot fill the table
+/// and lock well-behaved clients out.
+#[derive(Debug)]
+pub struct IdleConns<T> {
+    by_age: BTreeMap<(Instant, u64), T>,
+    since: HashMap<u64, Instant>,
+}
+
+impl<T> Default for IdleConns<T> {
+    fn default() -> Self {
+        IdleConns {
+            by_age: BTreeMap::new(),
+            since: HashMap::new(),
+        }
+    }
+}
+
+impl<T> IdleConns<T> {
+    /// Connection `id` has been idle since `now` (a connection already idle keeps its age).
+    pub fn idle(&mut self, id: u64, now: Instant, handle: T) {
+        if self.since.contains_key(&id) {
+            return;
+        }
+        self.since.insert(id, now);
+        self.by_age.insert((now, id), handle);
+    }
+
+    /// Connection `id` is busy (or gone): no longer a candidate.
+    pub fn busy(&mut self, id: u64) -> Option<T> {
+        let at = self.since.remove(&id)?;
+        self.by_age.remove(&(at, id))
+    }
+
+    /// Takes the connection idle the longest.
+    pub fn pop_oldest(&mut self) -> Option<(u64, T)> {
+        let (&(at, id), _) = self.by_age.iter().next()?;
+        self.since.remove(&id);
+        self.by_age.remove(&(at, id)).map(|h| (id, h))
+    }
+
+    /// Idle connections now.
+    pub fn len(&self) -> usize {
+        self.since.len()
+    }
+
+    /// True when none is idle.
+    pub fn is_empty(&self) -> bool {
+        self.since.is_empty()
+    }
+}
+
+/// Bytes of bodies held in memory, in total and per client, within two budgets.
+#[derive(Debug)]
+pub struct BufferBudget {
+    total: u64,
+    per_client: HashMap<IpAddr, u64>,
+    max_total: u64,
+    max_per_client: u64,
+}
+
+impl BufferBudget {
+    /// A budget of `max_total` bytes, at most `max_per_client` of them for one client.
+    pub fn new(max_total: u64, max_per_client: u64) -> Self {
+        BufferBudget {
+            total: 0,
+            per_client: HashMap::new(),
+            max_total,
+            max_per_client,
+        }
+    }
+
+    /// Takes `n` bytes for `client`, or nothing when either budget would be exceeded.
+    pub fn take(&mut self, client: IpAddr, n: u64) -> bool {
+        let held = self.per_client.get(&client).copied().unwrap_or(0);
+        if self.total.saturating_add(n) > self.max_total
+            || held.saturating_add(n) > self.max_per_client
+        {
+            return false;
+        }
+        self.total += n;
+        *self.per_client.entry(client).or_insert(0) += n;
+        true
+    }
+
+    /// Returns `n` bytes `client` took.
+    pub fn give_back(&mut self, client: IpAddr, n: u64) {
+        if let Some(held) = self.per_client.get_mut(&client) {
+            let n = n.min(*held);
+            *held -= n;
+            self.total -= n;
+            if *held == 0 {
+                self.per_client.remove(&client);
+            }
+        }
+    }
+
+    /// Bytes held now.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// Clients holding bytes now.
+    pub fn clients(&self) -> usize {
+        self.per_client.len()
+    }
+}
+
+/// The running server's [`BufferBudget`], shared by leases.
+#[derive(Debug)]
+pub struct Buffers {
+    budget: Mutex<BufferBudget>,
+    /// Bytes held now, readable without the lock (`/metrics`).
+    held: AtomicU64,
+}
+
+impl Buffers {
+    /// The budget of `[limits]`.
+    pub fn new(cfg: &LimitsConfig) -> Arc<Self> {
+        Arc::new(Buffers {
+            budget: Mutex::new(BufferBudget::new(
+                cfg.max_buffered_bytes,
+                cfg.max_client_buffered_bytes,
+            )),
+            held: AtomicU64::new(0),
+        })
+    }
+
+    /// An empty lease for `ip`, to grow as a body is read.
+    pub fn lease(self: &Arc<Self>, ip: IpAddr) -> BufferLease {
+        BufferLease {
+            buffers: self.clone(),
+            client: client_key(ip),
+            bytes: 0,
+        }
+    }
+
+    /// Bytes held now.
+    pub fn held(&self) -> u64 {
+        self.held.load(Ordering::Relaxed)
+    }
+}
+
+/// Bytes of the budget held by one body; returned when the lease is dropped.
+#[derive(Debug)]
+pub struct BufferLease {
+    buffers: Arc<Buffers>,
+    client: IpAddr,
+    bytes: u64,
+}
+
+impl BufferLease {
+    /// Holds `total` bytes in all (more than now: takes the difference), or returns false
+    /// and holds what it held.
+    pub fn grow_to(&mut self, total: u64) -> bool {
+        if total <= self.bytes {
+            return true;
+        }
+        let more = total - self.bytes;
+        let mut b = lock(&self.buffers.budget);
+        if !b.take(self.client, more) {
+            return false;
+        }
+        self.buffers.held.store(b.total(), Ordering::Relaxed);
+        self.bytes = total;
+        true
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+impl Drop for BufferLease {
+    fn drop(&mut self) {
+        if self.bytes > 0 {
+            let mut b = lock(&self.buffers.budget);
+            b.give_back(self.client, self.bytes);
+            self.buffers.held.store(b.total(), Ordering::Relaxed);
+        }
+    }
+}
+
 /// The limits of a running server: the shell around the pure counters.
 #[derive(Debug)]
 pub struct ClientLimits {
     conns: Mutex<ConnCounter>,
+    idle: Mutex<IdleConns<CancellationToken>>,
+    next_id: AtomicU64,
     /// None when `client-rate` is 0 (unlimited).
     rate: Option<Mutex<RateLimiter>>,
 }
@@ -215,10 +425,42 @@ pub struct ClientLimits {
 pub struct ConnSlot<'a> {
     limits: &'a ClientLimits,
     client: IpAddr,
+    handle: ConnHandle,
+}
+
+/// What names a counted connection to [`ClientLimits::idle`] and [`ClientLimits::busy`].
+#[derive(Debug, Clone)]
+pub struct ConnHandle {
+    id: u64,
+    /// Fires when the connection must give way to a new client.
+    pub evict: CancellationToken,
+}
+
+impl ConnSlot<'_> {
+    /// The handle the connection's tasks mark it idle or busy with.
+    pub fn handle(&self) -> ConnHandle {
+        self.handle.clone()
+    }
+
+    /// The connection has no request in flight from now on: it may be evicted.
+    pub fn idle(&self) {
+        self.limits.idle(&self.handle);
+    }
+
+    /// The connection has a request in flight: it is kept.
+    pub fn busy(&self) {
+        self.limits.busy(&self.handle);
+    }
+
+    /// Fires when the connection was chosen to give way.
+    pub fn evicted(&self) -> CancellationToken {
+        self.handle.evict.clone()
+    }
 }
 
 impl Drop for ConnSlot<'_> {
     fn drop(&mut self) {
+        lock(&self.limits.idle).busy(self.handle.id);
         lock(&self.limits.conns).close(self.client);
     }
 }
@@ -237,6 +479,8 @@ impl ClientLimits {
                 cfg.max_client_connections,
                 cfg.max_connections,
             )),
+            idle: Mutex::new(IdleConns::default()),
+            next_id: AtomicU64::new(0),
             rate: (cfg.client_rate > 0.0).then(|| {
                 Mutex::new(RateLimiter::new(
                     cfg.client_rate,
@@ -247,14 +491,50 @@ impl ClientLimits {
         }
     }
 
-    /// Counts a new connection from `ip` for as long as the returned slot lives.
-    pub fn open(&self, ip: IpAddr) -> Result<ConnSlot<'_>, Limit> {
+    /// Counts a new connection from `ip` for as long as the returned slot lives. When every
+    /// place is taken, the connection idle the longest is told to close and the new one is
+    /// counted in its place (the second value is then true); the count exceeds the limit
+    /// only until the evicted connection has closed. The new connection starts idle.
+    pub fn open(&self, ip: IpAddr) -> Result<(ConnSlot<'_>, bool), Limit> {
         let client = client_key(ip);
-        lock(&self.conns).open(client)?;
-        Ok(ConnSlot {
+        let mut evicted = false;
+        {
+            let mut conns = lock(&self.conns);
+            match conns.open(client) {
+                Ok(()) => {}
+                Err(Limit::Connections) => {
+                    let Some((_, victim)) = lock(&self.idle).pop_oldest() else {
+                        return Err(Limit::Connections);
+                    };
+                    victim.cancel();
+                    conns.open_over_limit(client)?;
+                    evicted = true;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let slot = ConnSlot {
             limits: self,
             client,
-        })
+            handle: ConnHandle {
+                id: self.next_id.fetch_add(1, Ordering::Relaxed),
+                evict: CancellationToken::new(),
+            },
+        };
+        slot.idle();
+        Ok((slot, evicted))
+    }
+
+    /// Connection `h` has no request in flight from now on: it may be evicted.
+    pub fn idle(&self, h: &ConnHandle) {
+        if !h.evict.is_cancelled() {
+            lock(&self.idle).idle(h.id, Instant::now(), h.evict.clone());
+        }
+    }
+
+    /// Connection `h` has a request in flight: it is kept.
+    pub fn busy(&self, h: &ConnHandle) {
+        lock(&self.idle).busy(h.id);
     }
 
     /// Admits one request from `ip`, or returns how long until one would be admitted.
@@ -322,13 +602,95 @@ mod tests {
     }
 
     #[test]
+    fn idle_connections_give_way_oldest_first() {
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let mut idle = IdleConns::default();
+        idle.idle(1, at(0), "a");
+        idle.idle(2, at(10), "b");
+        idle.idle(3, at(20), "c");
+        // Busy connections are not candidates; idle again, they are the youngest.
+        assert_eq!(idle.busy(1), Some("a"));
+        idle.idle(1, at(30), "a");
+        // Marking an idle connection idle again keeps its age.
+        idle.idle(2, at(40), "b");
+        assert_eq!(idle.pop_oldest(), Some((2, "b")));
+        assert_eq!(idle.pop_oldest(), Some((3, "c")));
+        assert_eq!(idle.len(), 1);
+        assert_eq!(idle.busy(3), None, "already taken");
+        assert_eq!(idle.pop_oldest(), Some((1, "a")));
+        assert!(idle.is_empty());
+        assert_eq!(idle.pop_oldest(), None);
+    }
+
+    #[test]
+    fn a_full_table_evicts_the_longest_idle_connection() {
+        let cfg = LimitsConfig {
+            max_client_connections: 10,
+            max_connections: 2,
+            ..LimitsConfig::default()
+        };
+        let l = ClientLimits::new(&cfg);
+        let (a, _) = l.open(ip("192.0.2.1")).unwrap();
+        let (b, _) = l.open(ip("192.0.2.2")).unwrap();
+        a.busy();
+        // b is the only idle one: it gives way.
+        let (c, evicted) = l.open(ip("192.0.2.3")).unwrap();
+        assert!(evicted);
+        assert!(b.evicted().is_cancelled() && !a.evicted().is_cancelled());
+        drop(b);
+        assert_eq!(l.connections(), 2);
+        // Both busy now: a new client is refused.
+        c.busy();
+        assert_eq!(l.open(ip("192.0.2.4")).unwrap_err(), Limit::Connections);
+        a.idle();
+        let (_d, evicted) = l.open(ip("192.0.2.4")).unwrap();
+        assert!(evicted && a.evicted().is_cancelled());
+    }
+
+    #[test]
+    fn buffer_budget_per_client_and_total() {
+        let mut b = BufferBudget::new(100, 60);
+        let (x, y) = (ip("192.0.2.1"), ip("192.0.2.2"));
+        assert!(b.take(x, 50));
+        assert!(!b.take(x, 11), "over the client's share");
+        assert!(b.take(x, 10));
+        assert!(b.take(y, 40));
+        assert!(!b.take(y, 1), "over the total");
+        b.give_back(x, 60);
+        assert_eq!((b.total(), b.clients()), (40, 1));
+        // Returning more than was taken does not underflow.
+        b.give_back(y, 1000);
+        assert_eq!((b.total(), b.clients()), (0, 0));
+    }
+
+    #[test]
+    fn a_lease_returns_its_bytes_when_dropped() {
+        let cfg = LimitsConfig {
+            max_buffered_bytes: 1000,
+            max_client_buffered_bytes: 600,
+            ..LimitsConfig::default()
+        };
+        let buffers = Buffers::new(&cfg);
+        let mut a = buffers.lease(ip("127.0.0.1"));
+        assert!(a.grow_to(400));
+        assert!(a.grow_to(300), "shrinking keeps what is held");
+        let mut b = buffers.lease(ip("::ffff:127.0.0.1"));
+        assert!(!b.grow_to(300), "the same client, over its share");
+        assert_eq!((a.bytes(), b.bytes(), buffers.held()), (400, 0, 400));
+        drop(a);
+        assert_eq!(buffers.held(), 0);
+        assert!(b.grow_to(600));
+    }
+
+    #[test]
     fn slot_releases_on_drop() {
         let cfg = LimitsConfig {
             max_client_connections: 1,
             ..LimitsConfig::default()
         };
         let l = ClientLimits::new(&cfg);
-        let s = l.open(ip("127.0.0.1")).unwrap();
+        let (s, _) = l.open(ip("127.0.0.1")).unwrap();
         assert_eq!(
             l.open(ip("::ffff:127.0.0.1")).unwrap_err(),
             Limit::ClientConnections

@@ -47,9 +47,18 @@ pub struct Metrics {
     /// Client connections refused by the client ACL.
     pub connections_refused: AtomicU64,
     /// Connections and requests refused by per-client limits, indexed like [`Limit::ALL`].
-    limit_refusals: [AtomicU64; 3],
+    limit_refusals: [AtomicU64; Limit::ALL.len()],
+    /// Idle connections closed to make room for a new client at `max-connections`.
+    pub connections_evicted: AtomicU64,
+    /// Requests cut off for a head or body sent too slowly (408).
+    pub client_timeouts: AtomicU64,
+    /// Transform jobs run (decode, transcode, rewrite, compress of one response).
+    pub transforms_run: AtomicU64,
+    /// Responses streamed before their end because they came too slowly to buffer whole
+    /// (`buffer-timeout`), or streamed as they came (event streams).
+    pub responses_streamed: AtomicU64,
     /// Requests refused by `[auth]`, indexed like [`AuthFailure::LABELS`].
-    auth_failures: [AtomicU64; 5],
+    auth_failures: [AtomicU64; AuthFailure::LABELS.len()],
     /// Slow password hashes computed (checks the credentials cache did not answer).
     pub auth_verifications: AtomicU64,
     active: AtomicI64,
@@ -152,7 +161,7 @@ impl Metrics {
             "webpep_requests_total{{mode=\"none\",class=\"4xx\"}} {}",
             self.rejected_requests.load(Relaxed)
         );
-        let counters: [(&str, &str, &AtomicU64); 16] = [
+        let counters: [(&str, &str, &AtomicU64); 20] = [
             (
                 "webpep_client_bytes_in_total",
                 "Bytes read from clients.",
@@ -233,6 +242,26 @@ impl Metrics {
                 "Client connections refused by the ACL.",
                 &self.connections_refused,
             ),
+            (
+                "webpep_connections_evicted_total",
+                "Idle client connections closed to admit a new client at limits.max-connections.",
+                &self.connections_evicted,
+            ),
+            (
+                "webpep_client_timeouts_total",
+                "Requests answered 408: a head over limits.header-timeout, or a body below limits.body-min-rate.",
+                &self.client_timeouts,
+            ),
+            (
+                "webpep_transforms_run_total",
+                "Transform jobs run (one response decoded, transcoded, rewritten or compressed); cache hits of a stored result run none.",
+                &self.transforms_run,
+            ),
+            (
+                "webpep_responses_streamed_total",
+                "Responses sent on as they came instead of whole: slower than limits.buffer-timeout, or event streams.",
+                &self.responses_streamed,
+            ),
         ];
         for (name, help, c) in counters {
             let _ = writeln!(
@@ -241,7 +270,7 @@ impl Metrics {
                 c.load(Relaxed)
             );
         }
-        s.push_str("# HELP webpep_client_limit_refusals_total Client connections (reason connections: per client, total: all clients) and requests (reason rate) refused by [limits].\n");
+        s.push_str("# HELP webpep_client_limit_refusals_total Client connections (reason connections: per client, total: all clients busy) and requests (reason rate; buffer: the request body over the buffered-body budget) refused by [limits].\n");
         s.push_str("# TYPE webpep_client_limit_refusals_total counter\n");
         for l in Limit::ALL {
             let _ = writeln!(
@@ -251,7 +280,7 @@ impl Metrics {
                 self.limit_refusals(l)
             );
         }
-        s.push_str("# HELP webpep_auth_failures_total Requests refused by [auth]: 407 for missing (a browser's first try), scheme (not Basic), malformed or invalid (unknown user or wrong password) credentials; 403 for transparent requests with transparent = \"refuse\".\n");
+        s.push_str("# HELP webpep_auth_failures_total Requests refused by [auth]: 407 for missing (a browser's first try), scheme (not Basic), malformed or invalid (unknown user or wrong password) credentials; 403 for transparent requests with transparent = \"refuse\"; 429 for throttled (credentials not checked: the client address failed auth.max-failures times in a row and waits).\n");
         s.push_str("# TYPE webpep_auth_failures_total counter\n");
         for (i, l) in AuthFailure::LABELS.iter().enumerate() {
             let _ = writeln!(

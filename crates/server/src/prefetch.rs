@@ -321,6 +321,7 @@ pub fn request_for(client: &ClientRequest, page: &Url, url: &Url) -> Option<Clie
         local: client.local,
         original_dst: None,
         mode,
+        body_lease: None,
     })
 }
 
@@ -448,6 +449,7 @@ mod tests {
             peer: "10.0.0.2:5000".parse().unwrap(),
             local: "10.0.0.1:80".parse().unwrap(),
             original_dst: Some("192.0.2.1:80".parse().unwrap()),
+            body_lease: None,
             mode: Mode::Transparent {
                 authority: "www.example.com".into(),
                 path: "/news/index.html".into(),

@@ -67,6 +67,9 @@ fn compresses(server: &Server) -> bool {
 
 /// Serves a request for an origin (explicit, transparent or URL mode).
 pub async fn proxy_http(server: Arc<Server>, req: Arc<ClientRequest>) -> Reply {
+    if let Some(r) = last_hop_answer(&req) {
+        return r;
+    }
     let ex = match exchange(&server, req.clone(), None) {
         Ok(ex) => ex,
         Err(reply) => return *reply,
@@ -77,6 +80,46 @@ pub async fn proxy_http(server: Arc<Server>, req: Arc<ClientRequest>) -> Reply {
     }
     add_via(&mut reply.headers, req.head.version, &server.instance);
     reply
+}
+
+/// TRACE and OPTIONS with `Max-Forwards: 0` are for this proxy (RFC 9110 §7.6.2): OPTIONS
+/// gets what the proxy allows, TRACE the request as received, less credentials and cookies.
+fn last_hop_answer(req: &ClientRequest) -> Option<Reply> {
+    let m = &req.head.method;
+    if (*m != Method::TRACE && *m != Method::OPTIONS)
+        || crate::http1::max_forwards(&req.head.headers) != Some(0)
+    {
+        return None;
+    }
+    let mut r = Reply::text(StatusCode::OK, "");
+    if *m == Method::OPTIONS {
+        r.headers.insert(
+            header::ALLOW,
+            HeaderValue::from_static("GET, HEAD, POST, PUT, DELETE, OPTIONS, TRACE, PATCH, CONNECT"),
+        );
+        r.body = Body::Empty;
+        return Some(r);
+    }
+    let mut echo = format!("TRACE {} {:?}\r\n", req.head.target, req.head.version).into_bytes();
+    for (name, value) in &req.head.headers {
+        if [
+            header::PROXY_AUTHORIZATION,
+            header::AUTHORIZATION,
+            header::COOKIE,
+        ]
+        .contains(name)
+        {
+            continue;
+        }
+        echo.extend_from_slice(name.as_str().as_bytes());
+        echo.extend_from_slice(b": ");
+        echo.extend_from_slice(value.as_bytes());
+        echo.extend_from_slice(b"\r\n");
+    }
+    r.headers
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("message/http"));
+    r.body = Body::Full(Bytes::from(echo));
+    Some(r)
 }
 
 /// The exchange for a request (a client's, or a prefetch `below` a client's page), or the
@@ -107,6 +150,11 @@ fn exchange(
     }
     let mut headers = req.head.headers.clone();
     strip_hop_by_hop(&mut headers);
+    if req.head.method == Method::TRACE || req.head.method == Method::OPTIONS {
+        if let Some(n) = crate::http1::max_forwards(&headers) {
+            headers.insert(header::MAX_FORWARDS, HeaderValue::from(n.saturating_sub(1)));
+        }
+    }
     if let Some(a) = uri.authority() {
         if let Ok(v) = HeaderValue::from_str(a.as_str()) {
             headers.insert(header::HOST, v);
@@ -268,6 +316,7 @@ fn full_or_not_modified(
             body: Body::Empty,
             close: false,
             cache: label,
+            lease: None,
         };
     }
     Reply {
@@ -276,6 +325,7 @@ fn full_or_not_modified(
         body: Body::Full(body),
         close: false,
         cache: label,
+        lease: None,
     }
 }
 
@@ -337,19 +387,31 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
     Metrics::add(&metrics.origin_bytes_out, ex.req.body.len() as u64);
     let request_time = SystemTime::now();
     let o = &server.cfg.origin;
-    let limit = o.connect_timeout.0 + o.response_timeout.0;
+    // Resolving and connecting (within connect-timeout) count towards response-timeout.
+    let limit = o.response_timeout.0;
     let resp = match tokio::time::timeout(limit, server.client.request(origin_req)).await {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => return origin_error(&e),
         Err(_) => {
             return Reply::text(
                 StatusCode::GATEWAY_TIMEOUT,
-                &format!("origin did not answer within {:?}", limit),
+                &format!(
+                    "origin did not answer within {:?} (origin.response-timeout)",
+                    limit
+                ),
             )
         }
     };
     let response_time = SystemTime::now();
     let (mut rparts, incoming) = resp.into_parts();
+    if rparts.status.is_informational() {
+        // The proxy never asks an origin to switch protocols (Upgrade is hop-by-hop and
+        // dropped), so a 101 is not the answer to this request.
+        return Reply::text_close(
+            StatusCode::BAD_GATEWAY,
+            &format!("origin answered {} to a request that asked for no upgrade", rparts.status),
+        );
+    }
     strip_hop_by_hop(&mut rparts.headers);
     // Phase: revalidation result.
     if let (Some(s), StatusCode::NOT_MODIFIED) = (&stale, rparts.status) {
@@ -381,21 +443,35 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
             body: Body::Empty,
             close: false,
             cache: "MISS",
+            lease: None,
         };
     }
-    // Phase: buffer the body when small enough to transform; otherwise stream it.
+    // Phase: buffer the body when small enough to transform, within the buffered-body
+    // budget and `buffer-timeout`; otherwise stream it as it comes.
     let max = server.cfg.limits.max_body_transform;
     let declared: Option<u64> = rparts
         .headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse().ok());
-    if declared.is_some_and(|n| n > max as u64) {
-        return stream_reply(rparts, Bytes::new(), incoming);
+    let stall = o.response_timeout.0;
+    if declared.is_some_and(|n| n > max as u64) || is_event_stream(&rparts.headers) {
+        if declared.is_none() {
+            Metrics::add(&metrics.responses_streamed, 1);
+        }
+        return stream_reply(rparts, Bytes::new(), incoming, declared, stall);
     }
-    let body = match read_limited(incoming, max, o.response_timeout.0).await {
-        Ok(Ok(b)) => b,
-        Ok(Err((prefix, rest))) => return stream_reply(rparts, prefix, rest),
+    let mut lease = server.buffers.lease(ex.req.peer.ip());
+    let deadline = tokio::time::Instant::now() + server.cfg.limits.buffer_timeout.0;
+    let body = match read_limited(incoming, max, stall, deadline, &mut lease).await {
+        Ok(Buffered::Whole(b)) => b,
+        Ok(Buffered::Partial(prefix, rest, why)) => {
+            if why != Unbuffered::TooLarge {
+                Metrics::add(&metrics.responses_streamed, 1);
+            }
+            tracing::debug!(url = %ex.parts.uri, reason = ?why, "response streamed");
+            return stream_reply(rparts, prefix, rest, declared, stall);
+        }
         Err(reason) => return Reply::text_close(StatusCode::BAD_GATEWAY, &reason),
     };
     Metrics::add(&metrics.origin_bytes_in, body.len() as u64);
@@ -429,6 +505,7 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
         } else {
             "MISS"
         },
+        lease: Some(lease),
     }
 }
 
@@ -519,35 +596,92 @@ fn prefetch_objects(ex: &Exchange, status: StatusCode, headers: HeaderMap, body:
     });
 }
 
-fn stream_reply(rparts: http::response::Parts, prefix: Bytes, rest: Incoming) -> Reply {
+fn stream_reply(
+    rparts: http::response::Parts,
+    prefix: Bytes,
+    rest: Incoming,
+    len: Option<u64>,
+    stall: Duration,
+) -> Reply {
     Reply {
         status: rparts.status,
         headers: rparts.headers,
-        body: Body::Stream { prefix, rest },
+        body: Body::Stream {
+            prefix,
+            rest,
+            len,
+            stall,
+        },
         close: false,
         cache: "MISS",
+        lease: None,
     }
 }
 
-/// Reads at most `max` body bytes. `Ok(Ok(body))`: all of it; `Ok(Err((prefix, rest)))`:
-/// more than `max`, so the caller streams; `Err`: the origin broke off or stalled.
+/// An event stream (server-sent events) never ends by design: it goes on as it comes.
+fn is_event_stream(h: &HeaderMap) -> bool {
+    h.get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .eq_ignore_ascii_case("text/event-stream")
+        })
+}
+
+/// What buffering a response body gave.
+enum Buffered {
+    /// All of it.
+    Whole(Bytes),
+    /// What came before buffering stopped, and the rest to stream.
+    Partial(Bytes, Incoming, Unbuffered),
+}
+
+/// Why a response was not buffered whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unbuffered {
+    /// Over `max-body-transform`.
+    TooLarge,
+    /// Not whole within `buffer-timeout`.
+    Slow,
+    /// Over the buffered-body budget.
+    Budget,
+}
+
+/// Reads at most `max` body bytes, holding them in `lease`, until `deadline`. `Err`: the
+/// origin broke off, or sent nothing for `stall`.
 async fn read_limited(
     mut incoming: Incoming,
     max: usize,
     stall: Duration,
-) -> Result<Result<Bytes, (Bytes, Incoming)>, String> {
+    deadline: tokio::time::Instant,
+    lease: &mut crate::limits::BufferLease,
+) -> Result<Buffered, String> {
     let mut buf = bytes::BytesMut::new();
     loop {
-        let frame = match tokio::time::timeout(stall, incoming.frame()).await {
+        let wait = (tokio::time::Instant::now() + stall).min(deadline);
+        let frame = match tokio::time::timeout_at(wait, incoming.frame()).await {
+            Err(_) if tokio::time::Instant::now() >= deadline => {
+                return Ok(Buffered::Partial(buf.freeze(), incoming, Unbuffered::Slow))
+            }
             Err(_) => return Err(format!("origin body stalled for {stall:?}")),
-            Ok(None) => return Ok(Ok(buf.freeze())),
+            Ok(None) => return Ok(Buffered::Whole(buf.freeze())),
             Ok(Some(Err(e))) => return Err(format!("origin body failed: {}", error_reason(&e))),
             Ok(Some(Ok(f))) => f,
         };
         if let Ok(d) = frame.into_data() {
+            let why = if buf.len() + d.len() > max {
+                Some(Unbuffered::TooLarge)
+            } else if !lease.grow_to((buf.len() + d.len()) as u64) {
+                Some(Unbuffered::Budget)
+            } else {
+                None
+            };
             buf.extend_from_slice(&d);
-            if buf.len() > max {
-                return Ok(Err((buf.freeze(), incoming)));
+            if let Some(why) = why {
+                return Ok(Buffered::Partial(buf.freeze(), incoming, why));
             }
         }
     }
@@ -977,7 +1111,7 @@ fn transform_and_store(
             }
         }
     }
-    let mut changed = coding.is_some();
+    Metrics::add(&metrics.transforms_run, 1);
     for t in &server.transforms {
         let before = body.len() as u64;
         match t.apply(&ctx, &mut headers, &body) {
@@ -989,14 +1123,16 @@ fn transform_and_store(
                     _ => {}
                 }
                 body = Bytes::from(out);
-                changed = true;
             }
             Applied::Unchanged(why) => {
                 tracing::trace!(transform = t.name(), why = %why, "unchanged");
             }
         }
     }
-    if changed && !ex.variant.is_empty() && ex.parts.method == Method::GET {
+    // Stored changed or not: a variant that is the original still saves the next client's
+    // request the transforms' work (an image the transcoder cannot shrink costs as much CPU
+    // every time). Bodies are stored by hash, so an unchanged one takes no second copy.
+    if !ex.variant.is_empty() && ex.parts.method == Method::GET {
         if let Some(cache) = &server.cache {
             let mut rb = http::Response::builder().status(status);
             if let Some(h) = rb.headers_mut() {

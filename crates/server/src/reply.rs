@@ -5,6 +5,7 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, StatusCode, Version};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
+use std::time::Duration;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use crate::http1::{response_framing, write_response_head, ResponseFraming};
@@ -16,12 +17,17 @@ pub enum Body {
     Empty,
     /// All bytes at hand.
     Full(Bytes),
-    /// Too large to buffer: what was read, then the rest from the origin.
+    /// Not buffered (too large, too slow, or an event stream): what was read, then the rest
+    /// from the origin as it comes.
     Stream {
         /// Bytes already read.
         prefix: Bytes,
         /// The remainder.
         rest: Incoming,
+        /// The whole body's length, when the origin declared it (prefix included).
+        len: Option<u64>,
+        /// The longest wait for the origin's next bytes before the body counts as broken off.
+        stall: Duration,
     },
 }
 
@@ -30,9 +36,21 @@ impl Body {
         match self {
             Body::Empty => Some(0),
             Body::Full(b) => Some(b.len() as u64),
-            Body::Stream { .. } => None,
+            Body::Stream { len, .. } => *len,
         }
     }
+}
+
+/// What writing a reply did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Written {
+    /// Bytes written.
+    pub bytes: u64,
+    /// The connection must close now.
+    pub close: bool,
+    /// The body broke off (the origin failed or stalled, or sent less than it declared): the
+    /// connection must be reset so the client cannot take the body as complete.
+    pub truncated: bool,
 }
 
 /// A response for the client.
@@ -48,6 +66,8 @@ pub struct Reply {
     pub close: bool,
     /// Cache result for the access log ("HIT", "MISS", "REVALIDATED", "-").
     pub cache: &'static str,
+    /// The buffered-body budget the body holds until it is written.
+    pub lease: Option<crate::limits::BufferLease>,
 }
 
 impl Reply {
@@ -70,6 +90,7 @@ impl Reply {
             body: Body::Full(Bytes::from(body)),
             close: false,
             cache: "-",
+            lease: None,
         }
     }
 
@@ -81,8 +102,7 @@ impl Reply {
     }
 }
 
-/// Writes `reply` to `w` for a request with `method`/`version`; returns bytes written and
-/// whether the connection must close afterwards.
+/// Writes `reply` to `w` for a request with `method`/`version`.
 pub async fn write_reply<W: AsyncWrite + Unpin>(
     w: &mut W,
     reply: Reply,
@@ -90,12 +110,13 @@ pub async fn write_reply<W: AsyncWrite + Unpin>(
     version: Version,
     keep_alive: bool,
     origin_bytes: &std::sync::atomic::AtomicU64,
-) -> std::io::Result<(u64, bool)> {
+) -> std::io::Result<Written> {
     let Reply {
         status,
         headers,
         body,
         close,
+        lease: _lease,
         ..
     } = reply;
     let framing = response_framing(method, status, body.known_len(), version);
@@ -123,9 +144,17 @@ pub async fn write_reply<W: AsyncWrite + Unpin>(
             push_part(&mut out, &b, chunked);
             None
         }
-        (_, Body::Stream { prefix, rest }) => {
+        (
+            _,
+            Body::Stream {
+                prefix,
+                rest,
+                len,
+                stall,
+            },
+        ) => {
             push_part(&mut out, &prefix, chunked);
-            Some(rest)
+            Some((rest, prefix.len() as u64, len, stall))
         }
     };
     if chunked && stream.is_none() {
@@ -133,14 +162,28 @@ pub async fn write_reply<W: AsyncWrite + Unpin>(
     }
     let mut written = raw(w, &out).await?;
     drop(out);
-    if let Some(mut rest) = stream {
+    if let Some((mut rest, mut sent, len, stall)) = stream {
+        let broke_off = |why: &dyn std::fmt::Display, written| {
+            // The client must not take a truncated body as complete.
+            tracing::warn!(reason = %why, "origin body broke off mid-stream");
+            Ok(Written {
+                bytes: written,
+                close: true,
+                truncated: true,
+            })
+        };
         loop {
-            match rest.frame().await {
-                Some(Ok(frame)) => {
+            match tokio::time::timeout(stall, rest.frame()).await {
+                Err(_) => {
+                    w.flush().await?;
+                    return broke_off(&format!("no bytes for {stall:?}"), written);
+                }
+                Ok(Some(Ok(frame))) => {
                     if let Ok(data) = frame.into_data() {
                         origin_bytes
                             .fetch_add(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
                         if !data.is_empty() {
+                            sent += data.len() as u64;
                             written += if chunked {
                                 write_chunk(w, &data).await?
                             } else {
@@ -149,22 +192,27 @@ pub async fn write_reply<W: AsyncWrite + Unpin>(
                         }
                     }
                 }
-                Some(Err(e)) => {
-                    // The origin broke off: the client must not take a truncated body as
-                    // complete, so the connection is closed without the final chunk.
-                    tracing::warn!(error = %e, "origin body failed mid-stream");
+                Ok(Some(Err(e))) => {
                     w.flush().await?;
-                    return Ok((written, true));
+                    return broke_off(&e, written);
                 }
-                None => break,
+                Ok(None) => break,
             }
+        }
+        if len.is_some_and(|n| sent != n) {
+            w.flush().await?;
+            return broke_off(&format!("{sent} of {len:?} bytes"), written);
         }
         if chunked {
             written += raw(w, LAST_CHUNK).await?;
         }
     }
     w.flush().await?;
-    Ok((written, must_close))
+    Ok(Written {
+        bytes: written,
+        close: must_close,
+        truncated: false,
+    })
 }
 
 async fn raw<W: AsyncWrite + Unpin>(w: &mut W, data: &[u8]) -> std::io::Result<u64> {
@@ -233,7 +281,7 @@ mod tests {
     async fn writes_of(reply: Reply) -> (Writes, u64, bool) {
         let counter = std::sync::atomic::AtomicU64::new(0);
         let mut w = Writes::default();
-        let (n, close) = write_reply(
+        let out = write_reply(
             &mut w,
             reply,
             &Method::GET,
@@ -243,7 +291,7 @@ mod tests {
         )
         .await
         .expect("written");
-        (w, n, close)
+        (w, out.bytes, out.close)
     }
 
     #[tokio::test]
@@ -255,6 +303,7 @@ mod tests {
             body: Body::Full(body.clone()),
             close: false,
             cache: "-",
+            lease: None,
         };
         let (w, n, close) = writes_of(reply).await;
         assert!(!close);

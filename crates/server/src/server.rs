@@ -13,7 +13,7 @@ use crate::auth::Authenticator;
 use crate::config::{first_nameserver, ServerConfig};
 use crate::conn::{answer_and_close, serve_connection, ClientRequest};
 use crate::http1;
-use crate::limits::ClientLimits;
+use crate::limits::{Buffers, ClientLimits};
 use crate::metrics::Metrics;
 use crate::mode::Mode;
 use crate::optimize::{self, CompressUnit, RewriteUnit, TranscodeUnit, Transform};
@@ -50,6 +50,8 @@ pub struct Server {
     pub(crate) metrics: Metrics,
     /// Per-client connection and rate limits.
     pub(crate) limits: ClientLimits,
+    /// The budget of bodies held in memory (`max-buffered-bytes`).
+    pub(crate) buffers: Arc<Buffers>,
     /// Names this process in `Via` (loop detection).
     pub(crate) instance: String,
     /// Where transforms run, at most `[limits] transform-workers` at once.
@@ -142,6 +144,7 @@ impl Server {
             transcode_max_pixels,
             prefetch: (cfg.prefetch.enabled && cfg.cache.enabled)
                 .then(|| Arc::new(Prefetcher::new(&cfg.prefetch))),
+            buffers: Buffers::new(&cfg.limits),
             cfg,
             limits,
         }))
@@ -163,6 +166,10 @@ impl Server {
     pub fn metrics_text(&self) -> String {
         let mut s = self.metrics.render();
         s.push_str(&self.transform_pool.metrics_text());
+        s.push_str(&format!(
+            "# HELP webpep_buffered_bytes Bytes of request and response bodies held in memory now (limits.max-buffered-bytes).\n# TYPE webpep_buffered_bytes gauge\nwebpep_buffered_bytes {}\n",
+            self.buffers.held()
+        ));
         if let Some(c) = &self.cache {
             let st = c.stats();
             s.push_str(&format!(

@@ -11,7 +11,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
-use crate::reply::{write_reply, Reply};
+use crate::reply::{write_reply, Reply, Written};
 use crate::server::Server;
 
 /// Runs a tunnel to `host:port` on the client's socket halves. `leftover` holds bytes the
@@ -55,7 +55,7 @@ pub async fn run(
     let mut upstream = match upstream {
         Ok(s) => s,
         Err(r) => {
-            if let Ok((n, _)) = write_reply(
+            if let Ok(Written { bytes: n, .. }) = write_reply(
                 &mut wr,
                 r,
                 &Method::CONNECT,

@@ -82,8 +82,17 @@ async fn connections_over_the_per_client_limit_get_503_and_others_keep_working()
 }
 
 #[tokio::test]
-async fn connections_over_the_total_limit_get_503() {
-    let o = step(Origin::start(hello())).await;
+async fn at_the_total_limit_an_idle_connection_gives_way_and_busy_ones_refuse() {
+    // The origin answers /slow only after a while, so a connection asking for it stays busy.
+    let o = step(Origin::start(|r| {
+        let reply = OriginReply::ok("text/plain", format!("hello {}", r.path));
+        if r.path == "/slow" {
+            reply.delay(Duration::from_secs(2))
+        } else {
+            reply
+        }
+    }))
+    .await;
     let mut cfg = test_config();
     cfg.limits.max_connections = 1;
     let p = step(start_proxy(cfg)).await;
@@ -91,15 +100,43 @@ async fn connections_over_the_total_limit_get_503() {
     let (mut c1, r) = connect_and_get(&p, &url).await;
     assert_eq!(r.status, 200);
 
+    // c1 waits for its next request: it is closed to admit c2.
     let (mut c2, r) = connect_and_get(&p, &url).await;
+    assert_eq!(r.status, 200);
+    assert!(step(c1.closed()).await, "the idle connection was closed");
+    assert_eq!(evictions(&p), 1);
+
+    // c2 busy with a slow request: a third client is refused, and c2 still gets its answer.
+    step(c2.send(&format!(
+        "GET http://{}/slow HTTP/1.1\r\nHost: x\r\n\r\n",
+        o.addr
+    )))
+    .await;
+    // The proxy has read the request once the origin has seen it.
+    step(async {
+        while o.requests() < 3 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    let (mut c3, r) = connect_and_get(&p, &url).await;
     assert_eq!(r.status, 503);
     assert!(r.text().contains("max-connections"), "{}", r.text());
     assert_eq!(r.header("connection"), Some("close"));
-    assert!(step(c2.closed()).await);
-
-    assert_eq!(get(&mut c1, &url).await.status, 200);
+    assert!(step(c3.closed()).await);
+    let slow = step(c2.read(false)).await.unwrap();
+    assert_eq!((slow.status, slow.text().as_str()), (200, "hello /slow"));
     assert_eq!(refusals(&p, "total"), 1);
     assert_eq!(refusals(&p, "connections"), 0);
+}
+
+fn evictions(p: &Proxy) -> u64 {
+    p.server
+        .metrics_text()
+        .lines()
+        .find_map(|l| l.strip_prefix("webpep_connections_evicted_total "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 #[tokio::test]

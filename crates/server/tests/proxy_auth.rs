@@ -1,11 +1,14 @@
 //! Proxy authentication (`[auth]`, DESIGN §9): 407 with a Basic challenge for explicit and
 //! CONNECT requests without valid credentials, credentials never forwarded, transparent
-//! requests allowed by network or refused, a bad users file stops the start. Loopback only;
-//! every step under a timeout of a few seconds.
+//! requests refused unless allowed by network, repeated failures from one address throttled,
+//! a bad users file stops the start. Loopback only; every step under a timeout of a few
+//! seconds.
 
 mod common;
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use common::*;
@@ -124,7 +127,14 @@ async fn right_credentials_reach_the_origin_without_proxy_authorization() {
         .all(|r| r.header("proxy-authorization").is_none()));
     // One slow hash per user: the other requests were answered from the cache.
     assert_eq!(metric(&p, "webpep_auth_verifications_total "), 2);
-    for reason in ["missing", "scheme", "malformed", "invalid", "transparent"] {
+    for reason in [
+        "missing",
+        "scheme",
+        "malformed",
+        "invalid",
+        "transparent",
+        "throttled",
+    ] {
         assert_eq!(failures(&p, reason), 0, "{reason}");
     }
 }
@@ -209,8 +219,35 @@ async fn connect_without_credentials_gets_407_and_close_and_with_them_a_tunnel()
     assert_eq!(failures(&p, "invalid"), 1);
 }
 
+/// Issue 30: with a users file and no `transparent` key, a transparent request (origin-form,
+/// `Host` naming a foreign origin) used to get 200 without credentials.
 #[tokio::test]
-async fn transparent_requests_are_allowed_by_network_by_default() {
+async fn transparent_requests_are_refused_by_default() {
+    let o = step(Origin::start(hello())).await;
+    let (_dir, path) = users_file();
+    let p = step(start_proxy(auth_config(path))).await;
+    let mut c = step(Client::connect(p.addr)).await;
+    step(c.send(&format!("GET /t HTTP/1.1\r\nHost: {}\r\n\r\n", o.addr))).await;
+    let r = step(c.read(false)).await.unwrap();
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert!(r.text().contains("transparent"), "{}", r.text());
+    assert_eq!(
+        o.requests(),
+        0,
+        "nothing reaches the origin unauthenticated"
+    );
+    assert_eq!(failures(&p, "transparent"), 1);
+    // Explicit requests with credentials are served as before.
+    let r = step(c.get(
+        &format!("http://{}/e", o.addr),
+        &basic("alice:open: sesame"),
+    ))
+    .await;
+    assert_eq!((r.status, r.text().as_str()), (200, "hello /e"));
+}
+
+#[tokio::test]
+async fn transparent_requests_are_allowed_by_network_when_chosen() {
     let o = step(Origin::start(hello())).await;
     let p = auth_proxy(TransparentAuth::Network).await;
     let mut c = step(Client::connect(p.addr)).await;
@@ -302,4 +339,131 @@ fn a_bad_users_file_stops_the_start_naming_file_and_line() {
         );
         assert!(!e.contains("hunter2"), "{e}");
     }
+}
+
+/// One request from the loopback address `source` on a fresh connection that closes after
+/// it; the status, None when `source` cannot be bound here.
+async fn status_from(source: &str, proxy: SocketAddr, url: &str, extra: &str) -> Option<u16> {
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    if let Err(e) = sock.bind(SocketAddr::new(source.parse().unwrap(), 0)) {
+        eprintln!("cannot bind {source} ({e}): that part is skipped");
+        return None;
+    }
+    let mut s = sock.connect(proxy).await.unwrap();
+    let req = format!("GET {url} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{extra}\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).await.unwrap();
+    let text = String::from_utf8_lossy(&got);
+    Some(
+        text.split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0),
+    )
+}
+
+/// Issue 30: password guessing was unthrottled. With the default `[auth]`, the fifth wrong
+/// password in a row from an address makes it wait a second (`failure-backoff`) during which
+/// even the right password gets 429 without a hash being computed; another address is not
+/// affected; once the wait is over the right password works and forgets the failures.
+#[tokio::test]
+async fn repeated_wrong_passwords_make_the_address_wait() {
+    let backoff = Duration::from_secs(1);
+    let o = step(Origin::start(hello())).await;
+    let (_dir, path) = users_file();
+    let p = step(start_proxy(auth_config(path))).await;
+    let url = format!("http://{}/x", o.addr);
+    let mut c = step(Client::connect(p.addr)).await;
+    for _ in 0..4 {
+        assert_eq!(step(c.get(&url, &basic("alice:guess"))).await.status, 407);
+    }
+    // The wait begins after the fifth failure, so no earlier than now.
+    let fifth = Instant::now();
+    let r = step(c.get(&url, &basic("alice:guess"))).await;
+    assert_eq!(r.status, 407, "the fifth guess is still checked");
+    assert_eq!(metric(&p, "webpep_auth_verifications_total "), 5);
+
+    let r = step(c.get(&url, &basic("alice:open: sesame"))).await;
+    if r.status != 429 {
+        // Only a machine too slow to send one request within the backoff gets here; the
+        // right password must not have been accepted before the backoff passed.
+        assert!(
+            fifth.elapsed() >= backoff,
+            "accepted during the backoff: {} {}",
+            r.status,
+            r.text()
+        );
+        eprintln!("the backoff passed before the next request: throttle not observed");
+        return;
+    }
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert!(r.header("proxy-authenticate").is_none());
+    assert_ne!(
+        r.header("connection"),
+        Some("close"),
+        "the connection is kept"
+    );
+    assert!(r.text().contains("too many failed logins"), "{}", r.text());
+    assert_eq!(o.requests(), 0);
+    assert_eq!(failures(&p, "throttled"), 1);
+    assert_eq!(failures(&p, "invalid"), 5);
+    assert_eq!(
+        metric(&p, "webpep_auth_verifications_total "),
+        5,
+        "no hash while waiting"
+    );
+
+    // Another client address logs in and is refused as usual, with its password checked.
+    if let Some(status) = step(status_from(
+        "127.0.0.2",
+        p.addr,
+        &url,
+        &basic("alice:open: sesame"),
+    ))
+    .await
+    {
+        assert_eq!(status, 200);
+        let wrong = step(status_from("127.0.0.2", p.addr, &url, &basic("alice:x"))).await;
+        assert_eq!(wrong, Some(407));
+    }
+
+    // The right password works again once the wait is over (never before it).
+    let ok = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let r = c.get(&url, &basic("alice:open: sesame")).await;
+            if r.status != 429 {
+                return r;
+            }
+        }
+    })
+    .await
+    .expect("the wait ends");
+    assert_eq!((ok.status, ok.text().as_str()), (200, "hello /x"));
+    assert!(fifth.elapsed() >= backoff, "served during the backoff");
+    // The success forgot the failures: a typo is a 407 again, not a wait.
+    assert_eq!(step(c.get(&url, &basic("alice:typo"))).await.status, 407);
+    assert_eq!(
+        step(c.get(&url, &basic("alice:open: sesame"))).await.status,
+        200
+    );
+}
+
+/// `max-failures = 0` turns the throttle off.
+#[tokio::test]
+async fn the_throttle_can_be_turned_off() {
+    let o = step(Origin::start(hello())).await;
+    let (_dir, path) = users_file();
+    let mut cfg = auth_config(path);
+    cfg.auth.max_failures = 0;
+    let p = step(start_proxy(cfg)).await;
+    let url = format!("http://{}/x", o.addr);
+    let mut c = step(Client::connect(p.addr)).await;
+    for _ in 0..8 {
+        assert_eq!(step(c.get(&url, &basic("alice:guess"))).await.status, 407);
+    }
+    let r = step(c.get(&url, &basic("alice:open: sesame"))).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(failures(&p, "throttled"), 0);
 }

@@ -338,14 +338,14 @@ async fn request_to_itself_on_another_port_is_a_loop() {
 }
 
 #[tokio::test]
-async fn a_head_trickled_a_byte_at_a_time_gets_408_at_the_idle_timeout() {
+async fn a_head_trickled_a_byte_at_a_time_gets_408_at_the_header_timeout() {
     let mut cfg = test_config();
-    cfg.limits.client_idle_timeout = webpep_server::config::Secs(Duration::from_secs(1));
+    cfg.limits.header_timeout = webpep_server::config::Secs(Duration::from_secs(1));
     let p = start_proxy(cfg).await;
     let mut c = Client::connect(p.addr).await;
     c.send("GET http://127.0.0.1:9/ HTTP/1.1\r\nX: ").await;
     let t0 = std::time::Instant::now();
-    // One more header byte every 200 ms: each read comes well within the idle timeout, the
+    // One more header byte every 200 ms: each read comes well within the header timeout, the
     // head as a whole does not.
     let trickle = async {
         for _ in 0..20 {
@@ -360,7 +360,7 @@ async fn a_head_trickled_a_byte_at_a_time_gets_408_at_the_idle_timeout() {
         }
     };
     let _ = tokio::time::timeout(Duration::from_secs(4), trickle).await;
-    // Cut off after about one idle timeout, not one idle timeout after the last byte.
+    // Cut off after about one header timeout, not one timeout after the last byte.
     assert!(
         t0.elapsed() < Duration::from_millis(2500),
         "{:?}",

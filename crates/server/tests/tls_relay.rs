@@ -149,8 +149,9 @@ async fn the_relay_is_no_open_door() {
     let (addr, cancel) = proxy_on("127.0.0.5", port, cfg).await;
     assert!(talk(addr, &cert).await.is_err());
     cancel.cancel();
-    // With authentication on and `transparent = "refuse"`, relayed TLS (which cannot carry
-    // credentials) is refused; with "network" it is admitted on the client networks.
+    // With authentication on and `transparent = "refuse"` (the default), relayed TLS (which
+    // cannot carry credentials) is refused; with "network" it is admitted on the client
+    // networks.
     let dir = tempfile::tempdir().unwrap();
     let users = dir.path().join("users");
     let hash = webpep_server::auth::hash_password_with("pw", b"a-salt-of-16byte", 1000);
@@ -165,6 +166,7 @@ async fn the_relay_is_no_open_door() {
     assert_eq!(handshakes.load(std::sync::atomic::Ordering::SeqCst), 0);
     let mut cfg = relay_config(port);
     cfg.auth.users_file = Some(users);
+    cfg.auth.transparent = webpep_server::config::TransparentAuth::Network;
     let (addr, cancel) = proxy_on("127.0.0.8", port, cfg).await;
     assert_eq!(talk(addr, &cert).await, Ok("pong:ping".to_string()));
     cancel.cancel();
