@@ -8,6 +8,7 @@
 //! - [`StubResolver`]: the edge proxy's own caching resolver for origin names, so that lookups
 //!   happen on the wired side and are cached for their TTL.
 //! - [`FileConfig`]: the TOML configuration file of `webpep dns`.
+//! - [`TcpFrames`]: the length-prefixed framing of DNS over TCP as a pure decoder over bytes.
 
 mod config;
 mod error;
@@ -30,3 +31,4 @@ pub use rewrite::rewrite_response;
 pub use stub::{StubConfig, StubResolver, StubStats};
 /// Re-exported so that callers of [`DnsProxy::serve`] need not depend on `tokio-util`.
 pub use tokio_util::sync::CancellationToken;
+pub use wire::{FrameError, TcpFrames};

@@ -5,16 +5,23 @@
 //! The client's query goes upstream byte for byte except for a fresh random ID, so EDNS
 //! options, DO and CD bits and the question's case survive; answers that are not rewritten
 //! come back byte for byte except for the client's ID.
+//!
+//! Over TCP a client outside `allow_clients` is disconnected at once, before it takes one of
+//! the `max_tcp_connections` slots; when every slot is taken, the connection that has waited
+//! longest on its client (idle, or stalled mid-message) is closed to make room.
 
+use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
 use ipnet::IpNet;
+use tokio::io::AsyncReadExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
@@ -24,8 +31,14 @@ use crate::policy::RewritePolicy;
 use crate::rewrite::rewrite_response;
 use crate::upstream::Upstream;
 use crate::wire::{
-    encode, error_reply, fit_udp, random_id, read_frame, set_wire_id, udp_limit, write_frame,
+    encode, error_reply, fit_udp, random_id, set_wire_id, udp_limit, write_frame, TcpFrames,
 };
+
+/// At most one log line per this long for malformed packets; the rest are counted into it.
+const MALFORMED_LOG_PERIOD: Duration = Duration::from_secs(10);
+
+/// Bytes read from a TCP client at a time.
+const TCP_READ_CHUNK: usize = 4096;
 
 /// How the proxy forwards and what it rewrites.
 #[derive(Clone, Debug)]
@@ -68,9 +81,14 @@ pub struct DnsProxyLimits {
     /// Most UDP queries being resolved at once (default 256); beyond it the proxy stops reading
     /// its socket and the kernel drops the excess, so a flood cannot grow tasks without bound.
     pub max_in_flight: usize,
-    /// Most TCP client connections at once (default 64); beyond it new ones wait in the backlog.
+    /// Most TCP client connections at once (default 64). When all are taken, the one that has
+    /// waited longest on its client gives way to a new one; if every one is being answered,
+    /// the first of them to be done gives way (later ones wait in the backlog meanwhile).
     pub max_tcp_connections: usize,
-    /// A TCP client connection idle (or stalled mid-message) this long is closed (default 10 s).
+    /// A TCP client connection idle this long, or whose next message has not arrived whole
+    /// in this long, is closed; so is one that does not take its answer in this long
+    /// (default 10 s: over a slow link the first query after the handshake may take
+    /// seconds, and idle connections give way to new ones anyway).
     pub tcp_idle: Duration,
 }
 
@@ -100,7 +118,7 @@ pub struct DnsProxyStats {
     pub upstream_failures: u64,
     /// Packets sent to the upstream (retries and TCP fallbacks included).
     pub upstream_packets: u64,
-    /// Queries from clients outside `allow_clients`, answered REFUSED.
+    /// Clients outside `allow_clients`: UDP queries answered REFUSED, TCP connections closed.
     pub refused: u64,
 }
 
@@ -128,6 +146,9 @@ pub struct DnsProxy {
     limits: DnsProxyLimits,
     upstream: Upstream,
     counters: Counters,
+    /// Malformed packets are counted one by one but logged at a bounded rate: a flood of
+    /// them must not flood the log.
+    malformed_log: Mutex<LogLimiter>,
 }
 
 impl DnsProxy {
@@ -148,6 +169,7 @@ impl DnsProxy {
             limits,
             upstream,
             counters: Counters::default(),
+            malformed_log: Mutex::new(LogLimiter::new(MALFORMED_LOG_PERIOD)),
         }
     }
 
@@ -249,22 +271,39 @@ impl DnsProxy {
         let listener = tokio::net::TcpListener::from_std(listener)?;
         info!(addr = %listener.local_addr()?, upstream = %self.cfg.upstream, "dns proxy: listening (tcp)");
         let permits = Arc::new(Semaphore::new(self.limits.max_tcp_connections.max(1)));
+        let slots = Arc::new(TcpSlots::default());
         let tracker = TaskTracker::new();
         loop {
-            let Some(permit) = next_permit(&permits, &cancel).await else {
-                break;
-            };
             let Some((stream, peer)) = webpep_accept::accept(&listener, &cancel, "dns proxy").await
             else {
                 break;
             };
+            if !self.client_allowed(peer.ip()) {
+                // Closed before it takes a slot: idle connections from anywhere must not keep
+                // the clients served waiting.
+                self.counters.refused.fetch_add(1, Ordering::Relaxed);
+                debug!(%peer, "dns proxy: client not allowed, tcp connection closed");
+                continue;
+            }
+            let permit = match permits.clone().try_acquire_owned() {
+                Ok(p) => p,
+                Err(_) => {
+                    slots.make_room();
+                    let Some(p) = next_permit(&permits, &cancel).await else {
+                        break;
+                    };
+                    p
+                }
+            };
+            slots.room_made();
+            let slot = TcpSlot::join(&slots);
             let proxy = self.clone();
             let cancel = cancel.clone();
             tracker.spawn(async move {
                 let _permit = permit;
                 tokio::select! {
                     _ = cancel.cancelled() => {}
-                    r = proxy.tcp_connection(stream, peer) => {
+                    r = proxy.tcp_connection(stream, peer, &slot) => {
                         if let Err(e) = r {
                             debug!(%peer, error = %e, "dns proxy: tcp connection ended");
                         }
@@ -277,26 +316,84 @@ impl DnsProxy {
         Ok(())
     }
 
-    /// Length-prefixed queries answered in order until the client closes, goes idle, or sends
-    /// a malformed message (then it is disconnected).
+    /// Length-prefixed queries answered in order until the client closes, goes idle, is
+    /// closed to make room, or sends a malformed message (then it is disconnected).
     async fn tcp_connection(
         &self,
         mut stream: tokio::net::TcpStream,
         peer: SocketAddr,
+        slot: &TcpSlot,
     ) -> io::Result<()> {
+        let idle = self.limits.tcp_idle;
+        let mut frames = TcpFrames::new(usize::from(u16::MAX));
+        let mut chunk = vec![0u8; TCP_READ_CHUNK];
+        // When the wait for the next message began: it must arrive whole within `idle`.
+        let mut since = Instant::now();
         loop {
-            let frame =
-                match tokio::time::timeout(self.limits.tcp_idle, read_frame(&mut stream)).await {
-                    Err(_) => return Ok(()),
-                    Ok(r) => r?,
-                };
-            let Some(packet) = frame else {
+            let packet = match frames.next_frame() {
+                Ok(Some(packet)) => packet,
+                Ok(None) => {
+                    if !slot.wait_on_client(since) {
+                        debug!(%peer, "dns proxy: tcp connection closed to make room");
+                        return Ok(());
+                    }
+                    let read = tokio::select! {
+                        _ = slot.evicted() => {
+                            debug!(%peer, "dns proxy: tcp connection closed to make room");
+                            return Ok(());
+                        }
+                        r = tokio::time::timeout_at(since + idle, stream.read(&mut chunk)) => r,
+                    };
+                    match read {
+                        Err(_) => return Ok(()),
+                        Ok(Ok(0)) if frames.buffered() > 0 => {
+                            return Err(io::ErrorKind::UnexpectedEof.into())
+                        }
+                        Ok(Ok(0)) => return Ok(()),
+                        Ok(Ok(n)) => frames.push(&chunk[..n]),
+                        Ok(Err(e)) => return Err(e),
+                    }
+                    continue;
+                }
+                Err(e) => {
+                    self.count_malformed(peer, Transport::Tcp, 0, &e);
+                    return Ok(());
+                }
+            };
+            slot.busy();
+            let Some(bytes) = self.answer(&packet, Transport::Tcp, peer).await else {
                 return Ok(());
             };
-            match self.answer(&packet, Transport::Tcp, peer).await {
-                Some(bytes) => write_frame(&mut stream, &bytes).await?,
-                None => return Ok(()),
-            }
+            // A client that does not read its answers must not hold its slot either.
+            tokio::time::timeout(idle, write_frame(&mut stream, &bytes))
+                .await
+                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "answer not taken"))??;
+            since = Instant::now();
+        }
+    }
+
+    /// True when `ip` is in `allow_clients`.
+    fn client_allowed(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.cfg.allow_clients.iter().any(|n| n.contains(&ip))
+    }
+
+    /// Counts a dropped packet as malformed and logs it, unless lines are being held back.
+    fn count_malformed(
+        &self,
+        peer: SocketAddr,
+        transport: Transport,
+        len: usize,
+        error: &dyn std::fmt::Display,
+    ) {
+        self.counters.malformed.fetch_add(1, Ordering::Relaxed);
+        let line = self
+            .malformed_log
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .allow(std::time::Instant::now());
+        if let Some(suppressed) = line {
+            warn!(%peer, ?transport, len, %error, suppressed, "dns proxy: packet dropped");
         }
     }
 
@@ -307,15 +404,13 @@ impl DnsProxy {
         transport: Transport,
         peer: SocketAddr,
     ) -> Option<Vec<u8>> {
-        let ip = peer.ip().to_canonical();
-        if !self.cfg.allow_clients.iter().any(|n| n.contains(&ip)) {
+        if !self.client_allowed(peer.ip()) {
             return self.refuse(packet, peer);
         }
         match self.try_answer(packet, transport).await {
             Ok(bytes) => Some(bytes),
             Err(e) => {
-                self.counters.malformed.fetch_add(1, Ordering::Relaxed);
-                warn!(%peer, ?transport, len = packet.len(), error = %e, "dns proxy: packet dropped");
+                self.count_malformed(peer, transport, packet.len(), &e);
                 None
             }
         }
@@ -410,5 +505,171 @@ async fn next_permit(
     tokio::select! {
         _ = cancel.cancelled() => None,
         p = permits.clone().acquire_owned() => p.ok(),
+    }
+}
+
+/// The TCP connections holding slots, so that a new connection finding all taken can have the
+/// one that has waited longest on its client close.
+#[derive(Default)]
+struct TcpSlots {
+    inner: Mutex<SlotsInner>,
+}
+
+#[derive(Default)]
+struct SlotsInner {
+    next_id: u64,
+    /// Each connection: since when it has waited on its client (`None` while being answered)
+    /// and how to close it.
+    conns: HashMap<u64, (Option<Instant>, CancellationToken)>,
+    /// A new connection waits for a slot that no connection waiting on its client could give:
+    /// the next one to wait gives way.
+    room_wanted: bool,
+}
+
+impl TcpSlots {
+    fn lock(&self) -> std::sync::MutexGuard<'_, SlotsInner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// All slots are taken: closes the connection that has waited longest on its client, or
+    /// if none waits, has the next one to wait close instead.
+    fn make_room(&self) {
+        let mut inner = self.lock();
+        let oldest = inner
+            .conns
+            .iter_mut()
+            .filter_map(|(_, (since, evict))| since.map(|t| (t, since, evict)))
+            .min_by_key(|(t, _, _)| *t);
+        match oldest {
+            Some((_, since, evict)) => {
+                *since = None;
+                evict.cancel();
+            }
+            None => inner.room_wanted = true,
+        }
+    }
+
+    /// A slot was had: no connection need give way any more.
+    fn room_made(&self) {
+        self.lock().room_wanted = false;
+    }
+}
+
+/// One connection's place in [`TcpSlots`]; it leaves on drop.
+struct TcpSlot {
+    slots: Arc<TcpSlots>,
+    id: u64,
+    evict: CancellationToken,
+}
+
+impl TcpSlot {
+    fn join(slots: &Arc<TcpSlots>) -> Self {
+        let evict = CancellationToken::new();
+        let mut inner = slots.lock();
+        let id = inner.next_id;
+        inner.next_id += 1;
+        inner.conns.insert(id, (None, evict.clone()));
+        drop(inner);
+        TcpSlot {
+            slots: slots.clone(),
+            id,
+            evict,
+        }
+    }
+
+    /// Marks the connection as waiting on its client since `since`; false: it must close to
+    /// make room for a new one.
+    fn wait_on_client(&self, since: Instant) -> bool {
+        let mut inner = self.slots.lock();
+        if inner.room_wanted {
+            inner.room_wanted = false;
+            return false;
+        }
+        if self.evict.is_cancelled() {
+            return false;
+        }
+        if let Some(c) = inner.conns.get_mut(&self.id) {
+            c.0 = Some(since);
+        }
+        true
+    }
+
+    /// Marks the connection as being answered: not to be closed to make room.
+    fn busy(&self) {
+        if let Some(c) = self.slots.lock().conns.get_mut(&self.id) {
+            c.0 = None;
+        }
+    }
+
+    /// Completes when the connection is to close to make room.
+    async fn evicted(&self) {
+        self.evict.cancelled().await
+    }
+}
+
+impl Drop for TcpSlot {
+    fn drop(&mut self) {
+        self.slots.lock().conns.remove(&self.id);
+    }
+}
+
+/// At most one log line per period: [`LogLimiter::allow`] says whether a line may go out now
+/// and how many were held back since the last one. Pure over the instants it is given.
+#[derive(Clone, Debug)]
+struct LogLimiter {
+    period: Duration,
+    /// When the last line went out.
+    last: Option<std::time::Instant>,
+    suppressed: u64,
+}
+
+impl LogLimiter {
+    fn new(period: Duration) -> Self {
+        LogLimiter {
+            period,
+            last: None,
+            suppressed: 0,
+        }
+    }
+
+    /// `Some(n)`: log a line at `now`, saying that `n` were held back before it; `None`: hold
+    /// this one back (it is counted).
+    fn allow(&mut self, now: std::time::Instant) -> Option<u64> {
+        match self.last {
+            Some(last) if now.saturating_duration_since(last) < self.period => {
+                self.suppressed += 1;
+                None
+            }
+            _ => {
+                self.last = Some(now);
+                Some(std::mem::take(&mut self.suppressed))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn malformed_log_lines_are_rate_limited_with_a_count_of_those_held_back() {
+        let t0 = std::time::Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut l = LogLimiter::new(Duration::from_secs(10));
+        assert_eq!(l.allow(at(0)), Some(0), "the first line goes out");
+        for ms in (1..10_000).step_by(10) {
+            assert_eq!(l.allow(at(ms)), None, "{ms} ms");
+        }
+        assert_eq!(
+            l.allow(at(10_000)),
+            Some(1000),
+            "one line per period, with the count"
+        );
+        assert_eq!(l.allow(at(10_001)), None);
+        assert_eq!(l.allow(at(60_000)), Some(1), "after a quiet spell at once");
+        assert_eq!(l.allow(at(70_000)), Some(0));
+        // An instant earlier than the last line's (another thread's clock read) holds back.
+        assert_eq!(l.allow(at(69_000)), None);
     }
 }

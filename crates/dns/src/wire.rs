@@ -1,5 +1,6 @@
 //! Small wire-level helpers shared by the proxy, the stub resolver and the upstream client:
 //! IDs, question matching, TCP framing (RFC 1035 §4.2.2), error replies, UDP size limits.
+//! [`TcpFrames`] is the TCP framing as a pure decoder over bytes (public for the fuzz target).
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -100,6 +101,105 @@ pub(crate) async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> io::Result<Op
     Ok(Some(body))
 }
 
+/// Why a TCP message stream cannot be read on: its framing is lost from here on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    /// A length prefix of zero: no DNS message is empty (its header alone is 12 bytes).
+    #[error("a zero-length DNS message over TCP")]
+    Empty,
+    /// A length prefix over the decoder's limit.
+    #[error("a {len}-byte DNS message over TCP, over the {max}-byte limit")]
+    TooLong {
+        /// The declared length.
+        len: usize,
+        /// The decoder's limit.
+        max: usize,
+    },
+}
+
+/// The length-prefixed messages of a DNS TCP stream (RFC 1035 §4.2.2, RFC 7766 §8), decoded as
+/// its bytes arrive: [`TcpFrames::push`] what was read, then take [`TcpFrames::next_frame`]
+/// until it gives `Ok(None)`. How the bytes are split makes no difference; after an error
+/// every further call gives the same error.
+#[derive(Clone, Debug)]
+pub struct TcpFrames {
+    buf: Vec<u8>,
+    /// Bytes at the front of `buf` already given out.
+    start: usize,
+    max_len: usize,
+    error: Option<FrameError>,
+}
+
+impl TcpFrames {
+    /// A decoder for messages of 1 to `max_len` bytes.
+    pub fn new(max_len: usize) -> Self {
+        TcpFrames {
+            buf: Vec::new(),
+            start: 0,
+            max_len,
+            error: None,
+        }
+    }
+
+    /// Appends bytes read from the stream (ignored once framing is lost).
+    pub fn push(&mut self, bytes: &[u8]) {
+        if self.error.is_some() {
+            return;
+        }
+        // Consumed bytes are dropped in bulk, so that many small pipelined messages in one
+        // read are not each shifted down the buffer.
+        if self.start > 0 && self.start >= self.buf.len() / 2 {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// The next complete message; `Ok(None)` until more bytes are pushed.
+    pub fn next_frame(&mut self) -> Result<Option<Vec<u8>>, FrameError> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        let rest = &self.buf[self.start..];
+        let Some(prefix) = rest.get(..2) else {
+            return Ok(None);
+        };
+        let len = usize::from(u16::from_be_bytes([prefix[0], prefix[1]]));
+        let error = if len == 0 {
+            Some(FrameError::Empty)
+        } else if len > self.max_len {
+            Some(FrameError::TooLong {
+                len,
+                max: self.max_len,
+            })
+        } else {
+            None
+        };
+        if let Some(e) = error {
+            self.error = Some(e);
+            self.buf = Vec::new();
+            self.start = 0;
+            return Err(e);
+        }
+        let Some(body) = rest.get(2..2 + len) else {
+            return Ok(None);
+        };
+        let frame = body.to_vec();
+        self.start += 2 + len;
+        if self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+        }
+        Ok(Some(frame))
+    }
+
+    /// Bytes pushed and not yet given out as a message: a stream that ends with some ended
+    /// mid-message.
+    pub fn buffered(&self) -> usize {
+        self.buf.len() - self.start
+    }
+}
+
 /// Writes one length-prefixed message in a single write (one segment for small messages).
 pub(crate) async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, msg: &[u8]) -> io::Result<()> {
     let len = u16::try_from(msg.len())
@@ -115,6 +215,8 @@ pub(crate) async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, msg: &[u8]) ->
 mod tests {
     use super::*;
     use hickory_proto::rr::{Name, RecordType};
+    use proptest::collection::vec;
+    use proptest::prelude::*;
 
     #[test]
     fn ids_vary_and_can_be_patched() {
@@ -145,6 +247,109 @@ mod tests {
         assert!(same_questions(&a, &b));
         assert!(!same_questions(&a, &c));
         assert!(!same_questions(&a, &[]));
+    }
+
+    /// The messages of `stream` pushed in pieces cut at `cuts`, and the error that ended them.
+    fn decode(max: usize, stream: &[u8], cuts: &[usize]) -> (Vec<Vec<u8>>, Option<FrameError>) {
+        let mut d = TcpFrames::new(max);
+        let mut out = Vec::new();
+        let mut from = 0;
+        for &to in cuts.iter().chain([&stream.len()]) {
+            d.push(&stream[from..to]);
+            from = to;
+            loop {
+                match d.next_frame() {
+                    Ok(Some(m)) => out.push(m),
+                    Ok(None) => break,
+                    Err(e) => return (out, Some(e)),
+                }
+            }
+        }
+        (out, None)
+    }
+
+    fn framed(messages: &[&[u8]]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for m in messages {
+            out.extend_from_slice(&(m.len() as u16).to_be_bytes());
+            out.extend_from_slice(m);
+        }
+        out
+    }
+
+    #[test]
+    fn tcp_frames_split_anywhere_give_the_same_messages() {
+        let messages: [&[u8]; 4] = [b"hello", b"x", &[7u8; 300], b"last one"];
+        let stream = framed(&messages);
+        let want: Vec<Vec<u8>> = messages.iter().map(|m| m.to_vec()).collect();
+        assert_eq!(decode(512, &stream, &[]), (want.clone(), None));
+        for i in 0..=stream.len() {
+            assert_eq!(
+                decode(512, &stream, &[i]),
+                (want.clone(), None),
+                "cut at {i}"
+            );
+            for j in (i..=stream.len()).step_by(7) {
+                assert_eq!(
+                    decode(512, &stream, &[i, j]),
+                    (want.clone(), None),
+                    "cut at {i}, {j}"
+                );
+            }
+        }
+        let every_byte: Vec<usize> = (0..=stream.len()).collect();
+        assert_eq!(decode(512, &stream, &every_byte), (want, None));
+    }
+
+    #[test]
+    fn tcp_frames_hold_a_partial_message_until_it_is_complete() {
+        let mut d = TcpFrames::new(512);
+        d.push(&[0]);
+        assert_eq!((d.next_frame(), d.buffered()), (Ok(None), 1));
+        d.push(&[3, b'a', b'b']);
+        assert_eq!((d.next_frame(), d.buffered()), (Ok(None), 4));
+        d.push(&[b'c', 0]);
+        assert_eq!(d.next_frame(), Ok(Some(b"abc".to_vec())));
+        assert_eq!((d.next_frame(), d.buffered()), (Ok(None), 1));
+    }
+
+    #[test]
+    fn tcp_frames_refuse_zero_and_oversize_lengths_for_good() {
+        let mut stream = framed(&[b"ok"]);
+        stream.extend_from_slice(&[0, 0]);
+        stream.extend_from_slice(&framed(&[b"never"]));
+        assert_eq!(
+            decode(512, &stream, &[3]),
+            (vec![b"ok".to_vec()], Some(FrameError::Empty))
+        );
+        let big = framed(&[b"ok", &[1u8; 13]]);
+        let too_long = FrameError::TooLong { len: 13, max: 12 };
+        assert_eq!(
+            decode(12, &big, &[5]),
+            (vec![b"ok".to_vec()], Some(too_long))
+        );
+        assert_eq!(decode(13, &big, &[5]).1, None);
+        // Decided at the prefix, before the body arrives; and for good.
+        let mut d = TcpFrames::new(12);
+        d.push(&[0, 13]);
+        assert_eq!(d.next_frame(), Err(too_long));
+        d.push(&framed(&[b"ok"]));
+        assert_eq!(d.next_frame(), Err(too_long));
+        assert_eq!(d.buffered(), 0);
+    }
+
+    proptest! {
+        #[test]
+        fn tcp_frames_any_messages_any_cuts(
+            messages in vec(vec(any::<u8>(), 1..40), 0..8),
+            cuts in vec(0usize..400, 0..6),
+        ) {
+            let refs: Vec<&[u8]> = messages.iter().map(Vec::as_slice).collect();
+            let stream = framed(&refs);
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(stream.len())).collect();
+            cuts.sort_unstable();
+            prop_assert_eq!(decode(64, &stream, &cuts), (messages, None));
+        }
     }
 
     #[tokio::test]

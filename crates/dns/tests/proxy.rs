@@ -9,9 +9,11 @@ use std::time::{Duration, Instant};
 use common::*;
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::{RData, RecordType};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use webpep_dns::{CancellationToken, DnsProxy, DnsProxyConfig, NameMatch, RewritePolicy};
+use webpep_dns::{
+    CancellationToken, DnsProxy, DnsProxyConfig, DnsProxyLimits, NameMatch, RewritePolicy,
+};
 
 const WAIT: Duration = Duration::from_secs(5);
 
@@ -49,9 +51,13 @@ async fn start_proxy(
 }
 
 async fn start_with(cfg: DnsProxyConfig) -> Running {
+    start_limited(cfg, DnsProxyLimits::default()).await
+}
+
+async fn start_limited(cfg: DnsProxyConfig, limits: DnsProxyLimits) -> Running {
     let (udp, tcp) = bind_pair();
     let addr = udp.local_addr().unwrap();
-    let proxy = Arc::new(DnsProxy::new(cfg));
+    let proxy = Arc::new(DnsProxy::with_limits(cfg, limits));
     let cancel = CancellationToken::new();
     let task = tokio::spawn(proxy.clone().serve(Some(udp), Some(tcp), cancel.clone()));
     Running {
@@ -339,13 +345,15 @@ async fn clients_outside_the_allowed_networks_get_refused_and_nothing_is_forward
     assert_eq!(resp.response_code(), ResponseCode::Refused);
     assert!(resp.answers().is_empty());
     assert!(resp.to_vec().unwrap().len() <= sent.len());
-    // TCP: the same.
+    // TCP: the connection is closed at once.
     let mut s = TcpStream::connect(p.addr).await.unwrap();
     let mut out = (sent.len() as u16).to_be_bytes().to_vec();
     out.extend_from_slice(&sent);
-    s.write_all(&out).await.unwrap();
-    let tcp = Message::from_vec(&read_frame(&mut s).await.unwrap().unwrap()).unwrap();
-    assert_eq!(tcp.response_code(), ResponseCode::Refused);
+    let _ = s.write_all(&out).await;
+    let r = tokio::time::timeout(WAIT, read_frame(&mut s))
+        .await
+        .expect("closed, not hung");
+    assert!(matches!(r, Ok(None) | Err(_)), "{r:?}");
     let st = p.proxy.stats();
     assert_eq!((st.refused, st.upstream_packets, st.rewritten), (2, 0, 0));
     p.stop().await;
@@ -354,5 +362,191 @@ async fn clients_outside_the_allowed_networks_get_refused_and_nothing_is_forward
     let resp = ask(p.addr, &query(1, "www.foo.com.", RecordType::A, false)).await;
     assert_eq!(resp.response_code(), ResponseCode::NoError);
     assert_eq!(p.proxy.stats().refused, 0);
+    p.stop().await;
+}
+
+/// A TCP connection to `to` from the loopback address `from` (any of 127.0.0.0/8 can be bound
+/// on Linux).
+async fn connect_from(from: &str, to: SocketAddr) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind(SocketAddr::new(from.parse().unwrap(), 0))
+        .unwrap();
+    socket.connect(to).await.unwrap()
+}
+
+/// Asks for `www.foo.com` on `s` and returns the answer's ID, failing after `within`.
+async fn tcp_ask(s: &mut TcpStream, id: u16, within: Duration) -> u16 {
+    let q = query(id, "www.foo.com.", RecordType::A, false);
+    write_frame(s, &q.to_vec().unwrap()).await.unwrap();
+    let bytes = tokio::time::timeout(within, read_frame(s))
+        .await
+        .expect("answered in time")
+        .unwrap()
+        .expect("an answer");
+    Message::from_vec(&bytes).unwrap().id()
+}
+
+/// True when the proxy has closed `s` (end of stream or reset), false after `within`.
+async fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
+    let mut b = [0u8; 1];
+    matches!(
+        tokio::time::timeout(within, s.read(&mut b)).await,
+        Ok(Ok(0) | Err(_))
+    )
+}
+
+/// Two TCP slots, loopback clients allowed but 127.0.0.2.
+fn two_slots(upstream: SocketAddr) -> (DnsProxyConfig, DnsProxyLimits) {
+    let mut cfg = DnsProxyConfig::new(upstream);
+    cfg.allow_clients = vec!["127.0.0.1/32".parse().unwrap()];
+    let limits = DnsProxyLimits {
+        max_tcp_connections: 2,
+        ..Default::default()
+    };
+    (cfg, limits)
+}
+
+// The TCP slot tests run in paused (virtual) time: the clock moves only when every task waits
+// on a timer, so "answered within 1 s" holds on a busy machine and means no timer (10 s idle)
+// had to fire first. Loopback delivers within the send call, so no I/O is mistaken for idle.
+
+#[tokio::test(start_paused = true)]
+async fn tcp_connections_from_clients_not_allowed_are_closed_at_once_and_take_no_slot() {
+    let up = start_upstream().await;
+    let (cfg, limits) = two_slots(up.addr);
+    let p = start_limited(cfg, limits).await;
+    let mut refused = Vec::new();
+    for _ in 0..6 {
+        refused.push(connect_from("127.0.0.2", p.addr).await);
+    }
+    for (i, s) in refused.iter_mut().enumerate() {
+        assert!(
+            closed_within(s, Duration::from_secs(1)).await,
+            "connection {i}"
+        );
+    }
+    let t0 = tokio::time::Instant::now();
+    let mut s = connect_from("127.0.0.1", p.addr).await;
+    assert_eq!(tcp_ask(&mut s, 81, Duration::from_secs(1)).await, 81);
+    assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+    let st = p.proxy.stats();
+    assert_eq!((st.refused, st.queries), (6, 1));
+    p.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_connection_idle_longest_gives_way_to_a_new_one() {
+    let up = start_upstream().await;
+    let (cfg, limits) = two_slots(up.addr);
+    let p = start_limited(cfg, limits).await;
+    let mut first = connect_from("127.0.0.1", p.addr).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut second = connect_from("127.0.0.1", p.addr).await;
+    // The second is mid-message: waiting on its client too, but not as long.
+    second.write_all(&[0]).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let t0 = tokio::time::Instant::now();
+    let mut third = connect_from("127.0.0.1", p.addr).await;
+    assert_eq!(tcp_ask(&mut third, 82, Duration::from_secs(1)).await, 82);
+    assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+    assert!(closed_within(&mut first, Duration::from_millis(100)).await);
+    // The second is still served: the rest of its message gets its answer.
+    let q = query(83, "www.foo.com.", RecordType::A, false)
+        .to_vec()
+        .unwrap();
+    let mut rest = vec![q.len() as u8];
+    rest.extend_from_slice(&q);
+    second.write_all(&rest).await.unwrap();
+    let a = tokio::time::timeout(Duration::from_secs(1), read_frame(&mut second)).await;
+    assert_eq!(
+        Message::from_vec(&a.unwrap().unwrap().unwrap())
+            .unwrap()
+            .id(),
+        83
+    );
+    p.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_every_connection_being_answered_the_next_to_finish_gives_way() {
+    let up = start_upstream().await;
+    let (mut cfg, limits) = two_slots(up.addr);
+    cfg.timeout = Duration::from_secs(1);
+    let p = start_limited(cfg, limits).await;
+    // Both slots wait on the upstream, which never answers: SERVFAIL after 2 × 1 s.
+    let mut busy = Vec::new();
+    for id in [84u16, 85] {
+        let mut s = connect_from("127.0.0.1", p.addr).await;
+        let q = query(id, "slow.foo.com.", RecordType::A, false);
+        write_frame(&mut s, &q.to_vec().unwrap()).await.unwrap();
+        busy.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let t0 = tokio::time::Instant::now();
+    let mut s = connect_from("127.0.0.1", p.addr).await;
+    assert_eq!(tcp_ask(&mut s, 86, Duration::from_secs(5)).await, 86);
+    // Answered once the first SERVFAIL has gone out, not after that connection's idle time.
+    let waited = t0.elapsed();
+    assert!(waited < Duration::from_secs(3), "{waited:?}");
+    for b in &mut busy {
+        let a = read_frame(b).await.unwrap().unwrap();
+        assert_eq!(
+            Message::from_vec(&a).unwrap().response_code(),
+            ResponseCode::ServFail
+        );
+    }
+    p.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn idle_and_stalled_tcp_connections_are_closed_after_the_idle_time() {
+    let up = start_upstream().await;
+    let p = start_proxy(up.addr, None, Duration::from_secs(2)).await;
+    let idle = DnsProxyLimits::default().tcp_idle;
+    let t0 = tokio::time::Instant::now();
+    let mut silent = connect_from("127.0.0.1", p.addr).await;
+    let (mut trickle_read, mut trickle) = connect_from("127.0.0.1", p.addr).await.into_split();
+    let mut answered = connect_from("127.0.0.1", p.addr).await;
+    let writer = tokio::spawn(async move {
+        // One byte of a 20-byte message every 2 s: progress, never whole within the idle time.
+        let _ = trickle.write_all(&[0, 20]).await;
+        for _ in 0..20 {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            if trickle.write_all(&[1]).await.is_err() {
+                return;
+            }
+        }
+    });
+    let (silent_at, trickle_at, answered_at) = tokio::join!(
+        async {
+            assert!(closed_within(&mut silent, idle * 2).await);
+            t0.elapsed()
+        },
+        async {
+            let mut b = [0u8; 16];
+            let closed = tokio::time::timeout(idle * 2, async {
+                while let Ok(1..) = trickle_read.read(&mut b).await {}
+            });
+            assert!(closed.await.is_ok());
+            t0.elapsed()
+        },
+        async {
+            // Its idle time starts again from its answer at 5 s.
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            assert_eq!(tcp_ask(&mut answered, 87, Duration::from_secs(1)).await, 87);
+            assert!(closed_within(&mut answered, idle * 2).await);
+            t0.elapsed()
+        },
+    );
+    writer.abort();
+    let around = |at: Duration, want: Duration| at >= want && at < want + Duration::from_secs(1);
+    assert!(around(silent_at, idle), "{silent_at:?}");
+    assert!(around(trickle_at, idle), "{trickle_at:?}");
+    assert!(
+        around(answered_at, idle + Duration::from_secs(5)),
+        "{answered_at:?}"
+    );
     p.stop().await;
 }
