@@ -64,9 +64,7 @@ impl Command {
         match self {
             Command::Link(a) => a.prints_only(),
             Command::Lab(a) => a.prints_only(),
-            Command::Demo(_) | Command::Server(_) | Command::Dns(_) | Command::Optimize(_) => {
-                false
-            }
+            Command::Demo(_) | Command::Server(_) | Command::Dns(_) | Command::Optimize(_) => false,
         }
     }
 }

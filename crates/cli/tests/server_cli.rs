@@ -323,6 +323,9 @@ fn an_origin_resetting_an_upload_does_not_kill_the_proxy() {
         port,
         &format!("GET http://127.0.0.1:{good}/ HTTP/1.1\r\nHost: 127.0.0.1:{good}\r\nConnection: close\r\n\r\n"),
     );
-    assert!(resp.starts_with("HTTP/1.1 200") && resp.ends_with("fine"), "{resp}");
+    assert!(
+        resp.starts_with("HTTP/1.1 200") && resp.ends_with("fine"),
+        "{resp}"
+    );
     stop_server(child);
 }

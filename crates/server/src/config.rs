@@ -574,10 +574,16 @@ impl ServerConfig {
             return Err(invalid("inline.concurrency", "must be at least 1".into()));
         }
         if self.limits.header_timeout.0.is_zero() {
-            return Err(invalid("limits.header-timeout", "must be more than 0".into()));
+            return Err(invalid(
+                "limits.header-timeout",
+                "must be more than 0".into(),
+            ));
         }
         if self.limits.buffer_timeout.0.is_zero() {
-            return Err(invalid("limits.buffer-timeout", "must be more than 0".into()));
+            return Err(invalid(
+                "limits.buffer-timeout",
+                "must be more than 0".into(),
+            ));
         }
         if self.limits.max_client_buffered_bytes < self.limits.max_request_body as u64 {
             return Err(invalid(

@@ -59,6 +59,8 @@ struct Meta {
     user: Option<Arc<str>>,
 }
 
+// One per request in a channel of `max-pipeline`: the size difference costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 enum Pending {
     Task(JoinHandle<Reply>, Meta),
     Now(Reply, Meta),
@@ -140,6 +142,8 @@ pub async fn serve_connection(
     };
     match peeked {
         Ok(Ok(1..)) if first[0] == crate::tls_relay::HANDSHAKE_RECORD => {
+            // A relayed TLS connection is busy until it ends, like a tunnel.
+            slot.busy();
             let port = local.port();
             crate::tls_relay::run(&server, stream, peer, port, original_dst, cancel, hard).await;
             return;
@@ -314,7 +318,12 @@ async fn reader_loop(
     };
     // Every reply goes through here: counted in flight until the writer has written it.
     let send = |p: Pending| {
-        if matches!(p, Pending::Now(..) | Pending::Task(..)) {
+        // A tunnel is busy for as long as it lasts (never answered): evicting it would free
+        // nothing.
+        if matches!(
+            p,
+            Pending::Now(..) | Pending::Task(..) | Pending::Tunnel { .. }
+        ) {
             in_flight.started(&server);
         }
         tx.send(p)
@@ -385,15 +394,14 @@ async fn reader_loop(
         };
         // The body, bounded in size, in time and by the buffered-body budget.
         let mut head = head;
-        let body = match read_body(&mut rd, &mut buf, &mut head, &send, &evict, &conn, &server)
-            .await
-        {
-            Ok(b) => b,
-            Err(r) => {
-                let _ = send(Pending::Now(r, meta)).await;
-                return;
-            }
-        };
+        let body =
+            match read_body(&mut rd, &mut buf, &mut head, &send, &evict, &conn, &server).await {
+                Ok(b) => b,
+                Err(r) => {
+                    let _ = send(Pending::Now(r, meta)).await;
+                    return;
+                }
+            };
         // A request framed by both Transfer-Encoding and Content-Length may have been meant
         // differently by whoever sent it: it is served, then the connection closes
         // (RFC 9112 §6.1).
@@ -560,8 +568,8 @@ where
     let limits = &server.cfg.limits;
     let framing = http1::request_body_framing(&head.headers)
         .map_err(|e| Reply::text_close(StatusCode::BAD_REQUEST, &e.to_string()))?;
-    let ambiguous = framing == BodyFraming::Chunked
-        && head.headers.contains_key(http::header::CONTENT_LENGTH);
+    let ambiguous =
+        framing == BodyFraming::Chunked && head.headers.contains_key(http::header::CONTENT_LENGTH);
     let expect = http1::expects_continue(&head.headers)
         .map_err(|e| Reply::text_close(StatusCode::EXPECTATION_FAILED, &e))?;
     head.headers.remove(http::header::EXPECT);
@@ -604,7 +612,11 @@ where
     if expect && head.version == Version::HTTP_11 && buf.is_empty() {
         let _ = send(Pending::Continue).await;
     }
-    let pace = BodyPace::new(Instant::now(), limits.header_timeout.0, limits.body_min_rate);
+    let pace = BodyPace::new(
+        Instant::now(),
+        limits.header_timeout.0,
+        limits.body_min_rate,
+    );
     let bytes = match framing {
         BodyFraming::None => Bytes::new(),
         BodyFraming::Length(n) => {
@@ -808,6 +820,9 @@ async fn writer_loop(
             // The body broke off: a reset, not a clean close, so that no client (an HTTP/1.0
             // one reading to the end above all) takes what it got for the whole body.
             let _ = SockRef::from(wr.as_ref()).set_linger(Some(Duration::ZERO));
+            // Dropped as it is, the half would shut down writing first: a FIN could then reach
+            // the client before the reset and read as a clean end.
+            wr.forget();
             return;
         }
         if written.close {

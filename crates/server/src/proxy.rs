@@ -95,7 +95,9 @@ fn last_hop_answer(req: &ClientRequest) -> Option<Reply> {
     if *m == Method::OPTIONS {
         r.headers.insert(
             header::ALLOW,
-            HeaderValue::from_static("GET, HEAD, POST, PUT, DELETE, OPTIONS, TRACE, PATCH, CONNECT"),
+            HeaderValue::from_static(
+                "GET, HEAD, POST, PUT, DELETE, OPTIONS, TRACE, PATCH, CONNECT",
+            ),
         );
         r.body = Body::Empty;
         return Some(r);
@@ -116,8 +118,10 @@ fn last_hop_answer(req: &ClientRequest) -> Option<Reply> {
         echo.extend_from_slice(value.as_bytes());
         echo.extend_from_slice(b"\r\n");
     }
-    r.headers
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("message/http"));
+    r.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("message/http"),
+    );
     r.body = Body::Full(Bytes::from(echo));
     Some(r)
 }
@@ -409,7 +413,10 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
         // dropped), so a 101 is not the answer to this request.
         return Reply::text_close(
             StatusCode::BAD_GATEWAY,
-            &format!("origin answered {} to a request that asked for no upgrade", rparts.status),
+            &format!(
+                "origin answered {} to a request that asked for no upgrade",
+                rparts.status
+            ),
         );
     }
     strip_hop_by_hop(&mut rparts.headers);
