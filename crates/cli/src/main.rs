@@ -23,6 +23,18 @@ pub const EXIT_BAD_INPUT: u8 = 2;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log lines on stderr (the access log of `server` and `dns` among them) as plain text or
+    /// as one JSON object a line. Colour only on a terminal. Levels: WEBPEP_LOG (an
+    /// env-filter; default `info` for `server` and `dns`, `warn` otherwise).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+/// How log lines are written.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand, Debug)]
@@ -77,13 +89,21 @@ fn main() -> ExitCode {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         }
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("WEBPEP_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
+    // A service logs its start and its access log by default; a tool only its warnings.
+    let default_level = match cli.command {
+        Command::Server(_) | Command::Dns(_) => "info",
+        _ => "warn",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("WEBPEP_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let log = tracing_subscriber::fmt()
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .init();
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    match cli.log_format {
+        LogFormat::Text => log.init(),
+        LogFormat::Json => log.json().init(),
+    }
     let result = match cli.command {
         Command::Link(args) => link_cmd::run(args),
         Command::Lab(args) => lab_cmd::run_cmd(args),

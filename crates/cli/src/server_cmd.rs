@@ -78,6 +78,10 @@ pub struct Args {
     /// Print the effective configuration as TOML and exit.
     #[arg(long)]
     pub print_config: bool,
+    /// Check a configuration file (its keys, values and users file) and exit: 0 and `FILE:
+    /// ok` when it would start, 2 with the file, line and key otherwise.
+    #[arg(long, value_name = "FILE")]
+    pub check_config: Option<PathBuf>,
 }
 
 fn bad(msg: String) -> anyhow::Error {
@@ -215,6 +219,18 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         println!("{line}");
         return Ok(0);
     }
+    if let Some(path) = &args.check_config {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
+        let cfg = ServerConfig::from_toml(&text, &path.display().to_string())
+            .map_err(|e| bad(e.to_string()))?;
+        if let Some(users) = &cfg.auth.users_file {
+            webpep_server::auth::load_users(users)
+                .map_err(|e| bad(format!("{}: auth.users-file: {e}", path.display())))?;
+        }
+        println!("{}: ok", path.display());
+        return Ok(0);
+    }
     let cfg = effective_config(&args)?;
     if args.print_config {
         print!("{}", cfg.to_toml());
@@ -233,7 +249,22 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         ),
         None => None,
     };
+    let proxy_addrs: Vec<String> = listeners
+        .iter()
+        .filter_map(|l| l.local_addr().ok())
+        .map(|a| a.to_string())
+        .collect();
+    let metrics_at = admin
+        .as_ref()
+        .and_then(|a| a.local_addr().ok())
+        .map_or("off (admin-listen unset)".to_string(), |a| {
+            format!("http://{a}/metrics")
+        });
     let server = Server::new(cfg).map_err(|e| bad(e.to_string()))?;
+    tracing::info!(
+        "webpep server: proxy on {}; metrics {metrics_at}; PAC file at /proxy.pac; access log below (WEBPEP_LOG=warn to silence)",
+        proxy_addrs.join(", ")
+    );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -329,3 +329,86 @@ fn an_origin_resetting_an_upload_does_not_kill_the_proxy() {
     );
     stop_server(child);
 }
+
+#[test]
+fn check_config_accepts_a_good_file_and_names_file_line_and_key_of_a_bad_one() {
+    let good = temp_file("good.toml", "listen = [\"127.0.0.1:3128\"]\n[limits]\nheader-timeout = \"10s\"\n");
+    let (code, out, err) = run(&["server", "--check-config", good.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.trim_end().ends_with(": ok"), "{out}");
+    let bad = temp_file("bad-check.toml", "[limits]\nmax-pipeline = 4\nheader-timeot = \"1s\"\n");
+    let (code, _, err) = run(&["server", "--check-config", bad.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("bad-check.toml") && err.contains("line 3") && err.contains("header-timeot"),
+        "{err}"
+    );
+    let (code, _, err) = run(&["server", "--log-format", "xml", "--print-config"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("text") && err.contains("json"), "{err}");
+}
+
+/// The log an operator gets without setting anything: a start line naming the listeners and
+/// the access log, plain text in a file (no colour codes), or JSON lines with `--log-format`.
+#[test]
+fn the_server_logs_its_start_and_each_request_without_colour_codes() {
+    for format in ["text", "json"] {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let listen = format!("127.0.0.1:{port}");
+        let mut child = Command::new(BIN)
+            .args([
+                "server",
+                "--listen",
+                &listen,
+                "--no-cache",
+                "--dns-upstream",
+                "127.0.0.1:9",
+                "--log-format",
+                format,
+            ])
+            .env_remove("WEBPEP_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "server did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let resp = exchange(
+            port,
+            "GET http://10.1.2.3/x HTTP/1.1\r\nHost: 10.1.2.3\r\nConnection: close\r\n\r\n",
+        );
+        assert!(resp.starts_with("HTTP/1.1 403"), "{resp}");
+        // SAFETY: SIGTERM to our own child.
+        unsafe {
+            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains('\x1b'), "colour codes in a file: {err}");
+        assert!(err.contains(&format!("proxy on {listen}")), "{err}");
+        assert!(err.contains("http://10.1.2.3/x") && err.contains("403"), "{err}");
+        if format == "json" {
+            for line in err.lines() {
+                assert!(
+                    serde_json::from_str::<serde_json::Value>(line).is_ok(),
+                    "not a JSON line: {line}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_sample_configuration_in_dist_checks() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../dist/webpep.toml");
+    let (code, out, err) = run(&["server", "--check-config", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(": ok"), "{out}");
+}

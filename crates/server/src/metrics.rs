@@ -179,22 +179,22 @@ impl Metrics {
             ),
             (
                 "webpep_origin_bytes_out_total",
-                "Bytes sent to origins.",
+                "Bytes of requests sent to origins (heads and bodies; tunnels' client bytes not included).",
                 &self.origin_bytes_out,
             ),
             (
                 "webpep_cache_hits_total",
-                "Responses served from cache.",
+                "Client requests answered from the cache without the origin (the proxy's own inline and prefetch lookups not counted).",
                 &self.cache_hits,
             ),
             (
                 "webpep_cache_misses_total",
-                "Cache misses.",
+                "Client requests not in the cache.",
                 &self.cache_misses,
             ),
             (
                 "webpep_cache_stale_total",
-                "Stale cache entries found.",
+                "Client requests that found a stale entry (revalidated or fetched again).",
                 &self.cache_stale,
             ),
             (

@@ -57,7 +57,7 @@ impl Resolve for SystemResolve {
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     /// The resolved address is private/loopback and not allowed → 403.
-    #[error("destination not allowed: {0}")]
+    #[error("destination not allowed: {0} is a private, loopback or reserved address; an operator allows it with `--allow-destination {0}` or `[acl] allow-destinations`")]
     NotAllowed(IpAddr),
     /// The name did not resolve → 502.
     #[error("cannot resolve {host}: {reason}")]

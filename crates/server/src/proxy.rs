@@ -239,6 +239,13 @@ async fn run(ex: &Exchange) -> Reply {
     let Some(cache) = cache else {
         return fetch_and_process(ex, None).await;
     };
+    // The cache counters count clients' requests; the proxy's own fetches (inlining,
+    // prefetch) look the cache up too, and would count a client's one request many times.
+    let count = |c: &std::sync::atomic::AtomicU64| {
+        if ex.below.is_none() {
+            Metrics::add(c, 1);
+        }
+    };
     if let (Some(p), None) = (&ex.server.prefetch, &ex.below) {
         // Phase: a prefetch of this URL under way finishes first (then it is a hit).
         let o = &ex.server.cfg.origin;
@@ -255,21 +262,21 @@ async fn run(ex: &Exchange) -> Reply {
     // Phase: a stored transformed variant for exactly this kind of client.
     if !ex.variant.is_empty() {
         if let Lookup::Fresh(c) = cache.lookup(&ex.parts, &ex.variant, now) {
-            Metrics::add(&metrics.cache_hits, 1);
+            count(&metrics.cache_hits);
             return from_cached(ex, c, "HIT");
         }
     }
     // Phase: the origin's bytes.
     match cache.lookup(&ex.parts, "", now) {
         Lookup::Fresh(c) => {
-            Metrics::add(&metrics.cache_hits, 1);
+            count(&metrics.cache_hits);
             let out =
                 transform_phase(ex, c.status, c.headers.clone(), c.body.clone(), now, now).await;
             prefetch_objects(ex, c.status, c.headers, c.body);
             from_cached_reply(ex, out, "HIT")
         }
         Lookup::Stale(c) => {
-            Metrics::add(&metrics.cache_stale, 1);
+            count(&metrics.cache_stale);
             if only_if_cached(&ex.parts.headers) {
                 return Reply::text(
                     StatusCode::GATEWAY_TIMEOUT,
@@ -279,7 +286,7 @@ async fn run(ex: &Exchange) -> Reply {
             fetch_and_process(ex, Some(c)).await
         }
         Lookup::Miss => {
-            Metrics::add(&metrics.cache_misses, 1);
+            count(&metrics.cache_misses);
             if only_if_cached(&ex.parts.headers) {
                 return Reply::text(StatusCode::GATEWAY_TIMEOUT, "only-if-cached: not in cache");
             }
@@ -388,7 +395,10 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
     let Ok(origin_req) = b.body(Full::new(ex.req.body.clone())) else {
         return Reply::text(StatusCode::BAD_REQUEST, "cannot build the origin request");
     };
-    Metrics::add(&metrics.origin_bytes_out, ex.req.body.len() as u64);
+    Metrics::add(
+        &metrics.origin_bytes_out,
+        request_head_bytes(&origin_req) + ex.req.body.len() as u64,
+    );
     let request_time = SystemTime::now();
     let o = &server.cfg.origin;
     // Resolving and connecting (within connect-timeout) count towards response-timeout.
@@ -514,6 +524,19 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
         },
         lease: Some(lease),
     }
+}
+
+/// The size of a request's HTTP/1.1 head as it goes to the origin: request line, fields,
+/// blank line.
+fn request_head_bytes<B>(r: &Request<B>) -> u64 {
+    let target = r.uri().path_and_query().map_or(1, |p| p.as_str().len());
+    let line = r.method().as_str().len() + 1 + target + " HTTP/1.1\r\n".len();
+    let fields: usize = r
+        .headers()
+        .iter()
+        .map(|(n, v)| n.as_str().len() + 2 + v.len() + 2)
+        .sum();
+    (line + fields + 2) as u64
 }
 
 /// The key a prefetch is known by: the origin URL as `url` normalizes it.

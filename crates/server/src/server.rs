@@ -254,6 +254,9 @@ impl Server {
     /// Answers one parsed request (everything but CONNECT).
     pub(crate) async fn handle(self: Arc<Self>, req: ClientRequest) -> Reply {
         match &req.mode {
+            Mode::Local { path } if path == "/proxy.pac" || path.starts_with("/proxy.pac?") => {
+                pac_file(&req)
+            }
             Mode::Local { path } => Reply::text(
                 StatusCode::NOT_FOUND,
                 &format!("no such path on this proxy: {path}"),
@@ -262,6 +265,31 @@ impl Server {
             _ => crate::proxy::proxy_http(self.clone(), Arc::new(req)).await,
         }
     }
+}
+
+/// A proxy auto-config file (`/proxy.pac`) that sends browsers through this proxy at the
+/// address they fetched it from, and lets them go direct when the proxy is unreachable.
+fn pac_file(req: &ClientRequest) -> Reply {
+    let here = req
+        .head
+        .headers
+        .get(http::header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .filter(|h| {
+            !h.is_empty()
+                && h.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b))
+        })
+        .map_or_else(|| req.local.to_string(), str::to_string);
+    let mut r = Reply::text(StatusCode::OK, "");
+    r.headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/x-ns-proxy-autoconfig"),
+    );
+    r.body = crate::reply::Body::Full(bytes::Bytes::from(format!(
+        "function FindProxyForURL(url, host) {{\n  if (isPlainHostName(host) || host == \"localhost\" || shExpMatch(host, \"127.*\"))\n    return \"DIRECT\";\n  return \"PROXY {here}; DIRECT\";\n}}\n"
+    )));
+    r
 }
 
 /// A short id that differs between proxy processes and between servers in one process.
