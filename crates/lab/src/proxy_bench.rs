@@ -336,6 +336,8 @@ fn start_webpep(opts: &BenchOptions, dir: &Path) -> Result<Proxy> {
         .arg(&conf)
         .arg("--listen")
         .arg(addr.to_string())
+        // No access log, as Squid runs without one here: the bench measures the proxy.
+        .env("WEBPEP_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
