@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use webpep_link::probe::{probe, ProbeOptions};
+use webpep_link::probe::{probe_plan, probe_with_progress, ProbeOptions};
 use webpep_link::{enter_user_namespace_if_unprivileged, LinkShell, LogOptions, NetNs};
 use webpep_link_model::fec_sweep::{sweep, SweepConfig};
 use webpep_link_model::{presets, ResolvedProfile};
@@ -146,17 +146,25 @@ pub fn run(args: LinkArgs) -> Result<u8> {
         }) => {
             let profile = resolve_profile(&link)?;
             enter_user_namespace_if_unprivileged().context("entering a user namespace")?;
-            let report = probe(
-                &profile,
-                &ProbeOptions {
-                    time_scale: link.time_scale,
-                    seed: link.seed,
-                    ping_count: pings,
-                    idle_samples,
-                    congestion,
-                    ..ProbeOptions::default()
-                },
-            )?;
+            let opts = ProbeOptions {
+                time_scale: link.time_scale,
+                seed: link.seed,
+                ping_count: pings,
+                idle_samples,
+                congestion,
+                ..ProbeOptions::default()
+            };
+            let total: f64 = probe_plan(&profile, &opts).iter().map(|(_, s)| s).sum();
+            eprintln!(
+                "probe of {}: about {:.0} s (an estimate from the profile; losses and outages add to it)",
+                profile.profile.name, total
+            );
+            let report = probe_with_progress(&profile, &opts, &mut |p| {
+                eprintln!(
+                    "probe: step {}/{}: {} (about {:.0} s left)",
+                    p.step, p.steps, p.what, p.left_s
+                );
+            })?;
             if json {
                 println!("{}", serde_json::to_string(&report)?);
             } else {

@@ -476,13 +476,82 @@ impl ProbeBed {
 }
 
 /// Runs the whole probe.
+/// What the probe is doing, for a progress display: step `step` of `steps`, and the
+/// estimated seconds (wall clock) of the whole probe and of what is left.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeProgress {
+    /// What this step measures.
+    pub what: String,
+    /// 1-based.
+    pub step: usize,
+    /// Steps in all.
+    pub steps: usize,
+    /// Estimated wall-clock seconds of the steps still to run, this one included.
+    pub left_s: f64,
+}
+
+/// The steps of a probe and the estimated wall-clock seconds of each, from the profile alone:
+/// pings one second apart, idle gaps with their pings, and downloads at the link's rate, all
+/// divided by the time scale. An estimate (losses, outages and slow start make it longer),
+/// not a bound.
+pub fn probe_plan(profile: &ResolvedProfile, opts: &ProbeOptions) -> Vec<(String, f64)> {
+    let rtt_s = profile.rtt_ms() / 1000.0;
+    let reacquired_s = rtt_s + profile.reacquire_rtt_ms() / 1000.0;
+    // The first ping of each step acquires the channel.
+    let first = reacquired_s;
+    let k = opts.time_scale;
+    let mut plan = vec![(
+        format!("{} pings", opts.ping_count),
+        (first + opts.ping_count as f64 * (1.0 + rtt_s)) / k,
+    )];
+    for &g in &opts.idle_gaps_s {
+        let released = profile
+            .release_after_idle_ms()
+            .is_some_and(|r| g * 1000.0 >= r);
+        let rtt = if released { reacquired_s } else { rtt_s };
+        plan.push((
+            format!("RTT after {g} s idle"),
+            (first + opts.idle_samples as f64 * (g + rtt)) / k,
+        ));
+    }
+    for &b in &opts.bulk_sizes {
+        let transfer = b as f64 * 8.0 / (profile.down_kbps() * 1000.0);
+        // Connection set-up and slow start: a few round trips.
+        plan.push((format!("TCP download of {b} B"), (transfer + 4.0 * rtt_s) / k));
+    }
+    plan
+}
+
+/// Runs the probe: pings, RTT after idle gaps, TCP downloads.
 pub fn probe(profile: &ResolvedProfile, opts: &ProbeOptions) -> Result<ProbeReport> {
+    probe_with_progress(profile, opts, &mut |_| {})
+}
+
+/// [`probe`], telling `progress` of each step as it starts.
+pub fn probe_with_progress(
+    profile: &ResolvedProfile,
+    opts: &ProbeOptions,
+    progress: &mut dyn FnMut(ProbeProgress),
+) -> Result<ProbeReport> {
+    let plan = probe_plan(profile, opts);
+    let steps = plan.len();
+    let mut step = 0;
+    let mut tell = |progress: &mut dyn FnMut(ProbeProgress)| {
+        let left_s = plan[step..].iter().map(|(_, s)| s).sum();
+        progress(ProbeProgress {
+            what: plan[step].0.clone(),
+            step: step + 1,
+            steps,
+            left_s,
+        });
+        step += 1;
+    };
     let bed = ProbeBed::start_with(profile, opts.time_scale, opts.seed, &opts.congestion)?;
-    tracing::info!(profile = %profile.profile.name, "probe: pings");
+    tell(progress);
     let (rtts, ping_lost) = bed.ping_series(opts.ping_count, 1.0)?;
     let mut idle_rtt = Vec::new();
     for &g in &opts.idle_gaps_s {
-        tracing::info!(idle_s = g, "probe: RTT after idle");
+        tell(progress);
         idle_rtt.push(IdleRtt {
             idle_s: g,
             median_rtt_ms: bed.idle_rtt(g, opts.idle_samples)?,
@@ -490,7 +559,7 @@ pub fn probe(profile: &ResolvedProfile, opts: &ProbeOptions) -> Result<ProbeRepo
     }
     let mut tcp_bulk = Vec::new();
     for &b in &opts.bulk_sizes {
-        tracing::info!(bytes = b, "probe: TCP download");
+        tell(progress);
         tcp_bulk.push(bed.bulk(b)?);
     }
     Ok(ProbeReport {
@@ -534,5 +603,35 @@ impl ProbeReport {
         }
         s.push('\n');
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plan_lists_every_step_and_scales_with_the_time_scale() {
+        let gprs = webpep_link_model::presets::preset("gprs", None)
+            .and_then(|p| p.resolve(None))
+            .expect("gprs");
+        let opts = ProbeOptions::default();
+        let plan = probe_plan(&gprs, &opts);
+        assert_eq!(
+            plan.len(),
+            1 + opts.idle_gaps_s.len() + opts.bulk_sizes.len()
+        );
+        let total: f64 = plan.iter().map(|(_, s)| s).sum();
+        // 20 pings 1 s apart, 10 idle gaps of 1..10 s × 3 samples, 1.2 MB at ~40 kbit/s.
+        assert!(total > 20.0 + 165.0 + 200.0, "{total}");
+        let fast = probe_plan(
+            &gprs,
+            &ProbeOptions {
+                time_scale: 10.0,
+                ..ProbeOptions::default()
+            },
+        );
+        let fast_total: f64 = fast.iter().map(|(_, s)| s).sum();
+        assert!((fast_total * 10.0 - total).abs() < 1e-6);
     }
 }
