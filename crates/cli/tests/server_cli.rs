@@ -332,11 +332,17 @@ fn an_origin_resetting_an_upload_does_not_kill_the_proxy() {
 
 #[test]
 fn check_config_accepts_a_good_file_and_names_file_line_and_key_of_a_bad_one() {
-    let good = temp_file("good.toml", "listen = [\"127.0.0.1:3128\"]\n[limits]\nheader-timeout = \"10s\"\n");
+    let good = temp_file(
+        "good.toml",
+        "listen = [\"127.0.0.1:3128\"]\n[limits]\nheader-timeout = \"10s\"\n",
+    );
     let (code, out, err) = run(&["server", "--check-config", good.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     assert!(out.trim_end().ends_with(": ok"), "{out}");
-    let bad = temp_file("bad-check.toml", "[limits]\nmax-pipeline = 4\nheader-timeot = \"1s\"\n");
+    let bad = temp_file(
+        "bad-check.toml",
+        "[limits]\nmax-pipeline = 4\nheader-timeot = \"1s\"\n",
+    );
     let (code, _, err) = run(&["server", "--check-config", bad.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
     assert!(
@@ -359,7 +365,7 @@ fn the_server_logs_its_start_and_each_request_without_colour_codes() {
             .unwrap()
             .port();
         let listen = format!("127.0.0.1:{port}");
-        let mut child = Command::new(BIN)
+        let child = Command::new(BIN)
             .args([
                 "server",
                 "--listen",
@@ -393,7 +399,10 @@ fn the_server_logs_its_start_and_each_request_without_colour_codes() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!err.contains('\x1b'), "colour codes in a file: {err}");
         assert!(err.contains(&format!("proxy on {listen}")), "{err}");
-        assert!(err.contains("http://10.1.2.3/x") && err.contains("403"), "{err}");
+        assert!(
+            err.contains("http://10.1.2.3/x") && err.contains("403"),
+            "{err}"
+        );
         if format == "json" {
             for line in err.lines() {
                 assert!(

@@ -517,7 +517,10 @@ pub fn probe_plan(profile: &ResolvedProfile, opts: &ProbeOptions) -> Vec<(String
     for &b in &opts.bulk_sizes {
         let transfer = b as f64 * 8.0 / (profile.down_kbps() * 1000.0);
         // Connection set-up and slow start: a few round trips.
-        plan.push((format!("TCP download of {b} B"), (transfer + 4.0 * rtt_s) / k));
+        plan.push((
+            format!("TCP download of {b} B"),
+            (transfer + 4.0 * rtt_s) / k,
+        ));
     }
     plan
 }
