@@ -2,14 +2,16 @@
 # Cache-hit throughput: webpep vs squid, 4 KB objects, 64 keep-alive connections (ab -k),
 # both proxies in front of the same origin on loopback, in the same run.
 set -u
-# Usage: cargo build --release -p webpep-server --example proxy (CARGO_TARGET_DIR=/work/target-server),
+# Usage: cargo build --release -p webpep-server --example proxy (in the repository; set
+# CARGO_TARGET_DIR if the build goes elsewhere),
 # apt-get install squid apache2-utils; then run this script (as root: squid drops to user proxy).
+TARGET=${CARGO_TARGET_DIR:-$(cd "$(dirname "$0")/../../.." && pwd)/target}
 mkdir -p /tmp/wpbench && cp "$(dirname "$0")"/{origin.py,idle.py,squid.conf,webpep.toml} /tmp/wpbench/
 chown proxy /tmp/wpbench 2>/dev/null
 cd /tmp/wpbench
 rm -rf cache; mkdir -p cache
 python3 origin.py 18080 & OPID=$!
-${CARGO_TARGET_DIR:-/work/target-server}/release/examples/proxy webpep.toml & WPID=$!
+"$TARGET"/release/examples/proxy webpep.toml & WPID=$!
 squid -N -f /tmp/wpbench/squid.conf & SPID=$!
 sleep 3
 URL=http://127.0.0.1:18080/obj4k
