@@ -1,5 +1,7 @@
 //! `webpep`: one binary, one subcommand per job (DESIGN §10).
 
+#[cfg(test)]
+mod cli_doc;
 mod demo;
 mod dns_cmd;
 mod lab_cmd;
@@ -122,5 +124,198 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+    use std::collections::BTreeSet;
+    use std::path::Path;
+
+    fn repo() -> &'static Path {
+        Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+    }
+
+    /// docs/cli.md is what the clap definitions generate: every flag documented, every
+    /// documented flag real. `WEBPEP_BLESS=1` rewrites it.
+    #[test]
+    fn cli_reference_is_current() {
+        let want = cli_doc::markdown(&Cli::command());
+        let path = repo().join("docs/cli.md");
+        if std::env::var_os("WEBPEP_BLESS").is_some() {
+            std::fs::write(&path, &want).unwrap();
+        }
+        let have = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            have == want,
+            "docs/cli.md is out of date: run `WEBPEP_BLESS=1 cargo test -p webpep cli_reference` and commit it"
+        );
+    }
+
+    /// Flags of other programs that the documentation names (Chromium's, cargo's, curl's...).
+    const FOREIGN_FLAGS: &[&str] = &[
+        "--allow-running-insecure-content",
+        "--bins",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-gpu",
+        "--disable-quic",
+        "--disable-sync",
+        "--example",
+        "--features",
+        "--headless",
+        "--ignore-certificate-errors",
+        "--locked",
+        "--manifest-path",
+        "--no-first-run",
+        "--no-sandbox",
+        "--package",
+        "--proxy",
+        "--release",
+        "--remote-debugging-pipe",
+        "--test",
+        "--user-data-dir",
+        "--workspace",
+    ];
+
+    /// Every `--flag` the README and docs/ name in code spans is a flag of some webpep
+    /// command (or listed above as another program's).
+    #[test]
+    fn documented_flags_exist() {
+        let mut known: BTreeSet<String> = FOREIGN_FLAGS.iter().map(|s| s.to_string()).collect();
+        fn collect(cmd: &clap::Command, known: &mut BTreeSet<String>) {
+            for a in cmd.get_arguments() {
+                if let Some(l) = a.get_long() {
+                    known.insert(format!("--{l}"));
+                }
+            }
+            for s in cmd.get_subcommands() {
+                collect(s, known);
+            }
+        }
+        let mut cmd = Cli::command();
+        cmd.build();
+        collect(&cmd, &mut known);
+        // The soak example's own flags (crates/server/examples/soak.rs).
+        for f in [
+            "--pid",
+            "--seconds",
+            "--flood",
+            "--good-clients",
+            "--hostile-clients",
+        ] {
+            known.insert(f.to_string());
+        }
+        let mut files = vec![repo().join("README.md")];
+        for e in std::fs::read_dir(repo().join("docs")).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "md") {
+                files.push(p);
+            }
+        }
+        let mut unknown = Vec::new();
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            for (i, span) in text.split('`').enumerate() {
+                if i % 2 == 0 {
+                    continue;
+                }
+                for word in span.split(|c: char| c.is_whitespace() || c == '=' || c == ',') {
+                    let flag: String = word
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                        .collect();
+                    if flag.len() > 3 && flag.starts_with("--") && !known.contains(&flag) {
+                        unknown.push(format!(
+                            "{}: {flag}",
+                            f.file_name().unwrap().to_string_lossy()
+                        ));
+                    }
+                }
+            }
+        }
+        assert!(
+            unknown.is_empty(),
+            "documented flags no command has: {unknown:?}"
+        );
+    }
+
+    /// The `toml` code block that follows a heading in docs/configuration.md.
+    fn config_block(heading: &str) -> String {
+        let text = std::fs::read_to_string(repo().join("docs/configuration.md")).unwrap();
+        let at = text
+            .find(heading)
+            .unwrap_or_else(|| panic!("{heading} missing"));
+        let rest = &text[at..];
+        let start = rest.find("```toml\n").unwrap() + "```toml\n".len();
+        let len = rest[start..].find("```").unwrap();
+        rest[start..start + len].to_string()
+    }
+
+    /// Dotted paths of every key in a TOML table.
+    fn keys(v: &toml::Value, prefix: &str, out: &mut BTreeSet<String>) {
+        if let toml::Value::Table(t) = v {
+            for (k, v) in t {
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                if v.is_table() && !matches!(k.as_str(), "hosts") {
+                    keys(v, &path, out);
+                } else {
+                    out.insert(path);
+                }
+            }
+        }
+    }
+
+    /// The documented server configuration parses (every documented key is real) and holds
+    /// every key the server prints with --print-config (every key is documented).
+    #[test]
+    fn server_configuration_reference_is_complete() {
+        let block = config_block("## `webpep server`");
+        webpep_server::config::ServerConfig::from_toml(&block, "docs/configuration.md")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut documented = BTreeSet::new();
+        keys(&block.parse::<toml::Value>().unwrap(), "", &mut documented);
+        let printed = webpep_server::config::ServerConfig::default().to_toml();
+        let mut all = BTreeSet::new();
+        keys(&printed.parse::<toml::Value>().unwrap(), "", &mut all);
+        let missing: Vec<_> = all.difference(&documented).collect();
+        assert!(
+            missing.is_empty(),
+            "keys not in docs/configuration.md: {missing:?}"
+        );
+    }
+
+    /// The same for `webpep dns`: the documented block sets every key of its file.
+    #[test]
+    fn dns_configuration_reference_is_complete() {
+        let block = config_block("## `webpep dns`");
+        let c = webpep_dns::parse_config_file(&block).unwrap_or_else(|e| panic!("{e}"));
+        let webpep_dns::FileConfig {
+            listen,
+            upstream,
+            rewrite,
+            proxy_addrs,
+            ttl,
+            fallback,
+            keep_origin_ttl,
+            allow_clients,
+        } = c;
+        assert!(
+            listen.is_some()
+                && upstream.is_some()
+                && rewrite.is_some()
+                && proxy_addrs.is_some()
+                && ttl.is_some()
+                && fallback.is_some()
+                && keep_origin_ttl.is_some()
+                && allow_clients.is_some(),
+            "docs/configuration.md leaves a key of webpep dns out"
+        );
     }
 }
