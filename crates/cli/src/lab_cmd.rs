@@ -301,7 +301,12 @@ pub fn run_cmd(args: LabArgs) -> Result<u8> {
             if !paper.is_empty() {
                 print!("\n{paper}");
             }
-            println!("report: {}", a.out.join("report.html").display());
+            // Last, so that it is what stays on the screen: where everything is.
+            println!(
+                "\nreport: {}  results: {}",
+                a.out.join("report.html").display(),
+                a.out.join("results.json").display()
+            );
             Ok(0)
         }
         LabSub::Configs { config_file } => {

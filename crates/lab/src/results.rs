@@ -331,26 +331,40 @@ pub fn summarize(loads: &[LoadRecord], baseline: &str) -> Vec<SummaryRecord> {
 }
 
 impl Results {
-    /// A plain-text comparison table: mean PLT (s) per page × config, with the cut vs the
-    /// baseline.
+    /// The PLT table: mean PLT (s) per page and configuration with the change against the
+    /// baseline; `± sd` only where a cell has 2 loads or more (one load has no spread), `!`
+    /// on a cell whose loads lost objects, with a note under the table saying which.
     pub fn table(&self) -> String {
         let configs = order(self.summary.iter().map(|s| &s.config));
+        let spread = self.summary.iter().any(|s| s.plt_ms.n >= 2);
         let head = format!(
-            "Mean PLT in seconds (± sd; change vs {}), profile {}, unscaled",
-            self.baseline, self.profile
+            "PLT in seconds, {}; change vs {} (profile {}, link time unscaled)",
+            if spread {
+                "mean ± sd over the loads"
+            } else {
+                "one load per page and configuration"
+            },
+            self.baseline,
+            self.profile
         );
-        self.grid(&head, &configs, |s| {
+        let mut t = self.grid(&head, &configs, |s| {
+            let sd = if s.plt_ms.n >= 2 {
+                format!("±{:.1}", s.plt_ms.sd / 1000.0)
+            } else {
+                String::new()
+            };
             let change = match s.plt_reduction {
                 Some(r) if s.config != self.baseline => format!(" {:+.0}%", -r * 100.0),
                 _ => String::new(),
             };
             Some(format!(
-                "{:.1}±{:.1}{}",
+                "{:.1}{sd}{}{change}",
                 s.plt_ms.mean / 1000.0,
-                s.plt_ms.sd / 1000.0,
-                change
+                error_mark(s)
             ))
-        })
+        });
+        t += &self.error_note();
+        t
     }
 
     /// The changes against the baseline paired by repeat, with 95 % confidence intervals;
@@ -372,40 +386,398 @@ impl Results {
              mean [95 % confidence interval], %",
             self.baseline
         );
-        self.grid(&head, &configs, |s| s.plt_change_paired.map(|x| x.text()))
+        let mut t = self.grid(&head, &configs, |s| {
+            s.plt_change_paired
+                .map(|x| format!("{}{}", x.text(), error_mark(s)))
+        });
+        if self
+            .summary
+            .iter()
+            .any(|s| s.errors > 0 && s.config != self.baseline)
+        {
+            t += ERROR_MARK_NOTE;
+        }
+        t
     }
 
-    /// A page × configuration table under `head`, one cell per summary record ("-" for none).
+    /// A page × configuration table under `head` within [`CONSOLE_WIDTH`]: pages as rows when
+    /// the configurations fit across, else configurations as rows and pages across, else in
+    /// blocks of columns (the orientation needing fewer), so that a run of many pages or
+    /// configurations never wraps on a terminal. "-" where the run has no load.
     fn grid(
         &self,
         head: &str,
         configs: &[&String],
         cell: impl Fn(&SummaryRecord) -> Option<String>,
     ) -> String {
-        let mut t = format!("{head}\n{:<22}", "page");
-        for c in configs {
-            t += &format!("{:>24}", c);
+        let pages = order(self.summary.iter().map(|s| &s.page));
+        let text = |p: &String, c: &String| {
+            self.summary
+                .iter()
+                .find(|s| &s.page == p && &s.config == c)
+                .and_then(&cell)
+                .unwrap_or_else(|| "-".into())
+        };
+        let by_page: Vec<Vec<String>> = pages
+            .iter()
+            .map(|p| configs.iter().map(|c| text(p, c)).collect())
+            .collect();
+        let by_config: Vec<Vec<String>> = (0..configs.len())
+            .map(|j| by_page.iter().map(|row| row[j].clone()).collect())
+            .collect();
+        let across = fit("page", &pages, configs, &by_page);
+        let down = fit("config", configs, &pages, &by_config);
+        let blocks = if across.len() <= down.len() {
+            across
+        } else {
+            down
+        };
+        wrap(head, CONSOLE_WIDTH) + &blocks.join("\n")
+    }
+
+    /// Loads that lost objects (network or protocol failures, HTTP errors).
+    fn error_loads(&self) -> Vec<&LoadRecord> {
+        self.loads.iter().filter(|l| l.errors > 0).collect()
+    }
+
+    /// The note under the PLT table when loads lost objects: how many, and where; empty when
+    /// none did.
+    pub fn error_note(&self) -> String {
+        let bad = self.error_loads();
+        if bad.is_empty() {
+            return String::new();
         }
-        t.push('\n');
-        for p in order(self.summary.iter().map(|s| &s.page)) {
-            t += &format!("{:<22}", p);
-            for c in configs {
-                let text = self
-                    .summary
-                    .iter()
-                    .find(|s| &s.page == p && &s.config == *c)
-                    .and_then(&cell)
-                    .unwrap_or_else(|| "-".into());
-                t += &format!("{:>24}", text);
+        let mut cells: Vec<(String, usize)> = Vec::new();
+        for l in &bad {
+            let k = format!("{} {}", l.page, l.config);
+            match cells.iter_mut().find(|(c, _)| *c == k) {
+                Some((_, n)) => *n += 1,
+                None => cells.push((k, 1)),
             }
-            t.push('\n');
         }
-        t
+        const SHOWN: usize = 6;
+        let mut list: Vec<String> = cells
+            .iter()
+            .take(SHOWN)
+            .map(|(c, n)| {
+                if *n > 1 {
+                    format!("{c} ×{n}")
+                } else {
+                    c.clone()
+                }
+            })
+            .collect();
+        if cells.len() > SHOWN {
+            list.push(format!("{} more", cells.len() - SHOWN));
+        }
+        let objects: usize = bad.iter().map(|l| l.errors).sum();
+        wrap(
+            &format!(
+                "! {} of {} loads had errors ({objects} objects lost in all: {}): their PLT and \
+                 bytes are not those of the whole page; results.json and the HARs say which \
+                 objects",
+                bad.len(),
+                self.loads.len(),
+                list.join(", ")
+            ),
+            CONSOLE_WIDTH,
+        )
+    }
+
+    /// `subject` against `baseline` over the pages both loaded (with a PLT): the bottom line
+    /// of a run. None when they share no page.
+    pub fn bottom_line(&self, baseline: &str, subject: &str) -> Option<Comparison> {
+        let of = |p: &String, c: &str| {
+            self.summary
+                .iter()
+                .find(|s| &s.page == p && s.config == c && s.plt_ms.mean > 0.0)
+        };
+        let run_pages = self.pages();
+        let pairs: Vec<(&SummaryRecord, &SummaryRecord)> = run_pages
+            .iter()
+            .filter_map(|p| Some((of(p, baseline)?, of(p, subject)?)))
+            .collect();
+        if pairs.is_empty() {
+            return None;
+        }
+        // The geometric mean of the per-page ratios: each page weighs the same whatever its
+        // size, and a 2× gain on one page and a 2× loss on another cancel out.
+        let log_sum: f64 = pairs
+            .iter()
+            .map(|(b, s)| (b.plt_ms.mean / s.plt_ms.mean).ln())
+            .sum();
+        let speedup = (log_sum / pairs.len() as f64).exp();
+        let (b_air, s_air) = pairs.iter().fold((0.0, 0.0), |(b, s), (x, y)| {
+            (b + x.air_down_bytes.mean, s + y.air_down_bytes.mean)
+        });
+        let loads: Vec<&LoadRecord> = self
+            .loads
+            .iter()
+            .filter(|l| {
+                (l.config == baseline || l.config == subject)
+                    && pairs.iter().any(|(b, _)| b.page == l.page)
+            })
+            .collect();
+        Some(Comparison {
+            baseline: baseline.to_string(),
+            subject: subject.to_string(),
+            pages: pairs.len(),
+            run_pages: run_pages.len(),
+            speedup,
+            air_factor: (b_air > 0.0 && s_air > 0.0).then(|| b_air / s_air),
+            error_loads: loads.iter().filter(|l| l.errors > 0).count(),
+            loads: loads.len(),
+            repeats: pairs
+                .iter()
+                .flat_map(|(b, s)| [b.plt_ms.n, s.plt_ms.n])
+                .min()
+                .unwrap_or(0),
+        })
     }
 }
 
+/// One configuration against another over a run's pages ([`Results::bottom_line`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Comparison {
+    pub baseline: String,
+    pub subject: String,
+    /// Pages both loaded, and the pages of the run.
+    pub pages: usize,
+    pub run_pages: usize,
+    /// The baseline's PLT ÷ the subject's: the geometric mean over the pages of the ratios
+    /// of their mean PLTs (equal to the ratio of the geometric means); above 1, the subject
+    /// is faster.
+    pub speedup: f64,
+    /// The baseline's air bytes down ÷ the subject's, each summed over those pages (means
+    /// per page); above 1, the subject sent fewer. None when either measured none.
+    pub air_factor: Option<f64>,
+    /// Loads of either configuration on those pages that lost objects, and all their loads
+    /// there.
+    pub error_loads: usize,
+    pub loads: usize,
+    /// The fewest loads behind one page's mean.
+    pub repeats: usize,
+}
+
+impl Comparison {
+    /// "2.9× faster" (or "1.3× slower", "about as fast").
+    pub fn speed_words(&self) -> String {
+        factor_words(self.speedup, "faster", "slower", "about as fast")
+    }
+
+    /// "2.6× fewer bytes over the air" (or "more", "about as many"); "no air bytes measured"
+    /// without a factor.
+    pub fn bytes_words(&self) -> String {
+        match self.air_factor {
+            Some(f) => factor_words(f, "fewer bytes", "more bytes", "about as many bytes")
+                .replace("bytes", "bytes over the air"),
+            None => "no air bytes measured".into(),
+        }
+    }
+
+    /// What a reader must know besides the factors: pages missing, loads with errors; empty
+    /// when nothing.
+    pub fn caveats(&self) -> Vec<String> {
+        let mut c = Vec::new();
+        if self.pages < self.run_pages {
+            c.push(format!("on {} of the {} pages", self.pages, self.run_pages));
+        }
+        if self.error_loads > 0 {
+            c.push(format!(
+                "{} of its {} loads had errors, marked ! in the tables",
+                self.error_loads, self.loads
+            ));
+        }
+        c
+    }
+}
+
+/// `f` as a factor in words: "2.9× faster" above 1, "1.3× slower" below (the inverse), and
+/// `same` when it rounds to 1.0× either way.
+fn factor_words(f: f64, up: &str, down: &str, same: &str) -> String {
+    if !f.is_finite() || f <= 0.0 {
+        return "not measured".into();
+    }
+    let (x, word) = if f >= 1.0 { (f, up) } else { (1.0 / f, down) };
+    if x < 1.05 {
+        same.into()
+    } else {
+        format!("{x:.1}× {word}")
+    }
+}
+
+/// The widest line of the console tables: they must read on a terminal of 100 columns.
+pub const CONSOLE_WIDTH: usize = 100;
+
+/// The note under a table whose cells carry `!`.
+const ERROR_MARK_NOTE: &str =
+    "! a load of this cell lost objects (see the note under the PLT table)\n";
+
+/// `!` when the summary's loads lost objects, so that no figure of an incomplete page reads
+/// as a clean result.
+fn error_mark(s: &SummaryRecord) -> &'static str {
+    if s.errors > 0 {
+        "!"
+    } else {
+        ""
+    }
+}
+
+/// Word-wraps each line of `text` to `width` characters (a continuation of an indented line
+/// is indented 2 more); every line ends with a newline. A word longer than `width` keeps its
+/// own line.
+pub fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    for para in text.trim_end_matches('\n').split('\n') {
+        let lead = para.chars().take_while(|c| *c == ' ').count();
+        let indent = " ".repeat(lead);
+        let more = if lead > 0 {
+            " ".repeat(lead + 2)
+        } else {
+            String::new()
+        };
+        let mut line = indent.clone();
+        let mut empty = true;
+        for word in para.split_whitespace() {
+            let len = line.chars().count();
+            if !empty && len + 1 + word.chars().count() > width {
+                out += &line;
+                out.push('\n');
+                line = more.clone();
+                empty = true;
+            }
+            if !empty {
+                line.push(' ');
+            }
+            line += word;
+            empty = false;
+        }
+        out += line.trim_end();
+        out.push('\n');
+    }
+    out
+}
+
+/// `s` cut to `max` characters with `…` in the middle, keeping both ends: names of a corpus
+/// often differ only at the end (`manual-page-01`, `manual-page-02`).
+fn clip(s: &str, max: usize) -> String {
+    let n = s.chars().count();
+    if n <= max || max < 3 {
+        return s.to_string();
+    }
+    let tail = (max - 1) / 2;
+    let head = max - 1 - tail;
+    let mut c: String = s.chars().take(head).collect();
+    c.push('…');
+    c.extend(s.chars().skip(n - tail));
+    c
+}
+
+/// Rows as aligned text: the first column left-aligned, the others right-aligned, two spaces
+/// apart (widths in characters, not bytes: `±` and `×` are 2 bytes).
+pub fn columns(rows: &[Vec<String>]) -> String {
+    aligned(rows, |j| j == 0)
+}
+
+/// [`columns`] with the columns `left` says left-aligned.
+fn aligned(rows: &[Vec<String>], left: impl Fn(usize) -> bool) -> String {
+    let n = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..n)
+        .map(|j| {
+            rows.iter()
+                .filter_map(|r| r.get(j))
+                .map(|c| c.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut t = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (j, c) in r.iter().enumerate() {
+            let pad = " ".repeat(widths[j] - c.chars().count());
+            if j > 0 {
+                line += "  ";
+            }
+            if left(j) {
+                line += c;
+                line += &pad;
+            } else {
+                line += &pad;
+                line += c;
+            }
+        }
+        t += line.trim_end();
+        t.push('\n');
+    }
+    t
+}
+
+/// Row labels × column labels of `cells` as text blocks that each fit [`CONSOLE_WIDTH`]: as
+/// many columns per block as fit beside the row labels (long labels clipped).
+fn fit(corner: &str, rows: &[&String], cols: &[&String], cells: &[Vec<String>]) -> Vec<String> {
+    let labels: Vec<String> = rows.iter().map(|r| clip(r, 32)).collect();
+    let label_w = labels
+        .iter()
+        .map(|l| l.chars().count())
+        .chain([corner.chars().count()])
+        .max()
+        .unwrap_or(0);
+    let heads: Vec<String> = cols
+        .iter()
+        .enumerate()
+        .map(|(j, c)| {
+            let cell_w = cells
+                .iter()
+                .map(|r| r[j].chars().count())
+                .max()
+                .unwrap_or(0);
+            clip(c, cell_w.max(18))
+        })
+        .collect();
+    let col_w: Vec<usize> = (0..cols.len())
+        .map(|j| {
+            cells
+                .iter()
+                .map(|r| r[j].chars().count())
+                .chain([heads[j].chars().count()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    // Greedy: a new block when the next column would cross the width.
+    let mut spans: Vec<(usize, usize)> = Vec::new();
+    let mut start = 0;
+    let mut used = label_w;
+    for (j, w) in col_w.iter().enumerate() {
+        if j > start && used + 2 + w > CONSOLE_WIDTH {
+            spans.push((start, j));
+            start = j;
+            used = label_w;
+        }
+        used += 2 + w;
+    }
+    spans.push((start, cols.len()));
+    spans
+        .into_iter()
+        .map(|(a, b)| {
+            let mut t: Vec<Vec<String>> = vec![std::iter::once(corner.to_string())
+                .chain(heads[a..b].iter().cloned())
+                .collect()];
+            for (label, row) in labels.iter().zip(cells) {
+                t.push(
+                    std::iter::once(label.clone())
+                        .chain(row[a..b].iter().cloned())
+                        .collect(),
+                );
+            }
+            columns(&t)
+        })
+        .collect()
+}
+
 /// Distinct values in first-seen order.
-pub(crate) fn order<'a>(v: impl Iterator<Item = &'a String>) -> Vec<&'a String> {
+pub fn order<'a>(v: impl Iterator<Item = &'a String>) -> Vec<&'a String> {
     let mut out: Vec<&String> = Vec::new();
     for x in v {
         if !out.contains(&x) {
@@ -503,17 +875,42 @@ impl Results {
         if self.paper.is_empty() {
             return String::new();
         }
-        let mut t = format!(
-            "Beside the papers (profile {}; change vs http11, the paper's against its own http11 load)\n\
-             {:<20}{:<18}{:>10}{:>9}{:>9}{:>10}{:>8}  source\n",
-            self.profile, "page", "config", "PLT s", "paper s", "÷ paper", "change", "paper"
-        );
+        let mut rows = vec![[
+            "page", "config", "PLT s", "paper s", "÷ paper", "change", "paper", "source",
+        ]
+        .map(String::from)
+        .to_vec()];
+        let mut marked = false;
         for r in &self.paper {
             let [paper_s, ratio, change, paper_change] = r.cells("%");
-            t += &format!(
-                "{:<20}{:<18}{:>10.1}{:>9}{:>9}{:>10}{:>8}  {}\n",
-                r.page, r.config, r.measured_s, paper_s, ratio, change, paper_change, r.source
-            );
+            let mark = self
+                .summary
+                .iter()
+                .find(|s| s.page == r.page && s.config == r.config)
+                .map_or("", error_mark);
+            marked |= !mark.is_empty();
+            rows.push(vec![
+                r.page.clone(),
+                r.config.clone(),
+                format!("{:.1}{mark}", r.measured_s),
+                paper_s,
+                ratio,
+                change,
+                paper_change,
+                r.source.clone(),
+            ]);
+        }
+        let mut t = wrap(
+            &format!(
+                "Beside the papers (profile {}; change vs http11, the paper's against its own \
+                 http11 load)",
+                self.profile
+            ),
+            CONSOLE_WIDTH,
+        );
+        t += &aligned(&rows, |j| j < 2 || j == 7);
+        if marked {
+            t += ERROR_MARK_NOTE;
         }
         t
     }
@@ -543,7 +940,8 @@ impl Results {
         (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
     }
 
-    fn pages(&self) -> Vec<String> {
+    /// The run's pages in the order they ran.
+    pub fn pages(&self) -> Vec<String> {
         let mut p: Vec<String> = Vec::new();
         for s in &self.summary {
             if !p.contains(&s.page) {
@@ -676,17 +1074,40 @@ impl Results {
         for (page, hosts, configs) in rows {
             t += &format!("  {page}: {} ({})\n", hosts.join(", "), configs.join(", "));
         }
-        t
+        wrap(&t, CONSOLE_WIDTH)
+    }
+
+    /// Configurations whose loads lost objects, for the `!` of the per-configuration tables.
+    fn config_label(&self, config: &str) -> String {
+        let bad = self
+            .summary
+            .iter()
+            .any(|s| s.config == config && s.errors > 0);
+        format!("{config}{}", if bad { "!" } else { "" })
+    }
+
+    /// The note under a per-configuration table when a row has a `!`; empty without.
+    fn config_error_note(&self, rows: &[Vec<String>]) -> &'static str {
+        if rows.iter().skip(1).any(|r| r[0].ends_with('!')) {
+            "! a load of this configuration lost objects (see the note under the PLT table)\n"
+        } else {
+            ""
+        }
     }
 
     /// Air bytes per configuration as text.
     pub fn air_table(&self) -> String {
-        let mut t = format!(
-            "Air bytes over all pages (sum of per-page means), vs {}; per page ÷: the mean of the pages' factors; \
-             bodies and heads: HTTP response bodies (as coded) and heads inside the air bytes; \
-             payload ÷: the bodies' factor per page, as 000 Table 3 and 003 count compression\n\
-             {:<24}{:>12}{:>10}{:>10}{:>12}{:>12}{:>10}{:>12}\n",
-            self.baseline,
+        let mut t = wrap(
+            &format!(
+                "Air bytes over all pages (sum of per-page means), vs {}; per page ÷: the mean \
+                 of the pages' factors; bodies and heads: HTTP response bodies (as coded) and \
+                 heads inside the air bytes; payload ÷: the bodies' factor per page, as 000 \
+                 Table 3 and 003 count compression",
+                self.baseline
+            ),
+            CONSOLE_WIDTH,
+        );
+        let mut rows = vec![[
             "config",
             "down KiB",
             "up KiB",
@@ -694,22 +1115,26 @@ impl Results {
             "per page ÷",
             "bodies KiB",
             "heads KiB",
-            "payload ÷"
-        );
+            "payload ÷",
+        ]
+        .map(String::from)
+        .to_vec()];
         let factor = |f: Option<f64>| f.map(|f| format!("×{f:.2}")).unwrap_or_else(|| "-".into());
+        let kib = |b: f64| format!("{:.1}", b / 1024.0);
         for a in self.air_totals() {
-            t += &format!(
-                "{:<24}{:>12.1}{:>10.1}{:>10}{:>12}{:>12.1}{:>10.1}{:>12}\n",
-                a.config,
-                a.down_bytes / 1024.0,
-                a.up_bytes / 1024.0,
+            rows.push(vec![
+                self.config_label(&a.config),
+                kib(a.down_bytes),
+                kib(a.up_bytes),
                 factor(a.down_reduction_factor),
                 factor(a.mean_page_factor),
-                a.body_bytes / 1024.0,
-                a.head_bytes / 1024.0,
-                factor(a.payload_page_factor)
-            );
+                kib(a.body_bytes),
+                kib(a.head_bytes),
+                factor(a.payload_page_factor),
+            ]);
         }
+        t += &columns(&rows);
+        t += self.config_error_note(&rows);
         t
     }
 
@@ -732,41 +1157,60 @@ impl Results {
     /// Link use per configuration as text.
     pub fn link_table(&self) -> String {
         let mut t = format!(
-            "Link use, mean over the pages ({:.1} kbit/s down, idle RTT {:.2} s): utilization = air bits down ÷ (rate × PLT); \
-             efficiency = (idle RTT + body bits ÷ rate) ÷ PLT\n{:<24}{:>13}{:>12}\n",
+            "Link use, mean over the pages ({:.1} kbit/s down, idle RTT {:.2} s)\n",
             self.link_down_kbps,
             self.link_rtt_ms / 1000.0,
-            "config",
-            "utilization",
-            "efficiency"
         );
+        t += &wrap(
+            "utilization = air bits down ÷ (rate × PLT); efficiency = (idle RTT + body bits ÷ \
+             rate) ÷ PLT",
+            CONSOLE_WIDTH,
+        );
+        let mut rows = vec![["config", "utilization", "efficiency"]
+            .map(String::from)
+            .to_vec()];
         for (c, u, e) in self.link_use() {
-            t += &format!("{:<24}{:>12.0}%{:>11.0}%\n", c, u * 100.0, e * 100.0);
+            rows.push(vec![
+                self.config_label(&c),
+                format!("{:.0}%", u * 100.0),
+                format!("{:.0}%", e * 100.0),
+            ]);
         }
+        t += &columns(&rows);
+        t += self.config_error_note(&rows);
         t
     }
 
     /// The ablation table as text; empty when the run has no ablations.
     pub fn ablation_table(&self) -> String {
-        let rows = self.ablations();
-        if rows.is_empty() {
+        let ab = self.ablations();
+        if ab.is_empty() {
             return String::new();
         }
-        let mut t = format!(
-            "Ablation (mean PLT over the pages, s; share = (without − full) ÷ ({} − full))\n{:<14}{:<16}{:>10}{:>10}{:>10}{:>10}\n",
-            self.baseline, "full", "switch off", "baseline", "full", "without", "share"
+        let mut t = wrap(
+            &format!(
+                "Ablation (mean PLT over the pages, s; share = (without − full) ÷ ({} − full))",
+                self.baseline
+            ),
+            CONSOLE_WIDTH,
         );
-        for r in rows {
-            t += &format!(
-                "{:<14}{:<16}{:>10.1}{:>10.1}{:>10.1}{:>9.0}%\n",
-                r.full,
-                r.switch,
-                r.baseline_s,
-                r.full_s,
-                r.without_s,
-                r.share_of_gain * 100.0
-            );
+        let mut rows = vec![
+            ["full", "switch off", "baseline", "full", "without", "share"]
+                .map(String::from)
+                .to_vec(),
+        ];
+        for r in ab {
+            rows.push(vec![
+                self.config_label(&r.full),
+                r.switch.clone(),
+                format!("{:.1}", r.baseline_s),
+                format!("{:.1}", r.full_s),
+                format!("{:.1}", r.without_s),
+                format!("{:.0}%", r.share_of_gain * 100.0),
+            ]);
         }
+        t += &columns(&rows);
+        t += self.config_error_note(&rows);
         t
     }
 }
@@ -1008,5 +1452,192 @@ mod tests {
         let other = other.finish();
         assert!(other.paper.is_empty());
         assert_eq!(other.paper_table(), "");
+    }
+    /// A run as the runner records it: every page under every configuration `repeats`
+    /// times, PLTs and bytes in the proportions of a gprs run, one load with lost objects.
+    fn run_of(pages: &[String], configs: &[&str], repeats: usize) -> Results {
+        let mut loads = Vec::new();
+        for (i, page) in pages.iter().enumerate() {
+            let base = 30_000.0 + 9_000.0 * (i % 7) as f64;
+            for (j, config) in configs.iter().enumerate() {
+                let (speed, bytes) = match *config {
+                    "http11" => (1.0, 1.0),
+                    "explicit" => (0.35, 0.38),
+                    "squid" => (0.7, 0.95),
+                    "ziproxy" => (0.75, 0.5),
+                    "chromium-explicit" => (0.3, 0.35),
+                    _ => (0.6 + 0.04 * j as f64, 0.9),
+                };
+                for r in 0..repeats {
+                    let mut l = load(page, config, base * speed * (1.0 + 0.03 * r as f64));
+                    l.repeat = r;
+                    l.air_down_bytes = (400_000.0 * bytes * (1.0 + i as f64 / 10.0)) as u64;
+                    l.body_bytes = l.air_down_bytes * 9 / 10;
+                    l.utilization = 0.4;
+                    l.efficiency = 0.3;
+                    loads.push(l);
+                }
+            }
+        }
+        loads[1].errors = 3;
+        results_of(loads).finish()
+    }
+
+    /// Every console table of `r`, as `webpep lab run` prints them.
+    fn console(r: &Results) -> String {
+        [
+            r.table(),
+            r.paired_table(),
+            r.air_table(),
+            r.link_table(),
+            r.tls_upgrade_note(),
+            r.ablation_table(),
+            r.paper_table(),
+        ]
+        .join("\n")
+    }
+
+    fn widest(t: &str) -> usize {
+        t.lines().map(|l| l.chars().count()).max().unwrap_or(0)
+    }
+
+    #[test]
+    fn tables_fit_100_columns_and_show_spread_only_with_repeats() {
+        let four: Vec<String> = ["mail", "yahoo", "amazon", "cnn"]
+            .map(String::from)
+            .to_vec();
+        let many: Vec<String> = (1..=27)
+            .map(|i| format!("manual-mod_rewrite-howto-{i:02}"))
+            .collect();
+        let demo = [
+            "http11",
+            "http11-6",
+            "pipelining",
+            "explicit",
+            "transparent-dns",
+            "transparent-url",
+            "chromium",
+            "chromium-explicit",
+            "squid",
+            "ziproxy",
+        ];
+        let wide = [
+            "http11",
+            "http11-6",
+            "pipelining",
+            "explicit",
+            "explicit-no-compress",
+            "explicit-plain",
+            "squid",
+            "ziproxy",
+            "transparent-url",
+        ];
+        for (pages, configs) in [
+            (&four, &demo[..]),
+            (&many, &["http11", "explicit", "explicit-no-compress"][..]),
+            (&many, &wide[..]),
+        ] {
+            for repeats in [1, 3] {
+                let r = run_of(pages, configs, repeats);
+                let t = console(&r);
+                assert!(widest(&t) <= CONSOLE_WIDTH, "{} wide:\n{t}", widest(&t));
+                // One load has no spread and no interval.
+                assert_eq!(t.contains('±'), repeats > 1, "{t}");
+                assert_eq!(t.contains("confidence interval"), repeats > 1, "{t}");
+                // The load that lost objects is marked, and the note says so.
+                let plt = r.table();
+                assert!(plt.contains('!'), "{plt}");
+                assert!(plt.contains("! 1 of"), "{plt}");
+                // Every page and configuration is in the PLT table (clipped names keep
+                // their ends).
+                for c in configs {
+                    assert!(plt.contains(&clip(c, 18)), "{c}:\n{plt}");
+                }
+                for p in pages {
+                    assert!(plt.contains(p.as_str()), "{p}:\n{plt}");
+                }
+            }
+        }
+        let r = run_of(&four, &demo, 1);
+        eprintln!("{}", console(&r));
+        // Four pages under ten configurations: configurations as rows, one block.
+        let plt = r.table();
+        assert!(plt.lines().any(|l| l.starts_with("config ")), "{plt}");
+        assert_eq!(plt.matches("config ").count(), 1, "{plt}");
+        let r = run_of(&many, &wide, 3);
+        eprintln!("{}", console(&r));
+    }
+
+    #[test]
+    fn a_clean_table_has_no_marks() {
+        let mut r = run_of(&["a".to_string()], &["http11", "explicit"], 1);
+        r.loads.iter_mut().for_each(|l| l.errors = 0);
+        r.summary = summarize(&r.loads, "http11");
+        let t = console(&r);
+        assert!(!t.contains('!'), "{t}");
+        assert_eq!(r.error_note(), "");
+    }
+
+    #[test]
+    fn wrap_and_clip() {
+        assert_eq!(wrap("a bb ccc dd", 6), "a bb\nccc dd\n");
+        assert_eq!(wrap("  x: aa bb cc", 9), "  x: aa\n    bb cc\n");
+        assert_eq!(wrap("one\ntwo\n", 100), "one\ntwo\n");
+        assert_eq!(
+            clip("apache-manual-07-mod_rewrite", 18),
+            "apache-ma…_rewrite"
+        );
+        assert_eq!(clip("cnn", 18), "cnn");
+        assert_eq!(
+            columns(&[
+                vec!["a".into(), "±1".into()],
+                vec!["bbb".into(), "2".into()]
+            ]),
+            "a    ±1\nbbb   2\n"
+        );
+    }
+
+    #[test]
+    fn the_bottom_line_is_a_geometric_mean_of_plt_ratios() {
+        let mut loads = Vec::new();
+        // Page a: 4× faster, page b: as fast; the geometric mean is 2×. Air: 300 vs 100 bytes
+        // in all, 3× fewer.
+        for (page, base, fast, b_air, f_air) in
+            [("a", 40.0, 10.0, 200, 50), ("b", 20.0, 20.0, 100, 50)]
+        {
+            let mut b = load(page, "http11", base);
+            b.air_down_bytes = b_air;
+            let mut f = load(page, "explicit", fast);
+            f.air_down_bytes = f_air;
+            loads.extend([b, f]);
+        }
+        // Squid ran on page a only, and lost objects there.
+        let mut sq = load("a", "squid", 80.0);
+        sq.errors = 2;
+        sq.air_down_bytes = 195;
+        loads.push(sq);
+        let r = results_of(loads);
+        let c = r.bottom_line("http11", "explicit").unwrap();
+        assert!((c.speedup - 2.0).abs() < 1e-9, "{c:?}");
+        assert!((c.air_factor.unwrap() - 3.0).abs() < 1e-9, "{c:?}");
+        assert_eq!(
+            (c.pages, c.run_pages, c.error_loads, c.loads, c.repeats),
+            (2, 2, 0, 4, 1)
+        );
+        assert_eq!(c.speed_words(), "2.0× faster");
+        assert_eq!(c.bytes_words(), "3.0× fewer bytes over the air");
+        assert!(c.caveats().is_empty());
+        let s = r.bottom_line("http11", "squid").unwrap();
+        assert_eq!(s.speed_words(), "2.0× slower");
+        assert_eq!(s.bytes_words(), "about as many bytes over the air");
+        assert_eq!(
+            s.caveats(),
+            [
+                "on 1 of the 2 pages",
+                "1 of its 2 loads had errors, marked ! in the tables"
+            ]
+        );
+        // A configuration that did not run has no bottom line.
+        assert_eq!(r.bottom_line("http11", "ziproxy"), None);
     }
 }

@@ -2,8 +2,9 @@
 //! writes `results.json`, one HAR per load and `report.html` (DESIGN §7.5).
 
 use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use webpep_corpus::Corpus;
 use webpep_link_model::ResolvedProfile;
@@ -265,25 +266,18 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
     let topo = Topology::build(&tcfg)?;
     let hosting = Hosting::start(&topo, replay, opts.dns_ttl_s, k, &opts.out.join("ca"))?;
 
-    let total = (pages.len() * opts.configs.len() * opts.repeat) as u64;
-    let bar = if opts.progress {
-        let b = indicatif::ProgressBar::new(total);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{elapsed_precise} [{bar:30}] {pos}/{len} {msg}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        b
+    let total = pages.len() * opts.configs.len() * opts.repeat;
+    let mut progress = if opts.progress {
+        Progress::stderr(total, opts.repeat)
     } else {
-        indicatif::ProgressBar::hidden()
+        Progress::off(total, opts.repeat)
     };
 
     let mut loads = Vec::new();
     for page in &pages {
         for (cname, cfg) in &opts.configs {
             for r in 0..opts.repeat {
-                bar.set_message(format!("{} / {cname} #{r}", page.id));
+                progress.starting(&page.id, cname, r);
                 let Measured {
                     load,
                     down,
@@ -334,11 +328,13 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
                     har: format!("har/{har_name}"),
                     tls_upgrades: load.tls_upgrades.clone(),
                 });
-                bar.inc(1);
+                if let Some(l) = loads.last() {
+                    progress.loaded(l);
+                }
             }
         }
     }
-    bar.finish_and_clear();
+    progress.finish();
     drop(hosting);
     drop(topo);
 
@@ -370,6 +366,151 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
         report::html(&results).as_bytes(),
     )?;
     Ok(results)
+}
+
+/// A run's progress on stderr, so that a run of minutes is never silent: a bar on a
+/// terminal, one line per load anywhere else (a log file, CI, a pipe), where a bar would
+/// draw nothing.
+pub struct Progress {
+    out: ProgressOut,
+    total: usize,
+    repeats: usize,
+    done: usize,
+    started: Instant,
+}
+
+enum ProgressOut {
+    Bar(indicatif::ProgressBar),
+    Lines(Box<dyn Write + Send>),
+    Off,
+}
+
+impl Progress {
+    /// On stderr: a bar when it is a terminal, lines otherwise. `total` loads in all,
+    /// `repeats` per page and configuration.
+    pub fn stderr(total: usize, repeats: usize) -> Progress {
+        if std::io::stderr().is_terminal() {
+            let b = indicatif::ProgressBar::new(total as u64);
+            b.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{elapsed_precise} [{bar:30}] {pos}/{len} (about {eta} left) {msg}",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            Progress::with(ProgressOut::Bar(b), total, repeats)
+        } else {
+            Progress::lines(total, repeats, Box::new(std::io::stderr()))
+        }
+    }
+
+    /// One line per load to `out`.
+    pub fn lines(total: usize, repeats: usize, out: Box<dyn Write + Send>) -> Progress {
+        Progress::with(ProgressOut::Lines(out), total, repeats)
+    }
+
+    /// Nothing (`--quiet`).
+    pub fn off(total: usize, repeats: usize) -> Progress {
+        Progress::with(ProgressOut::Off, total, repeats)
+    }
+
+    fn with(out: ProgressOut, total: usize, repeats: usize) -> Progress {
+        Progress {
+            out,
+            total,
+            repeats,
+            done: 0,
+            started: Instant::now(),
+        }
+    }
+
+    /// A load begins (the bar names it; lines wait for its result).
+    pub fn starting(&mut self, page: &str, config: &str, repeat: usize) {
+        if let ProgressOut::Bar(b) = &self.out {
+            // Numbered from 1, as the lines number them.
+            b.set_message(format!("{page} {config} #{}/{}", repeat + 1, self.repeats));
+        }
+    }
+
+    /// A load ended with `record`.
+    pub fn loaded(&mut self, record: &LoadRecord) {
+        self.done += 1;
+        match &mut self.out {
+            ProgressOut::Bar(b) => b.inc(1),
+            ProgressOut::Lines(w) => {
+                let line = progress_line(
+                    self.done,
+                    self.total,
+                    self.repeats,
+                    record,
+                    self.started.elapsed(),
+                );
+                // Progress is best effort: a closed stderr must not stop the run.
+                let _ = writeln!(w, "{line}");
+                let _ = w.flush();
+            }
+            ProgressOut::Off => {}
+        }
+    }
+
+    pub fn finish(self) {
+        if let ProgressOut::Bar(b) = &self.out {
+            b.finish_and_clear();
+        }
+    }
+}
+
+/// The progress line of load `done` of `total`, which took `elapsed` of wall time since the
+/// run began: `[3/24] cnn explicit: PLT 38.2 s, 61 objects, 0 errors (elapsed 1:12, about
+/// 2:40 left)`. The PLT is link time (unscaled); elapsed and left are wall time, left
+/// estimated from the mean time per load so far.
+pub fn progress_line(
+    done: usize,
+    total: usize,
+    repeats: usize,
+    r: &LoadRecord,
+    elapsed: Duration,
+) -> String {
+    let which = if repeats > 1 {
+        format!(" #{}/{repeats}", r.repeat + 1)
+    } else {
+        String::new()
+    };
+    let inlined = if r.inlined > 0 {
+        format!(" (+{} inlined)", r.inlined)
+    } else {
+        String::new()
+    };
+    let errors = match r.errors {
+        1 => "1 error".to_string(),
+        n => format!("{n} errors"),
+    };
+    let left = if done > 0 && done < total {
+        let per = elapsed.as_secs_f64() / done as f64;
+        format!(
+            ", about {} left",
+            clock(Duration::from_secs_f64(per * (total - done) as f64))
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "[{done}/{total}] {} {}{which}: PLT {:.1} s, {} objects{inlined}, {errors} (elapsed {}{left})",
+        r.page,
+        r.config,
+        r.plt_ms / 1000.0,
+        r.objects,
+        clock(elapsed)
+    )
+}
+
+/// `1:12` (minutes and seconds), `1:02:03` from an hour on.
+fn clock(d: Duration) -> String {
+    let s = d.as_secs_f64().round() as u64;
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    } else {
+        format!("{}:{:02}", s / 60, s % 60)
+    }
 }
 
 /// Objects that did not arrive: network or protocol failures, and HTTP errors (≥ 400).
@@ -560,5 +701,92 @@ mod tests {
         let image = accept(ResourceKind::Image);
         assert!(webpep_optimize::transcode::accepts_webp(image.as_deref()));
         assert_eq!(accept(ResourceKind::Script), None);
+    }
+
+    fn record(page: &str, config: &str, repeat: usize, plt_ms: f64, errors: usize) -> LoadRecord {
+        LoadRecord {
+            page: page.into(),
+            config: config.into(),
+            profile: "gprs".into(),
+            repeat,
+            plt_ms,
+            air_down_bytes: 0,
+            air_up_bytes: 0,
+            objects: 61,
+            inlined: 0,
+            errors,
+            breakdown_ms: BreakdownMs::default(),
+            body_bytes: 0,
+            head_bytes: 0,
+            utilization: 0.0,
+            bound_ms: 0.0,
+            efficiency: 0.0,
+            har: String::new(),
+            tls_upgrades: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_progress_line_names_the_load_and_the_time_left() {
+        let r = record("cnn", "explicit", 0, 38_210.0, 0);
+        // 3 loads in 72 s: 24 s each, 21 to go.
+        assert_eq!(
+            progress_line(3, 24, 1, &r, Duration::from_secs(72)),
+            "[3/24] cnn explicit: PLT 38.2 s, 61 objects, 0 errors (elapsed 1:12, about 8:24 left)"
+        );
+        // Repeats are numbered from 1; the last load has nothing left; inlined objects shown.
+        let mut r = record("mail", "squid", 2, 1_000.0, 1);
+        r.inlined = 4;
+        assert_eq!(
+            progress_line(6, 6, 3, &r, Duration::from_secs(3725)),
+            "[6/6] mail squid #3/3: PLT 1.0 s, 61 objects (+4 inlined), 1 error (elapsed 1:02:05)"
+        );
+    }
+
+    /// A writer the test can read after the reporter had it.
+    #[derive(Clone, Default)]
+    struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn off_a_terminal_progress_is_one_line_per_load() {
+        let out = Shared::default();
+        let mut p = Progress::lines(2, 1, Box::new(out.clone()));
+        p.starting("mail", "http11", 0);
+        // Nothing before the load ends: a line per load, with its result.
+        assert!(out.0.lock().unwrap().is_empty());
+        p.loaded(&record("mail", "http11", 0, 36_300.0, 0));
+        p.starting("mail", "explicit", 0);
+        p.loaded(&record("mail", "explicit", 0, 12_000.0, 2));
+        p.finish();
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(
+            lines[0].starts_with("[1/2] mail http11: PLT 36.3 s"),
+            "{text}"
+        );
+        assert!(lines[0].contains("left)"), "{text}");
+        assert!(
+            lines[1].starts_with("[2/2] mail explicit: PLT 12.0 s"),
+            "{text}"
+        );
+        assert!(
+            lines[1].contains("2 errors") && !lines[1].contains("left"),
+            "{text}"
+        );
+        // --quiet: nothing at all.
+        let mut q = Progress::off(1, 1);
+        q.loaded(&record("mail", "http11", 0, 1.0, 0));
+        q.finish();
     }
 }
