@@ -1,6 +1,15 @@
-//! `report.html`: the tables of `results.json` and three SVG charts (PLT with error bars,
-//! stacked breakdown, air bytes), written by hand: plotters' text layout would need a font
-//! stack, and these charts are bars and lines.
+//! `report.html`: what a reader needs first comes first. A verdict (per page: the fastest
+//! configuration, its change against the baseline with its interval, its efficiency and its
+//! bytes; loads that lost objects marked), then three SVG charts (PLT with error bars, stacked
+//! breakdown, air bytes), then the tables of `results.json`, and the key to the
+//! configurations last.
+//!
+//! The charts are written by hand: plotters' text layout would need a font stack, and these
+//! charts are bars and lines. Without a font at hand, text widths are estimated from widths
+//! per character a little above DejaVu Sans's (the widest common default sans-serif), and the
+//! layout grows the SVG around them: legends wrap onto rows inside the chart, labels wrap
+//! inside their group, so nothing is drawn past the SVG's edge (`tests/report_chromium.rs`
+//! checks it in a real browser).
 
 use std::fmt::Write as _;
 
@@ -16,6 +25,29 @@ const BREAKDOWN: [(&str, &str); 4] = [
     ("idle", "#bab0ac"),
     ("payload", "#4e79a7"),
 ];
+/// The stacked upstream part of the air bytes chart.
+const UP_COLOR: &str = "#cccccc";
+
+/// Text sizes (px) of the charts.
+const FONT: f64 = 11.0;
+const TITLE_FONT: f64 = 14.0;
+const LINE_H: f64 = 14.0;
+/// Bars, their step within a group, the gap between groups, and the least group width (so
+/// that a page's name has room to wrap into a few lines even under one bar).
+const BAR_W: f64 = 14.0;
+const BAR_STEP: f64 = 18.0;
+const GROUP_GAP: f64 = 24.0;
+const MIN_GROUP_W: f64 = 96.0;
+const PLOT_H: f64 = 240.0;
+const PAD: f64 = 10.0;
+const MIN_WIDTH: f64 = 560.0;
+/// Titles and legend rows wrap within this width even in a wider chart (which scrolls
+/// sideways), so that they are read without scrolling.
+const VISIBLE_W: f64 = 1100.0;
+/// A legend entry: the swatch, the space after it, and the gap to the next entry.
+const SWATCH: f64 = 10.0;
+const SWATCH_GAP: f64 = 4.0;
+const LEGEND_GAP: f64 = 16.0;
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -24,13 +56,116 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// The colour of the `i`-th configuration: the palette, then hues spread by the golden angle
+/// (a run with more configurations than the palette has colours gets no repeats).
+fn color(i: usize) -> String {
+    match PALETTE.get(i) {
+        Some(c) => c.to_string(),
+        None => format!("hsl({:.0},55%,45%)", (i as f64 * 137.508) % 360.0),
+    }
+}
+
+/// A width of `c` in ems at least DejaVu Sans's (Book; bold is ~8 % wider, see
+/// [`text_width`]): an estimate that errs wide, so that text placed by it stays inside.
+fn char_em(c: char) -> f64 {
+    match c {
+        'i' | 'j' | 'l' | '.' | ',' | ':' | ';' | '\'' | '!' | '|' | ' ' => 0.36,
+        'f' | 't' | 'r' | 'I' | 'J' | '-' | '(' | ')' | '[' | ']' | '/' | '\\' => 0.46,
+        'm' | 'w' | 'M' | 'W' | '@' | '%' => 1.05,
+        'A'..='Z' | '#' | '&' | '+' | '=' | '<' | '>' | '~' | '?' => 0.86,
+        // Lowercase and digits: DejaVu's widest are 0.636 em.
+        c if c.is_ascii() => 0.66,
+        // Non-ASCII (÷, ×, ±, other scripts): as wide as a full em.
+        _ => 1.05,
+    }
+}
+
+/// The estimated width (px) of `s` at `size` px.
+fn text_width(s: &str, size: f64, bold: bool) -> f64 {
+    let w: f64 = s.chars().map(char_em).sum::<f64>() * size;
+    if bold {
+        w * 1.1
+    } else {
+        w
+    }
+}
+
+/// `s` in lines no wider than `max_w` (estimated), broken after spaces, hyphens, dots,
+/// underscores and slashes, and inside a word only when the word alone is too wide. A line
+/// that broke at a space keeps it at its end (see [`tspans`]); the width counts it.
+fn wrap(s: &str, max_w: f64, size: f64, bold: bool) -> Vec<String> {
+    let mut tokens: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    for c in s.chars() {
+        cur.push(c);
+        if matches!(c, ' ' | '-' | '.' | '_' | '/') {
+            tokens.push(std::mem::take(&mut cur));
+        }
+    }
+    if !cur.is_empty() {
+        tokens.push(cur);
+    }
+    let fits = |t: &str| text_width(t, size, bold) <= max_w;
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for t in tokens {
+        if fits(&format!("{line}{t}")) {
+            line.push_str(&t);
+            continue;
+        }
+        if !line.is_empty() {
+            lines.push(std::mem::take(&mut line));
+        }
+        if fits(&t) {
+            line = t;
+            continue;
+        }
+        // A word wider than the line: split it where it must be split.
+        for c in t.chars() {
+            let mut next = line.clone();
+            next.push(c);
+            if !line.is_empty() && !fits(&next) {
+                lines.push(std::mem::take(&mut line));
+                // A space at the break is dropped: it would only widen the line.
+                next = if c == ' ' {
+                    String::new()
+                } else {
+                    c.to_string()
+                };
+            }
+            line = next;
+        }
+    }
+    if !line.trim_end().is_empty() || lines.is_empty() {
+        lines.push(line.trim_end().to_string());
+    }
+    lines
+}
+
+/// `lines` as the tspans of one text element, each restarting at `x`. A space a line broke
+/// at stays between the tspans, so that the text reads and copies as written.
+fn tspans(lines: &[String], x: f64, dy: f64) -> String {
+    let mut t = String::new();
+    for (i, line) in lines.iter().enumerate() {
+        let body = line.trim_end();
+        let _ = write!(
+            t,
+            r#"<tspan x="{x:.1}" dy="{d:.0}">{}</tspan>{}"#,
+            esc(body),
+            if body.len() < line.len() { " " } else { "" },
+            d = if i == 0 { 0.0 } else { dy }
+        );
+    }
+    t
+}
+
 /// A "nice" axis maximum above `v`.
 fn nice_max(v: f64) -> f64 {
-    if v <= 0.0 {
+    if v.is_nan() || v <= 0.0 || v.is_infinite() {
         return 1.0;
     }
     let mag = 10f64.powf(v.log10().floor());
-    for m in [1.0, 2.0, 2.5, 5.0, 10.0] {
+    for m in [1.0, 1.5, 2.0, 2.5, 5.0, 10.0] {
         if m * mag >= v {
             return m * mag;
         }
@@ -38,127 +173,223 @@ fn nice_max(v: f64) -> f64 {
     10.0 * mag
 }
 
-struct Chart {
-    svg: String,
-    width: f64,
-    height: f64,
-    left: f64,
-    top: f64,
-    plot_h: f64,
-    max: f64,
+/// A tick's value with as many decimals as the ticks' `step` needs (0.03 is not "0.0").
+fn format_tick(v: f64, step: f64) -> String {
+    if v >= 100.0 || v == v.round() || step.is_nan() || step <= 0.0 {
+        return format!("{v:.0}");
+    }
+    let decimals = (-step.log10()).ceil().clamp(1.0, 6.0) as usize;
+    format!("{v:.decimals$}")
 }
 
-impl Chart {
-    fn new(title: &str, groups: usize, per_group: usize, max: f64, unit: &str) -> Chart {
-        let left = 70.0;
-        let top = 40.0;
-        let plot_h = 260.0;
-        let width = left + 30.0 + (groups as f64) * ((per_group as f64) * 18.0 + 24.0);
-        let height = top + plot_h + 110.0;
-        let max = nice_max(max);
+/// One part of a stacked bar (values in the chart's unit).
+struct Segment {
+    from: f64,
+    to: f64,
+    color: String,
+    tip: String,
+}
+
+/// One bar: its label (drawn under it), its stack, and an error bar of ± `sd` around its
+/// top when there is a spread.
+struct Bar {
+    label: String,
+    segments: Vec<Segment>,
+    sd: f64,
+}
+
+/// The bars of one page; `None` keeps the place of a configuration the page lacks.
+struct Group {
+    label: String,
+    bars: Vec<Option<Bar>>,
+}
+
+/// A grouped bar chart, laid out when rendered.
+struct BarChart {
+    id: &'static str,
+    title: String,
+    unit: String,
+    groups: Vec<Group>,
+    legend: Vec<(String, String)>,
+}
+
+impl BarChart {
+    /// The SVG. The width comes from the groups (and is at least the widest legend entry);
+    /// the height grows with the title's lines, the bar labels, the group labels' lines and
+    /// the legend's rows, so that all of them stay inside.
+    fn render(&self) -> String {
+        let per_group = self.groups.iter().map(|g| g.bars.len()).max().unwrap_or(0);
+        let least_group_w = (per_group as f64 * BAR_STEP + GROUP_GAP).max(MIN_GROUP_W);
+        let bars = || self.groups.iter().flat_map(|g| g.bars.iter().flatten());
+        let top_of = |b: &Bar| {
+            let t = b.segments.iter().map(|s| s.to).fold(0.0, f64::max);
+            t + b.sd.max(0.0)
+        };
+        let max = nice_max(
+            bars()
+                .map(top_of)
+                .filter(|v| v.is_finite())
+                .fold(0.0, f64::max),
+        );
+        let ticks: Vec<(f64, String)> = (0..=5)
+            .map(|i| {
+                let v = max * i as f64 / 5.0;
+                (v, format_tick(v, max / 5.0))
+            })
+            .collect();
+        let tick_w = ticks
+            .iter()
+            .map(|(_, t)| text_width(t, FONT, false))
+            .fold(0.0, f64::max);
+        // The unit, rotated, then the tick labels, then the plot.
+        let left = (PAD + LINE_H + 6.0 + tick_w + 6.0).ceil();
+        let entry_w = |label: &str| SWATCH + SWATCH_GAP + text_width(label, FONT, false);
+        let widest_entry = self
+            .legend
+            .iter()
+            .map(|(l, _)| entry_w(l))
+            .fold(0.0, f64::max);
+        let n_groups = self.groups.len().max(1) as f64;
+        let width = (left + n_groups * least_group_w + PAD)
+            .max(MIN_WIDTH)
+            .max(widest_entry + 2.0 * PAD)
+            .ceil();
+        // The groups share whatever width the legend or the least width left over.
+        let group_w = (width - left - PAD) / n_groups;
+        let plot_w = n_groups * group_w;
+        // The title and the legend wrap within what shows without scrolling sideways.
+        let visible_w = width.min(VISIBLE_W.max(widest_entry + 2.0 * PAD));
+
+        let title = wrap(&self.title, visible_w - 2.0 * PAD, TITLE_FONT, true);
+        let top = PAD + title.len() as f64 * (TITLE_FONT + 4.0) + 10.0;
+        let axis_y = top + PLOT_H;
+        let bar_label_h = bars()
+            .map(|b| text_width(&b.label, FONT, false))
+            .fold(0.0, f64::max);
+        let bar_label_h = if bar_label_h > 0.0 {
+            bar_label_h + 8.0
+        } else {
+            0.0
+        };
+        let group_lines: Vec<Vec<String>> = self
+            .groups
+            .iter()
+            .map(|g| wrap(&g.label, group_w - 8.0, FONT, true))
+            .collect();
+        let group_label_top = axis_y + bar_label_h + 4.0;
+        let group_label_h = group_lines.iter().map(Vec::len).max().unwrap_or(1) as f64 * LINE_H;
+        // The legend: entries left to right, a new row when the next would pass the edge.
+        let legend_top = group_label_top + group_label_h + 10.0;
+        let mut places = Vec::new();
+        let (mut x, mut row) = (PAD, 0usize);
+        for (label, _) in &self.legend {
+            let w = entry_w(label);
+            if x > PAD && x + w > visible_w - PAD {
+                row += 1;
+                x = PAD;
+            }
+            places.push((x, legend_top + row as f64 * LINE_H));
+            x += w + LEGEND_GAP;
+        }
+        let legend_rows = if self.legend.is_empty() { 0 } else { row + 1 };
+        let height = (legend_top + legend_rows as f64 * LINE_H + PAD).ceil();
+
+        let y = |v: f64| {
+            let v = if v.is_finite() { v } else { 0.0 };
+            axis_y - PLOT_H * (v / max).clamp(0.0, 1.0)
+        };
         let mut svg = format!(
-            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w:.0}" height="{h:.0}" font-family="sans-serif" font-size="11">"#,
-            w = width.max(420.0),
-            h = height
+            r#"<svg xmlns="http://www.w3.org/2000/svg" id="{id}" class="chart" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}" font-family="sans-serif" font-size="{FONT:.0}">"#,
+            id = self.id
         );
         let _ = write!(
             svg,
-            r#"<text x="{left}" y="20" font-size="14" font-weight="bold">{}</text>"#,
-            esc(title)
+            r#"<text class="title" x="{PAD}" y="{y:.0}" font-size="{TITLE_FONT:.0}" font-weight="bold">"#,
+            y = PAD + TITLE_FONT
         );
-        for i in 0..=5 {
-            let v = max * i as f64 / 5.0;
-            let y = top + plot_h - plot_h * i as f64 / 5.0;
+        svg.push_str(&tspans(&title, PAD, TITLE_FONT + 4.0));
+        svg.push_str("</text>");
+        // The unit along the axis: rotated, its glyphs lie left of x (ascent ~0.76 em).
+        let (ux, uy) = (PAD + FONT, top + PLOT_H / 2.0);
+        let _ = write!(
+            svg,
+            r#"<text class="axis" x="{ux:.0}" y="{uy:.0}" transform="rotate(-90 {ux:.0} {uy:.0})" text-anchor="middle">{}</text>"#,
+            esc(&self.unit)
+        );
+        for (v, t) in &ticks {
+            let ty = y(*v);
             let _ = write!(
                 svg,
-                r##"<line x1="{left}" x2="{x2:.0}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{tx}" y="{ty:.1}" text-anchor="end">{v}</text>"##,
-                x2 = width - 20.0,
+                r##"<line x1="{left:.0}" x2="{x2:.0}" y1="{ty:.1}" y2="{ty:.1}" stroke="#ddd"/><text class="tick" x="{tx:.0}" y="{y4:.1}" text-anchor="end">{t}</text>"##,
+                x2 = left + plot_w,
                 tx = left - 6.0,
-                ty = y + 4.0,
-                v = format_tick(v)
+                y4 = ty + 4.0
             );
         }
-        let _ = write!(
-            svg,
-            r#"<text x="14" y="{y:.0}" transform="rotate(-90 14 {y:.0})" text-anchor="middle">{}</text>"#,
-            esc(unit),
-            y = top + plot_h / 2.0
-        );
-        Chart {
-            svg,
-            width,
-            height,
-            left,
-            top,
-            plot_h,
-            max,
-        }
-    }
-
-    fn y(&self, v: f64) -> f64 {
-        self.top + self.plot_h - self.plot_h * (v / self.max).clamp(0.0, 1.0)
-    }
-
-    fn bar(&mut self, x: f64, from: f64, to: f64, color: &str, tip: &str) {
-        let (y0, y1) = (self.y(to), self.y(from));
-        let _ = write!(
-            self.svg,
-            r#"<rect x="{x:.1}" y="{y0:.1}" width="14" height="{h:.1}" fill="{color}"><title>{}</title></rect>"#,
-            esc(tip),
-            h = (y1 - y0).max(0.0)
-        );
-    }
-
-    fn error_bar(&mut self, x: f64, mean: f64, sd: f64) {
-        if sd <= 0.0 {
-            return;
-        }
-        let (a, b) = (self.y(mean + sd), self.y((mean - sd).max(0.0)));
-        let cx = x + 7.0;
-        let _ = write!(
-            self.svg,
-            r#"<line x1="{cx:.1}" x2="{cx:.1}" y1="{a:.1}" y2="{b:.1}" stroke="black"/><line x1="{l:.1}" x2="{r:.1}" y1="{a:.1}" y2="{a:.1}" stroke="black"/><line x1="{l:.1}" x2="{r:.1}" y1="{b:.1}" y2="{b:.1}" stroke="black"/>"#,
-            l = cx - 4.0,
-            r = cx + 4.0
-        );
-    }
-
-    fn group_label(&mut self, x: f64, label: &str) {
-        let y = self.top + self.plot_h + 14.0;
-        let _ = write!(
-            self.svg,
-            r#"<text x="{x:.1}" y="{y:.1}" transform="rotate(30 {x:.1} {y:.1})">{}</text>"#,
-            esc(label)
-        );
-    }
-
-    fn legend(&mut self, items: &[(String, String)]) {
-        let mut x = self.left;
-        let y = self.height - 16.0;
-        for (label, color) in items {
+        for (gi, g) in self.groups.iter().enumerate() {
+            let gx = left + gi as f64 * group_w;
+            let block = g.bars.len() as f64 * BAR_STEP - (BAR_STEP - BAR_W);
+            let first = gx + (group_w - block) / 2.0;
             let _ = write!(
-                self.svg,
-                r#"<rect x="{x:.0}" y="{ry:.0}" width="10" height="10" fill="{color}"/><text x="{tx:.0}" y="{y:.0}">{}</text>"#,
-                esc(label),
-                ry = y - 9.0,
-                tx = x + 14.0
+                svg,
+                r#"<g class="bar-group" data-label="{}">"#,
+                esc(&g.label)
             );
-            x += 24.0 + 7.0 * label.len() as f64;
+            for (bi, b) in g.bars.iter().enumerate() {
+                let Some(b) = b else { continue };
+                let bx = first + bi as f64 * BAR_STEP;
+                let _ = write!(svg, r#"<g class="bar" data-label="{}">"#, esc(&b.label));
+                for s in &b.segments {
+                    let (y0, y1) = (y(s.to), y(s.from));
+                    let _ = write!(
+                        svg,
+                        r#"<rect x="{bx:.1}" y="{y0:.1}" width="{BAR_W}" height="{h:.1}" fill="{c}"><title>{t}</title></rect>"#,
+                        h = (y1 - y0).max(0.0),
+                        c = s.color,
+                        t = esc(&s.tip)
+                    );
+                }
+                let top = b.segments.iter().map(|s| s.to).fold(0.0, f64::max);
+                if b.sd > 0.0 && b.sd.is_finite() {
+                    let (a, z) = (y(top + b.sd), y((top - b.sd).max(0.0)));
+                    let cx = bx + BAR_W / 2.0;
+                    let _ = write!(
+                        svg,
+                        r#"<path class="error" d="M{cx:.1} {a:.1}V{z:.1}M{l:.1} {a:.1}H{r:.1}M{l:.1} {z:.1}H{r:.1}" stroke="black" fill="none"/>"#,
+                        l = cx - 4.0,
+                        r = cx + 4.0
+                    );
+                }
+                // Under the bar, reading upwards: the glyphs lie left of x, so x sits a little
+                // right of the bar's centre.
+                let (lx, ly) = (bx + BAR_W / 2.0 + 3.0, axis_y + 6.0);
+                let _ = write!(
+                    svg,
+                    r#"<text class="bar-label" x="{lx:.1}" y="{ly:.1}" transform="rotate(-90 {lx:.1} {ly:.1})" text-anchor="end">{}</text></g>"#,
+                    esc(&b.label)
+                );
+            }
+            let cx = gx + group_w / 2.0;
+            let _ = write!(
+                svg,
+                r#"<text class="group-label" x="{cx:.1}" y="{y:.1}" text-anchor="middle" font-weight="bold">"#,
+                y = group_label_top + FONT
+            );
+            svg.push_str(&tspans(&group_lines[gi], cx, LINE_H));
+            svg.push_str("</text></g>");
         }
-    }
-
-    fn finish(mut self) -> String {
-        let _ = self.width;
-        self.svg.push_str("</svg>");
-        self.svg
-    }
-}
-
-fn format_tick(v: f64) -> String {
-    if v >= 100.0 || v == v.round() {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.1}")
+        for ((label, c), (lx, ly)) in self.legend.iter().zip(&places) {
+            let _ = write!(
+                svg,
+                r#"<g class="legend-item"><rect x="{lx:.1}" y="{ry:.1}" width="{SWATCH}" height="{SWATCH}" fill="{c}"/><text x="{tx:.1}" y="{ty:.1}">{}</text></g>"#,
+                esc(label),
+                ry = ly + 1.0,
+                tx = lx + SWATCH + SWATCH_GAP,
+                ty = ly + FONT - 1.0
+            );
+        }
+        svg.push_str("</svg>");
+        svg
     }
 }
 
@@ -168,161 +399,380 @@ fn find<'a>(r: &'a Results, page: &str, config: &str) -> Option<&'a SummaryRecor
         .find(|s| s.page == page && s.config == config)
 }
 
-/// The three charts, as SVG strings.
+/// The three charts, as SVG strings: PLT (mean ± sd), the breakdown, air bytes. Each groups
+/// the bars by page, labels every bar with its configuration and every group with its page.
 pub fn charts(r: &Results) -> [String; 3] {
     let pages = order(r.summary.iter().map(|s| &s.page));
     let configs = order(r.summary.iter().map(|s| &s.config));
-    let color = |i: usize| PALETTE[i % PALETTE.len()];
-    let group_w = configs.len() as f64 * 18.0 + 24.0;
-
-    // 1. PLT with error bars.
-    let max = r
-        .summary
-        .iter()
-        .map(|s| (s.plt_ms.mean + s.plt_ms.sd) / 1000.0)
-        .fold(0.0, f64::max);
-    let mut plt = Chart::new(
-        "Page load time (mean ± sd)",
-        pages.len(),
-        configs.len(),
-        max,
-        "seconds",
-    );
-    for (gi, p) in pages.iter().enumerate() {
-        let gx = plt.left + 12.0 + gi as f64 * group_w;
-        for (ci, c) in configs.iter().enumerate() {
-            if let Some(s) = find(r, p, c) {
-                let x = gx + ci as f64 * 18.0;
-                let (m, sd) = (s.plt_ms.mean / 1000.0, s.plt_ms.sd / 1000.0);
-                plt.bar(
-                    x,
-                    0.0,
-                    m,
-                    color(ci),
-                    &format!("{p} / {c}: {m:.1} s ± {sd:.1}"),
-                );
-                plt.error_bar(x, m, sd);
-            }
-        }
-        plt.group_label(gx, p);
-    }
-    let legend: Vec<(String, String)> = configs
+    let groups = |bar: &dyn Fn(&SummaryRecord, usize) -> Bar| -> Vec<Group> {
+        pages
+            .iter()
+            .map(|p| Group {
+                label: p.to_string(),
+                bars: configs
+                    .iter()
+                    .enumerate()
+                    .map(|(ci, c)| find(r, p, c).map(|s| bar(s, ci)))
+                    .collect(),
+            })
+            .collect()
+    };
+    let config_legend: Vec<(String, String)> = configs
         .iter()
         .enumerate()
-        .map(|(i, c)| (c.to_string(), color(i).to_string()))
+        .map(|(i, c)| (c.to_string(), color(i)))
         .collect();
-    plt.legend(&legend);
 
-    // 2. Breakdown, stacked.
-    let max = r
-        .summary
-        .iter()
-        .map(|s| {
+    let plt = BarChart {
+        id: "chart-plt",
+        title: "Page load time (mean ± sd over the loads)".into(),
+        unit: "seconds".into(),
+        groups: groups(&|s, ci| {
+            let (m, sd) = (s.plt_ms.mean / 1000.0, s.plt_ms.sd / 1000.0);
+            Bar {
+                label: s.config.clone(),
+                segments: vec![Segment {
+                    from: 0.0,
+                    to: m,
+                    color: color(ci),
+                    tip: format!("{} / {}: {m:.1} s ± {sd:.1}", s.page, s.config),
+                }],
+                sd,
+            }
+        }),
+        legend: config_legend.clone(),
+    };
+
+    let breakdown = BarChart {
+        id: "chart-breakdown",
+        title: "Where the time goes (mean breakdown per configuration)".into(),
+        unit: "seconds".into(),
+        groups: groups(&|s, _| {
             let b = s.breakdown_ms;
-            (b.dns + b.connect + b.idle + b.payload) / 1000.0
-        })
-        .fold(0.0, f64::max);
-    let mut bd = Chart::new(
-        "Where the time goes (mean breakdown; bars per configuration, in legend order)",
-        pages.len(),
-        configs.len(),
-        max,
-        "seconds",
-    );
-    for (gi, p) in pages.iter().enumerate() {
-        let gx = bd.left + 12.0 + gi as f64 * group_w;
-        for (ci, c) in configs.iter().enumerate() {
-            if let Some(s) = find(r, p, c) {
-                let x = gx + ci as f64 * 18.0;
-                let b = s.breakdown_ms;
-                let mut from = 0.0;
-                for (name, col) in BREAKDOWN {
-                    let v = match name {
-                        "dns" => b.dns,
-                        "connect" => b.connect,
-                        "idle" => b.idle,
-                        _ => b.payload,
-                    } / 1000.0;
-                    bd.bar(
-                        x,
+            let mut from = 0.0;
+            let segments = BREAKDOWN
+                .iter()
+                .zip([b.dns, b.connect, b.idle, b.payload])
+                .map(|((name, col), v)| {
+                    let v = v / 1000.0;
+                    let seg = Segment {
                         from,
-                        from + v,
-                        col,
-                        &format!("{p} / {c}: {name} {v:.1} s"),
-                    );
+                        to: from + v,
+                        color: col.to_string(),
+                        tip: format!("{} / {}: {name} {v:.1} s", s.page, s.config),
+                    };
                     from += v;
-                }
+                    seg
+                })
+                .collect();
+            Bar {
+                label: s.config.clone(),
+                segments,
+                sd: 0.0,
             }
-        }
-        bd.group_label(gx, p);
-    }
-    let legend: Vec<(String, String)> = BREAKDOWN
-        .iter()
-        .map(|(n, c)| (n.to_string(), c.to_string()))
-        .collect();
-    bd.legend(&legend);
+        }),
+        legend: BREAKDOWN
+            .iter()
+            .map(|(n, c)| (n.to_string(), c.to_string()))
+            .collect(),
+    };
 
-    // 3. Air bytes down (bar) and up (stacked on top, lighter).
-    let max = r
-        .summary
-        .iter()
-        .map(|s| (s.air_down_bytes.mean + s.air_up_bytes.mean) / 1024.0)
-        .fold(0.0, f64::max);
-    let mut air = Chart::new(
-        "Bytes over the air (mean; down, with up stacked)",
-        pages.len(),
-        configs.len(),
-        max,
-        "KiB",
-    );
-    for (gi, p) in pages.iter().enumerate() {
-        let gx = air.left + 12.0 + gi as f64 * group_w;
-        for (ci, c) in configs.iter().enumerate() {
-            if let Some(s) = find(r, p, c) {
-                let x = gx + ci as f64 * 18.0;
-                let d = s.air_down_bytes.mean / 1024.0;
-                let u = s.air_up_bytes.mean / 1024.0;
-                air.bar(x, 0.0, d, color(ci), &format!("{p} / {c}: down {d:.1} KiB"));
-                air.bar(x, d, d + u, "#cccccc", &format!("{p} / {c}: up {u:.1} KiB"));
+    let mut air_legend = config_legend;
+    air_legend.push(("up (every configuration)".into(), UP_COLOR.into()));
+    let air = BarChart {
+        id: "chart-air",
+        title: "Bytes over the air (mean; down, with up stacked on it)".into(),
+        unit: "KiB".into(),
+        groups: groups(&|s, ci| {
+            let d = s.air_down_bytes.mean / 1024.0;
+            let u = s.air_up_bytes.mean / 1024.0;
+            let tip = |dir: &str, v: f64| format!("{} / {}: {dir} {v:.1} KiB", s.page, s.config);
+            Bar {
+                label: s.config.clone(),
+                segments: vec![
+                    Segment {
+                        from: 0.0,
+                        to: d,
+                        color: color(ci),
+                        tip: tip("down", d),
+                    },
+                    Segment {
+                        from: d,
+                        to: d + u,
+                        color: UP_COLOR.into(),
+                        tip: tip("up", u),
+                    },
+                ],
+                sd: 0.0,
             }
-        }
-        air.group_label(gx, p);
-    }
-    let legend: Vec<(String, String)> = configs
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (c.to_string(), color(i).to_string()))
-        .collect();
-    air.legend(&legend);
-    [plt.finish(), bd.finish(), air.finish()]
+        }),
+        legend: air_legend,
+    };
+    [plt.render(), breakdown.render(), air.render()]
 }
 
-/// The whole report page.
+/// Loads of (`page`, `config`) that lost objects: (such loads, all loads, objects lost).
+fn losses(r: &Results, page: &str, config: &str) -> (usize, usize, usize) {
+    let mine = r
+        .loads
+        .iter()
+        .filter(|l| l.page == page && l.config == config);
+    mine.fold((0, 0, 0), |(bad, all, lost), l| {
+        (bad + usize::from(l.errors > 0), all + 1, lost + l.errors)
+    })
+}
+
+fn losses_text((bad, all, lost): (usize, usize, usize)) -> String {
+    format!(
+        "{lost} object{} lost in {bad} of {all} load{}",
+        if lost == 1 { "" } else { "s" },
+        if all == 1 { "" } else { "s" }
+    )
+}
+
+/// Whether a summary record has a PLT to compare.
+fn measured(s: &SummaryRecord) -> bool {
+    s.plt_ms.n > 0 && s.plt_ms.mean > 0.0 && s.plt_ms.mean.is_finite()
+}
+
+/// `12.3 ± 0.4 s (3 loads)`; without the spread for one load.
+fn plt_text(s: &SummaryRecord) -> String {
+    let m = s.plt_ms.mean / 1000.0;
+    if s.plt_ms.n >= 2 {
+        format!(
+            "{m:.1} ± {:.1} s ({} loads)",
+            s.plt_ms.sd / 1000.0,
+            s.plt_ms.n
+        )
+    } else {
+        format!("{m:.1} s (1 load)")
+    }
+}
+
+/// The change against the baseline: paired by repeat with its 95 % interval when there are
+/// two pairs or more, else the change of the means.
+fn change_text(r: &Results, s: &SummaryRecord) -> String {
+    if s.config == r.baseline {
+        return "— (the baseline)".into();
+    }
+    match (s.plt_change_paired, s.plt_reduction) {
+        (Some(p), _) => esc(&p.text()),
+        (None, Some(cut)) => format!("{:+.0}% (means, unpaired)", -cut * 100.0),
+        (None, None) => format!("- (no {} load of this page)", esc(&r.baseline)),
+    }
+}
+
+/// The verdict section: an overall line, then one row per page.
+fn verdict(r: &Results) -> String {
+    let pages = order(r.summary.iter().map(|s| &s.page));
+    let configs = order(r.summary.iter().map(|s| &s.config));
+    let b = esc(&r.baseline);
+    let mut h = String::from(r#"<section id="verdict"><h2>Verdict</h2>"#);
+    if pages.is_empty() {
+        h.push_str("<p>The run has no loads.</p></section>");
+        return h;
+    }
+
+    // Overall: the configuration with the least mean PLT over the pages (each page weighs
+    // the same), among those measured on every page.
+    let over_pages = |c: &str| -> Option<f64> {
+        let v: Option<Vec<f64>> = pages
+            .iter()
+            .map(|p| find(r, p, c).filter(|s| measured(s)).map(|s| s.plt_ms.mean))
+            .collect();
+        v.map(|v| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    let mut ranked: Vec<(&String, f64)> = configs
+        .iter()
+        .filter_map(|c| over_pages(c).map(|m| (*c, m)))
+        .collect();
+    ranked.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let per_page: Vec<Option<&SummaryRecord>> = pages
+        .iter()
+        .map(|p| {
+            r.summary
+                .iter()
+                .filter(|s| s.page == **p && measured(s))
+                .min_by(|a, b| a.plt_ms.mean.total_cmp(&b.plt_ms.mean))
+        })
+        .collect();
+    h.push_str("<p class=\"overall\">");
+    match ranked.first() {
+        Some((c, m)) => {
+            let wins = per_page
+                .iter()
+                .filter(|s| s.is_some_and(|s| &&s.config == c))
+                .count();
+            let n = pages.len();
+            if n == 1 {
+                let _ = write!(
+                    h,
+                    "Fastest: <b>{}</b>, mean PLT {:.1} s",
+                    esc(c),
+                    m / 1000.0
+                );
+            } else {
+                let _ = write!(
+                    h,
+                    "Fastest over the {n} pages (the mean of each page's mean PLT): <b>{}</b>, \
+                     {:.1} s",
+                    esc(c),
+                    m / 1000.0
+                );
+            }
+            match over_pages(&r.baseline) {
+                Some(base) if c.as_str() != r.baseline => {
+                    let _ = write!(
+                        h,
+                        " against {:.1} s for {b} ({:+.0}%)",
+                        base / 1000.0,
+                        (m / base - 1.0) * 100.0
+                    );
+                }
+                Some(_) => h.push_str(" (it is the baseline)"),
+                None => {}
+            }
+            if n > 1 {
+                let _ = write!(h, "; fastest on {wins} of the {n} pages");
+            }
+            h.push('.');
+            let lost: usize = pages.iter().map(|p| losses(r, p, c).2).sum();
+            if lost > 0 {
+                let _ = write!(
+                    h,
+                    " <span class=\"warn\">⚠ Its loads lost {lost} object{}: not every load of \
+                     it is a whole page.</span>",
+                    if lost == 1 { "" } else { "s" }
+                );
+            }
+        }
+        None => h.push_str("No configuration was measured on every page."),
+    }
+    let bad: Vec<String> = configs
+        .iter()
+        .filter_map(|c| {
+            let (bad, all, lost) = pages
+                .iter()
+                .map(|p| losses(r, p, c))
+                .fold((0, 0, 0), |(a, b, c), (x, y, z)| (a + x, b + y, c + z));
+            (bad > 0).then(|| format!("{} ({})", esc(c), losses_text((bad, all, lost))))
+        })
+        .collect();
+    if bad.is_empty() {
+        h.push_str(" Every load fetched every object.");
+    } else {
+        let _ = write!(
+            h,
+            " <span class=\"warn\">Loads that lost objects (network failures or HTTP errors; \
+             their PLT is not a whole page's): {}.</span>",
+            bad.join("; ")
+        );
+    }
+    if !r.tls_upgrades().is_empty() {
+        h.push_str(
+            " On some pages the browser fetched hosts over https by itself: see \
+             <a href=\"#https\">below</a>.",
+        );
+    }
+    h.push_str("</p>");
+
+    let _ = write!(
+        h,
+        "<table class=\"verdict\"><tr><th>page</th><th>fastest configuration</th>\
+         <th>its PLT, mean ± sd</th><th>change vs {b}, paired by repeat [95 % interval]</th>\
+         <th>efficiency</th><th>air down KiB</th><th>air down ÷ {b}'s</th>\
+         <th>loads that lost objects</th></tr>"
+    );
+    for (p, best) in pages.iter().zip(&per_page) {
+        let _ = write!(h, "<tr><td>{}</td>", esc(p));
+        let Some(s) = best else {
+            h.push_str("<td colspan=\"7\">no configuration has a PLT on this page</td></tr>");
+            continue;
+        };
+        let lost = losses(r, p, &s.config);
+        let _ = write!(h, "<td><b>{}</b>", esc(&s.config));
+        if lost.2 > 0 {
+            let _ = write!(h, " <span class=\"warn\">⚠ {}</span>", losses_text(lost));
+            // The fastest that loaded the whole page, so that no loss buys the verdict.
+            let clean = r
+                .summary
+                .iter()
+                .filter(|x| x.page == **p && measured(x) && losses(r, p, &x.config).2 == 0)
+                .min_by(|a, b| a.plt_ms.mean.total_cmp(&b.plt_ms.mean));
+            match clean {
+                Some(c) => {
+                    let _ = write!(
+                        h,
+                        "<br>fastest without losses: <b>{}</b>, {:.1} s, {}",
+                        esc(&c.config),
+                        c.plt_ms.mean / 1000.0,
+                        change_text(r, c)
+                    );
+                }
+                None => h.push_str("<br>no configuration loaded this page without losses"),
+            }
+        }
+        let base = find(r, p, &r.baseline);
+        let air = s.air_down_bytes.mean;
+        let air_ratio = match base.map(|b| b.air_down_bytes.mean) {
+            Some(ba) if ba > 0.0 => format!("×{:.2}", air / ba),
+            _ => "-".into(),
+        };
+        let lossy: Vec<String> = configs
+            .iter()
+            .filter_map(|c| {
+                let l = losses(r, p, c);
+                (l.2 > 0).then(|| format!("{}: {}", esc(c), losses_text(l)))
+            })
+            .collect();
+        let _ = write!(
+            h,
+            "</td><td>{}</td><td>{}</td><td>{:.0} %</td><td>{:.1}</td><td>{air_ratio}</td><td>{}</td></tr>",
+            plt_text(s),
+            change_text(r, s),
+            s.efficiency.mean * 100.0,
+            air / 1024.0,
+            if lossy.is_empty() {
+                "none".to_string()
+            } else {
+                format!("<span class=\"warn\">{}</span>", lossy.join("<br>"))
+            }
+        );
+    }
+    h.push_str(
+        "</table><p class=\"note\">Efficiency: the load's bound (one idle RTT plus its response \
+         bodies at the down rate) ÷ its PLT. The interval is Student's t over the per-repeat \
+         ratios, from two repeats on; a single load gives the change alone.</p></section>",
+    );
+    h
+}
+
+/// The whole report page: the verdict, the charts, the tables, the configurations' key.
 pub fn html(r: &Results) -> String {
     let [plt, bd, air] = charts(r);
     let mut h = String::new();
     let _ = write!(
         h,
-        r#"<!doctype html><html><head><meta charset="utf-8"><title>webpep lab report: {p}</title>
-<style>body{{font-family:sans-serif;margin:2em;max-width:1200px}}table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}th{{background:#f4f4f4}}td:first-child,th:first-child{{text-align:left}}</style>
-</head><body><h1>webpep lab report</h1>
+        r##"<!doctype html><html><head><meta charset="utf-8"><title>webpep lab report: {p}</title>
+<style>body{{font-family:sans-serif;margin:2em;max-width:1200px}}table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}th{{background:#f4f4f4}}td:first-child,th:first-child{{text-align:left}}table.verdict td,table.verdict th{{text-align:left}}.warn{{color:#b00020}}.note{{color:#555;font-size:90%}}figure{{margin:1em 0;overflow-x:auto}}nav a{{margin-right:1em}}</style>
+</head><body><h1>webpep lab report: {p}</h1>
 <p>Profile <b>{p}</b>, time scale {k}, seed {s}; baseline <b>{b}</b>. All times are unscaled (what the real link would show). Each load's HAR is beside this file.</p>
-"#,
+<nav><a href="#verdict">Verdict</a><a href="#charts">Charts</a><a href="#tables">Tables</a><a href="#configurations">Configurations</a></nav>
+"##,
         p = esc(&r.profile),
         k = r.time_scale,
         s = r.seed,
         b = esc(&r.baseline)
     );
-    h.push_str("<h2>Configurations</h2><table><tr><th>name</th><th>browser policy, proxy mode, switches</th></tr>");
-    for (n, d) in &r.configs {
-        let _ = write!(
-            h,
-            "<tr><td>{}</td><td style=\"text-align:left\">{}</td></tr>",
-            esc(n),
-            esc(d)
-        );
+    h.push_str(&verdict(r));
+    h.push_str(r#"<section id="charts"><h2>Charts</h2>"#);
+    for svg in [plt, bd, air] {
+        h.push_str("<figure>");
+        h.push_str(&svg);
+        h.push_str("</figure>");
     }
-    h.push_str("</table><h2>Summary</h2><table><tr><th>page</th><th>config</th><th>loads</th><th>PLT mean s</th><th>sd</th><th>median</th><th>vs baseline</th><th>paired by repeat [95 % CI]</th><th>DNS s</th><th>connect s</th><th>idle s</th><th>payload s</th><th>air down KiB</th><th>air up KiB</th><th>utilization</th><th>efficiency</th><th>errors</th></tr>");
+    h.push_str(r#"</section><section id="tables"><h2>Tables</h2>"#);
+    h.push_str("<h3>Summary</h3><table><tr><th>page</th><th>config</th><th>loads</th><th>PLT mean s</th><th>sd</th><th>median</th><th>vs baseline</th><th>paired by repeat [95 % CI]</th><th>DNS s</th><th>connect s</th><th>idle s</th><th>payload s</th><th>air down KiB</th><th>air up KiB</th><th>utilization</th><th>efficiency</th><th>errors</th></tr>");
     for s in &r.summary {
         let b = s.breakdown_ms;
         let _ = write!(
@@ -348,7 +798,7 @@ pub fn html(r: &Results) -> String {
             s.errors
         );
     }
-    h.push_str("</table><h2>Air bytes over all pages</h2><table><tr><th>config</th><th>down KiB</th><th>up KiB</th><th>down, baseline ÷ config</th><th>mean of the pages' ÷</th><th>bodies KiB</th><th>heads KiB</th><th>payload: mean of the pages' ÷ (000 Table 3, 003 Fig. 7)</th></tr>");
+    h.push_str("</table><h3>Air bytes over all pages</h3><table><tr><th>config</th><th>down KiB</th><th>up KiB</th><th>down, baseline ÷ config</th><th>mean of the pages' ÷</th><th>bodies KiB</th><th>heads KiB</th><th>payload: mean of the pages' ÷ (000 Table 3, 003 Fig. 7)</th></tr>");
     for a in &r.air_totals {
         let _ = write!(
             h,
@@ -368,7 +818,7 @@ pub fn html(r: &Results) -> String {
     }
     let _ = write!(
         h,
-        "</table><h2>Link use</h2><p>Mean over the pages. Utilization = air bits down ÷ ({:.1} kbit/s × PLT); efficiency = bound ÷ PLT, where the bound is one idle RTT ({:.2} s) plus the load's response bodies at the down rate.</p><table><tr><th>config</th><th>utilization</th><th>efficiency</th></tr>",
+        "</table><h3>Link use</h3><p>Mean over the pages. Utilization = air bits down ÷ ({:.1} kbit/s × PLT); efficiency = bound ÷ PLT, where the bound is one idle RTT ({:.2} s) plus the load's response bodies at the down rate.</p><table><tr><th>config</th><th>utilization</th><th>efficiency</th></tr>",
         r.link_down_kbps,
         r.link_rtt_ms / 1000.0
     );
@@ -383,7 +833,7 @@ pub fn html(r: &Results) -> String {
     }
     h.push_str("</table>");
     if !r.ablations.is_empty() {
-        h.push_str("<h2>Ablation (000 Fig. 8)</h2><p>Mean PLT over the pages; share of the gain = (without − full) ÷ (baseline − full).</p><table><tr><th>full</th><th>switch off</th><th>baseline s</th><th>full s</th><th>without s</th><th>share of the gain</th></tr>");
+        h.push_str("<h3>Ablation (000 Fig. 8)</h3><p>Mean PLT over the pages; share of the gain = (without − full) ÷ (baseline − full).</p><table><tr><th>full</th><th>switch off</th><th>baseline s</th><th>full s</th><th>without s</th><th>share of the gain</th></tr>");
         for a in &r.ablations {
             let _ = write!(
                 h,
@@ -401,7 +851,7 @@ pub fn html(r: &Results) -> String {
     if !r.paper.is_empty() {
         let _ = write!(
             h,
-            "<h2>Beside the papers</h2><p>Profile {}: the run's mean PLT and its change vs \
+            "<h3>Beside the papers</h3><p>Profile {}: the run's mean PLT and its change vs \
              http11 beside what the paper measured for the page, and the paper's change against \
              its own http11 load.</p><table><tr><th>page</th><th>config</th><th>PLT s</th>\
              <th>paper s</th><th>÷ paper</th><th>change</th><th>paper's change</th>\
@@ -425,7 +875,7 @@ pub fn html(r: &Results) -> String {
     if !tls.is_empty() {
         let _ = write!(
             h,
-            "<h2>Fetched over https by the browser</h2><p>{}.</p><ul>",
+            "<h3 id=\"https\">Fetched over https by the browser</h3><p>{}.</p><ul>",
             esc(crate::results::TLS_UPGRADES_HEAD)
         );
         for (page, hosts, configs) in tls {
@@ -439,13 +889,7 @@ pub fn html(r: &Results) -> String {
         }
         h.push_str("</ul>");
     }
-    h.push_str("<h2>Charts</h2>");
-    for svg in [plt, bd, air] {
-        h.push_str("<div>");
-        h.push_str(&svg);
-        h.push_str("</div>");
-    }
-    h.push_str("<h2>Loads</h2><table><tr><th>page</th><th>config</th><th>repeat</th><th>PLT s</th><th>objects</th><th>errors</th><th>air down B</th><th>air up B</th><th>HAR</th></tr>");
+    h.push_str("<h3>Loads</h3><table><tr><th>page</th><th>config</th><th>repeat</th><th>PLT s</th><th>objects</th><th>errors</th><th>air down B</th><th>air up B</th><th>HAR</th></tr>");
     for l in &r.loads {
         let _ = write!(
             h,
@@ -461,14 +905,24 @@ pub fn html(r: &Results) -> String {
             h = esc(&l.har)
         );
     }
-    h.push_str("</table></body></html>\n");
+    // The key last: it is looked up, not read first.
+    h.push_str("</table></section><section id=\"configurations\"><h2>Configurations</h2><table class=\"key\"><tr><th>name</th><th>browser policy, proxy mode, switches</th></tr>");
+    for (n, d) in &r.configs {
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td style=\"text-align:left\">{}</td></tr>",
+            esc(n),
+            esc(d)
+        );
+    }
+    h.push_str("</table></section></body></html>\n");
     h
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::{summarize, BreakdownMs, LoadRecord};
+    use crate::results::{summarize, BreakdownMs, LinkUse, LoadRecord};
     use std::collections::BTreeMap;
 
     #[test]
@@ -550,11 +1004,266 @@ mod tests {
         );
     }
 
+    /// One load as the runner records it: the breakdown adds up to the PLT, the link use
+    /// comes from its bytes over a 38 kbit/s link with a 2 s RTT.
+    fn load(page: &str, config: &str, repeat: usize, plt_ms: f64, errors: usize) -> LoadRecord {
+        let link = LinkUse::of(plt_ms, 100_000, 80_000, 38.0, 2_000.0);
+        LoadRecord {
+            page: page.into(),
+            config: config.into(),
+            profile: "gprs".into(),
+            repeat,
+            plt_ms,
+            air_down_bytes: 100_000,
+            air_up_bytes: 8_000,
+            objects: 20 - errors,
+            inlined: 0,
+            errors,
+            breakdown_ms: BreakdownMs {
+                dns: 0.1 * plt_ms,
+                connect: 0.2 * plt_ms,
+                idle: 0.3 * plt_ms,
+                payload: 0.4 * plt_ms,
+            },
+            body_bytes: 80_000,
+            head_bytes: 5_000,
+            utilization: link.utilization,
+            bound_ms: link.bound_ms,
+            efficiency: link.efficiency,
+            har: String::new(),
+            tls_upgrades: Vec::new(),
+        }
+    }
+
+    fn results_of(loads: Vec<LoadRecord>) -> Results {
+        let configs = order(loads.iter().map(|l| &l.config))
+            .into_iter()
+            .map(|c| (c.clone(), format!("what {c} does")))
+            .collect();
+        Results {
+            profile: "gprs".into(),
+            time_scale: 10.0,
+            seed: 1,
+            baseline: "http11".into(),
+            link_down_kbps: 38.0,
+            link_rtt_ms: 2_000.0,
+            configs,
+            summary: summarize(&loads, "http11"),
+            loads,
+            air_totals: Vec::new(),
+            ablations: Vec::new(),
+            paper: Vec::new(),
+        }
+        .finish()
+    }
+
+    /// The verdict section of a report page.
+    fn verdict_of(h: &str) -> &str {
+        &h[h.find("id=\"verdict\"").unwrap()..h.find("id=\"charts\"").unwrap()]
+    }
+
+    /// The value of attribute `name` in the first tag of `s`.
+    fn attr(s: &str, name: &str) -> f64 {
+        let at = s.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+        s[at..at + s[at..].find('"').unwrap()].parse().unwrap()
+    }
+
+    #[test]
+    fn legends_and_labels_stay_inside_with_twelve_long_configurations() {
+        let configs: Vec<String> = (0..12)
+            .map(|i| match i {
+                0 => "http11".to_string(),
+                _ => format!("explicit-compress-transcode-{i}-pipelined-rewrite-dns-url"),
+            })
+            .collect();
+        let mut loads = Vec::new();
+        for page in ["yahoo", "paper-sites-cnn-front-page-with-a-long-name"] {
+            for (i, c) in configs.iter().enumerate() {
+                loads.push(load(page, c, 0, 40_000.0 - 1_000.0 * i as f64, 0));
+            }
+        }
+        let r = results_of(loads);
+        for svg in charts(&r) {
+            let (w, h) = (attr(&svg, "width"), attr(&svg, "height"));
+            assert!(svg.contains(&format!(r#"viewBox="0 0 {w} {h}""#)), "{svg}");
+            // Every legend entry: its text's estimated end within the width, its row within
+            // the height.
+            let items: Vec<&str> = svg.split(r#"<g class="legend-item">"#).skip(1).collect();
+            assert!(!items.is_empty());
+            for item in &items {
+                let text = &item[item.find("<text").unwrap()..];
+                let label = &text[text.find('>').unwrap() + 1..text.find("</text>").unwrap()];
+                let (x, y) = (attr(text, "x"), attr(text, "y"));
+                let end = x + text_width(label, FONT, false);
+                assert!(end <= w - PAD + 1e-9, "{label}: ends at {end} of {w}");
+                assert!(y + 4.0 <= h, "{label}: row at {y} of {h}");
+            }
+            // Group labels: every line within its group's share of the width.
+            let groups: Vec<&str> = svg.split(r#"<text class="group-label""#).skip(1).collect();
+            assert_eq!(groups.len(), 2);
+            for g in groups {
+                let g = &g[..g.find("</text>").unwrap()];
+                for line in g.split("<tspan").skip(1) {
+                    let cx = attr(line, "x");
+                    let text = &line[line.find('>').unwrap() + 1..line.find("</tspan>").unwrap()];
+                    let half = text_width(text, FONT, true) / 2.0;
+                    assert!(cx - half >= 0.0 && cx + half <= w, "{text}");
+                }
+            }
+            // Every bar of every configuration carries its name.
+            for c in &configs {
+                assert_eq!(
+                    svg.matches(&format!(r#"text-anchor="end">{c}</text></g>"#))
+                        .count(),
+                    2,
+                    "{c}"
+                );
+            }
+        }
+        // Twelve configurations, twelve colours.
+        let colors: Vec<String> = (0..12).map(color).collect();
+        assert!(
+            (1..12).all(|i| !colors[..i].contains(&colors[i])),
+            "{colors:?}"
+        );
+    }
+
+    #[test]
+    fn wrapped_lines_fit_and_keep_every_character() {
+        for (s, w) in [
+            ("paper-sites-cnn-front-page", 60.0),
+            (
+                "Where the time goes (mean breakdown per configuration)",
+                200.0,
+            ),
+            ("averyveryverylongwordwithoutanybreak", 50.0),
+        ] {
+            let lines = wrap(s, w, FONT, true);
+            assert!(lines.len() > 1, "{s}: {lines:?}");
+            assert_eq!(lines.concat(), s, "{lines:?}");
+            for l in &lines {
+                assert!(text_width(l, FONT, true) <= w, "{l:?} of {lines:?}");
+            }
+        }
+        assert_eq!(wrap("mail", 200.0, FONT, false), vec!["mail"]);
+        // A space a line broke at stays between the tspans.
+        let t = tspans(
+            &wrap("a b", text_width("a ", FONT, false), FONT, false),
+            5.0,
+            14.0,
+        );
+        assert!(t.contains(r#">a</tspan> <tspan"#), "{t}");
+    }
+
+    #[test]
+    fn the_verdict_comes_first_then_the_charts_then_the_tables_and_the_key_last() {
+        let r = results_of(vec![
+            load("mail", "http11", 0, 60_000.0, 0),
+            load("mail", "explicit", 0, 30_000.0, 0),
+        ]);
+        let h = html(&r);
+        let at = |s: &str| h.find(s).unwrap_or_else(|| panic!("no {s}"));
+        let first_svg = at("<svg");
+        let last_svg = h.rfind("</svg>").unwrap();
+        assert!(at("<h2>Verdict</h2>") < first_svg);
+        assert_eq!(
+            h.find("<h2>"),
+            Some(at("<h2>Verdict</h2>")),
+            "the first section"
+        );
+        // The only table above the charts is the verdict's.
+        assert_eq!(h[..last_svg].matches("<table").count(), 1);
+        assert!(h[..first_svg].contains(r#"<table class="verdict">"#));
+        assert!(last_svg < at("<h3>Summary</h3>"));
+        // The key is the last table and the last section.
+        let key = at(r#"<table class="key">"#);
+        assert_eq!(h.rfind("<table"), Some(key));
+        assert!(at(r#"id="configurations""#) > h.rfind("<h3>").unwrap());
+        assert!(h[key..]
+            .contains("<td>explicit</td><td style=\"text-align:left\">what explicit does</td>"));
+    }
+
+    #[test]
+    fn the_verdict_names_the_fastest_and_its_interval_only_with_repeats() {
+        // One load each: the change alone, no spread.
+        let one = results_of(vec![
+            load("mail", "http11", 0, 60_000.0, 0),
+            load("mail", "explicit", 0, 30_000.0, 0),
+        ]);
+        let h = html(&one);
+        let v = verdict_of(&h);
+        assert!(
+            v.contains(
+                "Fastest: <b>explicit</b>, mean PLT 30.0 s against 60.0 s for http11 (-50%)."
+            ),
+            "{v}"
+        );
+        // Efficiency: (2 s + 80,000 B at 38 kbit/s) ÷ 30 s = 63 %; bytes as the baseline's.
+        assert!(
+            v.contains("<td>30.0 s (1 load)</td><td>-50%</td><td>63 %</td><td>97.7</td><td>×1.00</td><td>none</td>"),
+            "{v}"
+        );
+        assert!(v.contains("Every load fetched every object."), "{v}");
+        let rows = &v[v.find("</th></tr>").unwrap()..];
+        assert!(!rows.contains('±') && !rows.contains('['), "{rows}");
+        // Three repeats: mean ± sd and the paired interval.
+        let mut loads = Vec::new();
+        for (r, (b, e)) in [
+            (60_000.0, 30_000.0),
+            (80_000.0, 44_000.0),
+            (70_000.0, 32_000.0),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            loads.push(load("mail", "http11", r, b, 0));
+            loads.push(load("mail", "explicit", r, e, 0));
+        }
+        let r = results_of(loads);
+        let paired = r.summary[1].plt_change_paired.unwrap();
+        let h = html(&r);
+        let v = verdict_of(&h);
+        assert!(v.contains("(3 loads)") && v.contains('±'), "{v}");
+        assert!(v.contains(&format!("<td>{}</td>", paired.text())), "{v}");
+        assert!(paired.text().contains('['));
+    }
+
+    #[test]
+    fn a_fastest_configuration_that_lost_objects_is_marked() {
+        let mut loads = Vec::new();
+        for r in 0..2 {
+            loads.push(load("mail", "http11", r, 60_000.0, 0));
+            loads.push(load("mail", "explicit", r, 40_000.0, 0));
+            // The fastest, because an image never came.
+            loads.push(load("mail", "ziproxy", r, 24_000.0, usize::from(r == 1)));
+        }
+        let h = html(&results_of(loads));
+        let v = verdict_of(&h);
+        assert!(
+            v.contains(
+                "<b>ziproxy</b> <span class=\"warn\">⚠ 1 object lost in 1 of 2 loads</span>"
+            ),
+            "{v}"
+        );
+        assert!(
+            v.contains("fastest without losses: <b>explicit</b>, 40.0 s"),
+            "{v}"
+        );
+        assert!(v.contains("⚠ Its loads lost 1 object"), "{v}");
+        assert!(v.contains("ziproxy (1 object lost in 1 of 2 loads)"), "{v}");
+        assert!(!v.contains("Every load fetched every object."), "{v}");
+    }
+
     #[test]
     fn nice_axis() {
         assert_eq!(nice_max(0.0), 1.0);
         assert_eq!(nice_max(7.0), 10.0);
         assert_eq!(nice_max(196.3), 200.0);
+        assert_eq!(nice_max(134.0), 150.0);
+        assert_eq!(nice_max(f64::NAN), 1.0);
         assert_eq!(nice_max(0.3), 0.5);
+        assert_eq!(format_tick(0.03, 0.03), "0.03");
+        assert_eq!(format_tick(0.5, 0.1), "0.5");
+        assert_eq!(format_tick(120.0, 30.0), "120");
     }
 }
