@@ -208,9 +208,10 @@ impl InFlight {
     }
 }
 
-/// Writes the one answer a connection gets (as HTTP/1.1 to a GET) and closes the write side.
-pub(crate) async fn answer_and_close(s: &mut TcpStream, reply: Reply, metrics: &Metrics) {
-    let _ = write_reply(
+/// Writes the one answer a connection gets (as HTTP/1.1 to a GET) and closes the write side;
+/// the bytes written.
+pub(crate) async fn answer_and_close(s: &mut TcpStream, reply: Reply, metrics: &Metrics) -> u64 {
+    let written = write_reply(
         s,
         reply,
         &Method::GET,
@@ -218,8 +219,10 @@ pub(crate) async fn answer_and_close(s: &mut TcpStream, reply: Reply, metrics: &
         false,
         &metrics.origin_bytes_in,
     )
-    .await;
+    .await
+    .map_or(0, |w| w.bytes);
     let _ = s.shutdown().await;
+    written
 }
 
 /// How long a refused connection is kept to deliver its answer.
@@ -229,13 +232,16 @@ const REFUSE_LINGER: Duration = Duration::from_secs(2);
 /// read and dropped for a moment first: closing with unread input makes the kernel reset
 /// the connection, and the reset can destroy the answer before the client reads it.
 async fn refuse(mut s: TcpStream, reply: Reply, metrics: &Metrics) {
+    // The refused client's bytes are client bytes like any other (they went uncounted).
     let _ = tokio::time::timeout(REFUSE_LINGER, async {
-        answer_and_close(&mut s, reply, metrics).await;
+        let written = answer_and_close(&mut s, reply, metrics).await;
+        Metrics::add(&metrics.client_bytes_out, written);
         let mut sink = [0u8; 4096];
         while let Ok(n) = s.read(&mut sink).await {
             if n == 0 {
                 break;
             }
+            Metrics::add(&metrics.client_bytes_in, n as u64);
         }
     })
     .await;
@@ -741,13 +747,16 @@ async fn writer_loop(
     while let Some(p) = rx.recv().await {
         let (reply, meta) = match p {
             Pending::Continue => {
+                const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
                 let r = tokio::select! {
-                    r = wr.write_all(b"HTTP/1.1 100 Continue\r\n\r\n") => r,
+                    r = wr.write_all(CONTINUE) => r,
                     _ = hard.cancelled() => return,
                 };
                 if r.is_err() {
                     break;
                 }
+                // Written to the client like any answer (it went uncounted).
+                Metrics::add(&server.metrics.client_bytes_out, CONTINUE.len() as u64);
                 continue;
             }
             Pending::Now(r, m) => (r, m),

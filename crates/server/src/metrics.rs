@@ -13,14 +13,17 @@ const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 #[derive(Debug, Default)]
 pub struct Metrics {
     requests: [[AtomicU64; 5]; MODES.len()],
-    rejected_requests: AtomicU64,
+    /// Requests answered before their mode was known (malformed, too slow, over a budget),
+    /// by status class: a 503 is not a client error.
+    rejected_requests: [AtomicU64; 5],
     /// Bytes read from clients.
     pub client_bytes_in: AtomicU64,
     /// Bytes written to clients.
     pub client_bytes_out: AtomicU64,
-    /// Body bytes received from origins (and tunnels' upstream side).
+    /// Bytes of responses received from origins (heads and bodies), and tunnels' from their
+    /// destinations.
     pub origin_bytes_in: AtomicU64,
-    /// Bytes sent to origins.
+    /// Bytes of requests sent to origins (heads and bodies), and tunnels' to their destinations.
     pub origin_bytes_out: AtomicU64,
     /// Served from cache without contacting the origin.
     pub cache_hits: AtomicU64,
@@ -81,7 +84,7 @@ impl Metrics {
                 self.requests[i][class_index(status)].fetch_add(1, Relaxed);
             }
             None => {
-                self.rejected_requests.fetch_add(1, Relaxed);
+                self.rejected_requests[class_index(status)].fetch_add(1, Relaxed);
             }
         }
     }
@@ -156,11 +159,13 @@ impl Metrics {
                 );
             }
         }
-        let _ = writeln!(
-            s,
-            "webpep_requests_total{{mode=\"none\",class=\"4xx\"}} {}",
-            self.rejected_requests.load(Relaxed)
-        );
+        for (j, c) in CLASSES.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "webpep_requests_total{{mode=\"none\",class=\"{c}\"}} {}",
+                self.rejected_requests[j].load(Relaxed)
+            );
+        }
         let counters: [(&str, &str, &AtomicU64); 20] = [
             (
                 "webpep_client_bytes_in_total",
@@ -174,12 +179,12 @@ impl Metrics {
             ),
             (
                 "webpep_origin_bytes_in_total",
-                "Bytes received from origins.",
+                "Bytes of responses received from origins (heads and bodies; chunked framing not included), and what tunnels and TLS relays carry back from their destinations.",
                 &self.origin_bytes_in,
             ),
             (
                 "webpep_origin_bytes_out_total",
-                "Bytes of requests sent to origins (heads and bodies; tunnels' client bytes not included).",
+                "Bytes of requests sent to origins (heads and bodies), and what tunnels and TLS relays carry to their destinations.",
                 &self.origin_bytes_out,
             ),
             (

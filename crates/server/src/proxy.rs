@@ -418,6 +418,9 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
     };
     let response_time = SystemTime::now();
     let (mut rparts, incoming) = resp.into_parts();
+    // The head is received whatever the status: a 304 or a HEAD answer is all head (only
+    // bodies were counted, unlike the request heads origin bytes out counts).
+    Metrics::add(&metrics.origin_bytes_in, response_head_bytes(&rparts));
     if rparts.status.is_informational() {
         // The proxy never asks an origin to switch protocols (Upgrade is hop-by-hop and
         // dropped), so a 101 is not the answer to this request.
@@ -483,6 +486,8 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
     let body = match read_limited(incoming, max, stall, deadline, &mut lease).await {
         Ok(Buffered::Whole(b)) => b,
         Ok(Buffered::Partial(prefix, rest, why)) => {
+            // The rest is counted as it streams (reply::write_reply); this part was not.
+            Metrics::add(&metrics.origin_bytes_in, prefix.len() as u64);
             if why != Unbuffered::TooLarge {
                 Metrics::add(&metrics.responses_streamed, 1);
             }
@@ -533,6 +538,22 @@ fn request_head_bytes<B>(r: &Request<B>) -> u64 {
     let line = r.method().as_str().len() + 1 + target + " HTTP/1.1\r\n".len();
     let fields: usize = r
         .headers()
+        .iter()
+        .map(|(n, v)| n.as_str().len() + 2 + v.len() + 2)
+        .sum();
+    (line + fields + 2) as u64
+}
+
+/// The size of a response's HTTP/1.1 head as the origin sent it: status line (with the
+/// origin's own reason phrase), fields, blank line.
+fn response_head_bytes(p: &http::response::Parts) -> u64 {
+    let reason = match p.extensions.get::<hyper::ext::ReasonPhrase>() {
+        Some(r) => r.as_bytes().len(),
+        None => p.status.canonical_reason().map_or(0, str::len),
+    };
+    let line = "HTTP/1.1 200 ".len() + reason + 2;
+    let fields: usize = p
+        .headers
         .iter()
         .map(|(n, v)| n.as_str().len() + 2 + v.len() + 2)
         .sum();
@@ -1141,7 +1162,11 @@ fn transform_and_store(
             }
         }
     }
-    Metrics::add(&metrics.transforms_run, 1);
+    // A job no transform wants (a response of no type any of them works on) transforms
+    // nothing: not a run.
+    if wants {
+        Metrics::add(&metrics.transforms_run, 1);
+    }
     for t in &server.transforms {
         let before = body.len() as u64;
         match t.apply(&ctx, &mut headers, &body) {

@@ -215,7 +215,11 @@ pub async fn run(
                 status = r.status, reason = %r.reason, ms = start.elapsed().as_millis() as u64,
                 "tls relay refused");
             metrics.request("tls", r.status);
-            let _ = stream.write_all(&alert(r.alert)).await;
+            let alert = alert(r.alert);
+            if stream.write_all(&alert).await.is_ok() {
+                // Written to the client like any answer (it went uncounted).
+                Metrics::add(&metrics.client_bytes_out, alert.len() as u64);
+            }
             return;
         }
     };

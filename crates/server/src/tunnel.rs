@@ -1,13 +1,18 @@
 //! CONNECT tunnels: after the port and destination checks, `200` and then bytes both ways,
 //! uninterpreted (no TLS interception in this proxy); [`splice`] also serves the TLS relay.
 
+use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::AtomicU64;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::BytesMut;
 use http::{Method, StatusCode, Version};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
@@ -80,38 +85,83 @@ pub async fn run(
     if !leftover.is_empty() && upstream.write_all(&leftover).await.is_err() {
         return;
     }
+    // Read from the client with the CONNECT head (and counted then); sent on now.
+    Metrics::add(&metrics.origin_bytes_out, leftover.len() as u64);
     let Ok(mut client) = rd.reunite(wr) else {
         return;
     };
     tracing::info!(target: "webpep::access", client = %peer, mode = "connect", method = "CONNECT",
         url = %format!("{host}:{port}"), status = 200u16, user = user.unwrap_or("-"), "tunnel open");
-    if splice(&mut client, &mut upstream, metrics, &hard).await {
-        Metrics::add(&metrics.client_bytes_in, leftover.len() as u64);
-        Metrics::add(&metrics.origin_bytes_out, leftover.len() as u64);
-    }
+    splice(&mut client, &mut upstream, metrics, &hard).await;
     tracing::info!(target: "webpep::access", client = %peer, mode = "connect",
         url = %format!("{host}:{port}"), ms = start.elapsed().as_millis() as u64, "tunnel closed");
 }
 
-/// Copies bytes both ways until either side closes (or `hard` shutdown), counting them.
-/// Returns whether the copy ended by itself without an error.
+/// Copies bytes both ways until either side closes (or `hard` shutdown), counting them as
+/// they pass: counted at the end alone, a tunnel that ended in a reset (or at shutdown) was
+/// never counted, and a long one only once it ended.
 pub(crate) async fn splice(
-    client: &mut tokio::net::TcpStream,
-    upstream: &mut tokio::net::TcpStream,
+    client: &mut TcpStream,
+    upstream: &mut TcpStream,
     metrics: &Metrics,
     hard: &CancellationToken,
-) -> bool {
+) {
+    let mut client = Metered {
+        s: client,
+        read: &metrics.client_bytes_in,
+        written: &metrics.client_bytes_out,
+    };
+    let mut upstream = Metered {
+        s: upstream,
+        read: &metrics.origin_bytes_in,
+        written: &metrics.origin_bytes_out,
+    };
     tokio::select! {
-        r = tokio::io::copy_bidirectional(client, upstream) => match r {
-            Ok((up, down)) => {
-                Metrics::add(&metrics.client_bytes_in, up);
-                Metrics::add(&metrics.origin_bytes_out, up);
-                Metrics::add(&metrics.origin_bytes_in, down);
-                Metrics::add(&metrics.client_bytes_out, down);
-                true
-            }
-            Err(_) => false,
-        },
-        _ = hard.cancelled() => false,
+        _ = tokio::io::copy_bidirectional(&mut client, &mut upstream) => {}
+        _ = hard.cancelled() => {}
+    }
+}
+
+/// A stream that counts the bytes read from it and written to it.
+struct Metered<'a> {
+    s: &'a mut TcpStream,
+    read: &'a AtomicU64,
+    written: &'a AtomicU64,
+}
+
+impl AsyncRead for Metered<'_> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let r = Pin::new(&mut *this.s).poll_read(cx, buf);
+        Metrics::add(this.read, (buf.filled().len() - before) as u64);
+        r
+    }
+}
+
+impl AsyncWrite for Metered<'_> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut *this.s).poll_write(cx, data);
+        if let Poll::Ready(Ok(n)) = r {
+            Metrics::add(this.written, n as u64);
+        }
+        r
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut *self.get_mut().s).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut *self.get_mut().s).poll_shutdown(cx)
     }
 }
