@@ -224,6 +224,13 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             .map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
         let cfg = ServerConfig::from_toml(&text, &path.display().to_string())
             .map_err(|e| bad(e.to_string()))?;
+        // The stages check their own keys (`[stages.NAME]`, the built-ins' options).
+        webpep_server::stage::Stages::build(
+            &cfg,
+            &webpep_server::stage::default_stages(),
+            &path.display().to_string(),
+        )
+        .map_err(|e| bad(e.to_string()))?;
         if let Some(users) = &cfg.auth.users_file {
             webpep_server::auth::load_users(users)
                 .map_err(|e| bad(format!("{}: auth.users-file: {e}", path.display())))?;

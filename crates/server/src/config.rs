@@ -125,6 +125,10 @@ pub struct ServerConfig {
     pub limits: LimitsConfig,
     /// Proxy authentication (off unless a users file is given).
     pub auth: AuthConfig,
+    /// `[stages.NAME]`: the keys of stages other than the built-ins above (checked against
+    /// each stage's declared keys when the stages are built, [`crate::stage`]).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub stages: BTreeMap<String, toml::Table>,
 }
 
 impl Default for ServerConfig {
@@ -143,6 +147,7 @@ impl Default for ServerConfig {
             air: AirConfig::default(),
             limits: LimitsConfig::default(),
             auth: AuthConfig::default(),
+            stages: BTreeMap::new(),
         }
     }
 }

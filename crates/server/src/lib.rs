@@ -6,7 +6,9 @@
 //!
 //! Layout: [`http1`] (pure wire format, fuzzed) → [`conn`] (one client connection:
 //! pipelining, in-order answers) → [`server`] (accept loops, admin, shutdown) → [`proxy`]
-//! (the response pipeline's phases) with [`optimize`] (one unit per optimization),
+//! (the response pipeline's phases) with [`stage`] (the stage trait, its factories and
+//! registry) and [`stages`] (one file per built-in stage: compress, transcode, URL rewrite,
+//! inline, Server-Timing), [`optimize`] (what they share),
 //! [`origin`] (resolver, ACL-checked dialer, pooled client), [`tunnel`] (CONNECT),
 //! [`tls_relay`] (TLS relayed by its server name, for DNS rewriting and port-443 interception),
 //! [`transform_pool`] (transforms bounded to a few at once), [`prefetch`] (a page's objects
@@ -31,6 +33,8 @@ pub mod prefetch;
 pub mod proxy;
 pub mod reply;
 pub mod server;
+pub mod stage;
+pub mod stages;
 pub mod tls_relay;
 pub mod transform_pool;
 pub mod tunnel;

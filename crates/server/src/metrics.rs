@@ -33,10 +33,6 @@ pub struct Metrics {
     pub cache_stale: AtomicU64,
     /// Stale entries the origin confirmed with 304.
     pub cache_validated: AtomicU64,
-    /// Bytes saved by compression (input − output).
-    pub compress_saved_bytes: AtomicU64,
-    /// Bytes saved by transcoding.
-    pub transcode_saved_bytes: AtomicU64,
     /// Objects prefetched for pages and stylesheets served.
     pub prefetch_started: AtomicU64,
     /// Objects of pages not prefetched: over `max-per-page` or `max-queued`.
@@ -166,7 +162,7 @@ impl Metrics {
                 self.rejected_requests[j].load(Relaxed)
             );
         }
-        let counters: [(&str, &str, &AtomicU64); 20] = [
+        let counters: [(&str, &str, &AtomicU64); 18] = [
             (
                 "webpep_client_bytes_in_total",
                 "Bytes read from clients.",
@@ -206,16 +202,6 @@ impl Metrics {
                 "webpep_cache_validated_total",
                 "Stale entries confirmed by a 304.",
                 &self.cache_validated,
-            ),
-            (
-                "webpep_compress_saved_bytes_total",
-                "Bytes saved by compression.",
-                &self.compress_saved_bytes,
-            ),
-            (
-                "webpep_transcode_saved_bytes_total",
-                "Bytes saved by image transcoding.",
-                &self.transcode_saved_bytes,
             ),
             (
                 "webpep_prefetch_started_total",

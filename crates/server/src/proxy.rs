@@ -22,15 +22,13 @@ use crate::conn::ClientRequest;
 use crate::http1::{add_via, strip_hop_by_hop, via_has};
 use crate::metrics::Metrics;
 use crate::mode::Mode;
-use crate::optimize::{Applied, TransformCtx};
+use crate::optimize::Applied;
 use crate::origin::{connect_error, error_reason};
 use crate::prefetch::Below;
 use crate::reply::{Body, Reply};
 use crate::server::Server;
+use crate::stage::{StageCtx, Timing};
 use crate::transform_pool::Priority;
-
-/// The codings the proxy asks origins for when it recompresses itself (all it can decode).
-const ORIGIN_ACCEPT_ENCODING: &str = "gzip, deflate, br, zstd";
 
 /// Everything the phases share about one request.
 #[derive(Clone)]
@@ -47,22 +45,60 @@ struct Exchange {
     /// None for a client's request; for a prefetch, where it stands below the client's page
     /// ([`crate::prefetch`]).
     below: Option<Below>,
+    /// Where the time went, for the stages' `response_filter` (Server-Timing).
+    timing: Arc<TimingCell>,
 }
 
 impl Exchange {
-    fn ctx(&self) -> TransformCtx<'_> {
+    fn ctx(&self) -> StageCtx<'_> {
         let h = &self.req.head.headers;
-        TransformCtx {
+        StageCtx {
             accept: h.get(header::ACCEPT).and_then(|v| v.to_str().ok()),
             accept_encoding: h.get(header::ACCEPT_ENCODING).and_then(|v| v.to_str().ok()),
+            client_headers: h,
             url_mode: self.url_mode.as_ref().map(|(u, a)| (u, a.as_str())),
+            background: self.below.is_some(),
         }
     }
 }
 
-/// The proxy compresses towards clients (and so asks origins for every coding it can decode).
-fn compresses(server: &Server) -> bool {
-    server.transforms.iter().any(|t| t.name() == "compress")
+/// The origin's and the body filters' time on one request, in microseconds (`u64::MAX`:
+/// not spent), shared by the phases of an exchange.
+#[derive(Debug)]
+struct TimingCell {
+    origin: std::sync::atomic::AtomicU64,
+    transform: std::sync::atomic::AtomicU64,
+}
+
+impl Default for TimingCell {
+    fn default() -> Self {
+        TimingCell {
+            origin: u64::MAX.into(),
+            transform: u64::MAX.into(),
+        }
+    }
+}
+
+impl TimingCell {
+    fn set(slot: &std::sync::atomic::AtomicU64, d: Duration) {
+        slot.store(
+            d.as_micros().min(u64::MAX as u128 - 1) as u64,
+            Ordering::Relaxed,
+        );
+    }
+    fn get(slot: &std::sync::atomic::AtomicU64) -> Option<Duration> {
+        match slot.load(Ordering::Relaxed) {
+            u64::MAX => None,
+            us => Some(Duration::from_micros(us)),
+        }
+    }
+    fn timing(&self, total: Duration) -> Timing {
+        Timing {
+            total,
+            origin: Self::get(&self.origin),
+            transform: Self::get(&self.transform),
+        }
+    }
 }
 
 /// Serves a request for an origin (explicit, transparent or URL mode).
@@ -70,6 +106,7 @@ pub async fn proxy_http(server: Arc<Server>, req: Arc<ClientRequest>) -> Reply {
     if let Some(r) = last_hop_answer(&req) {
         return r;
     }
+    let started = tokio::time::Instant::now();
     let ex = match exchange(&server, req.clone(), None) {
         Ok(ex) => ex,
         Err(reply) => return *reply,
@@ -78,6 +115,10 @@ pub async fn proxy_http(server: Arc<Server>, req: Arc<ClientRequest>) -> Reply {
     if matches!(req.mode, Mode::UrlPath { .. }) {
         rewrite_location(&mut reply.headers, &ex);
     }
+    let timing = ex.timing.timing(started.elapsed());
+    server
+        .stages
+        .response(&ex.ctx(), &mut reply.headers, &timing);
     add_via(&mut reply.headers, req.head.version, &server.instance);
     reply
 }
@@ -164,13 +205,7 @@ fn exchange(
             headers.insert(header::HOST, v);
         }
     }
-    if compresses(server) {
-        // One shared copy of each origin response, whatever the browser accepts.
-        headers.insert(
-            header::ACCEPT_ENCODING,
-            HeaderValue::from_static(ORIGIN_ACCEPT_ENCODING),
-        );
-    }
+    server.stages.upstream_request(&mut headers);
     let connect_uri = match (&req.mode, req.original_dst) {
         (Mode::Transparent { path, .. }, Some(dst)) => format!("http://{dst}{path}")
             .parse()
@@ -206,20 +241,9 @@ fn exchange(
         url_mode,
         variant: String::new(),
         below,
+        timing: Arc::default(),
     };
-    let ctx = ex.ctx();
-    let mut parts: Vec<String> = server
-        .transforms
-        .iter()
-        .filter_map(|t| t.variant_part(&ctx))
-        .collect();
-    if server.cfg.inline.enabled {
-        // A page without data: images for one browser is not the page for another.
-        let images =
-            server.cfg.inline.images && crate::inline::data_uri_images(&ex.req.head.headers);
-        parts.push(if images { "inline+img" } else { "inline" }.into());
-    }
-    ex.variant = parts.join("|");
+    ex.variant = server.stages.variant(&ex.ctx());
     Ok(ex)
 }
 
@@ -400,6 +424,7 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
         request_head_bytes(&origin_req) + ex.req.body.len() as u64,
     );
     let request_time = SystemTime::now();
+    let asked = tokio::time::Instant::now();
     let o = &server.cfg.origin;
     // Resolving and connecting (within connect-timeout) count towards response-timeout.
     let limit = o.response_timeout.0;
@@ -417,6 +442,7 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
         }
     };
     let response_time = SystemTime::now();
+    TimingCell::set(&ex.timing.origin, asked.elapsed());
     let (mut rparts, incoming) = resp.into_parts();
     // The head is received whatever the status: a 304 or a HEAD answer is all head (only
     // bodies were counted, unlike the request heads origin bytes out counts).
@@ -433,6 +459,9 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
         );
     }
     strip_hop_by_hop(&mut rparts.headers);
+    server
+        .stages
+        .upstream_response(&ex.ctx(), rparts.status, &mut rparts.headers);
     // Phase: revalidation result.
     if let (Some(s), StatusCode::NOT_MODIFIED) = (&stale, rparts.status) {
         if let Some(cache) = &server.cache {
@@ -497,6 +526,7 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
         Err(reason) => return Reply::text_close(StatusCode::BAD_GATEWAY, &reason),
     };
     Metrics::add(&metrics.origin_bytes_in, body.len() as u64);
+    TimingCell::set(&ex.timing.origin, asked.elapsed());
     // Phase: store the origin's bytes.
     if let Some(cache) = &server.cache {
         if ex.parts.method == Method::GET {
@@ -794,7 +824,7 @@ async fn inline_phase(
     page.images = cfg.images && crate::inline::data_uri_images(&ex.req.head.headers);
     let page_url = url::Url::parse(&ex.parts.uri.to_string()).ok()?;
     let server = ex.server.clone();
-    if content_coding(headers).is_some() && !compresses(&server) {
+    if content_coding(headers).is_some() && !proxy_chose_codings(ex) {
         // The page would go out uncompressed where the origin had compressed it.
         return None;
     }
@@ -1066,7 +1096,7 @@ async fn transform_off_thread(
     request_time: SystemTime,
     response_time: SystemTime,
 ) -> Transformed {
-    if status != StatusCode::OK || ex.server.transforms.is_empty() || body.is_empty() {
+    if status != StatusCode::OK || !ex.server.stages.filter_bodies() || body.is_empty() {
         return client_decodable(
             ex,
             Transformed {
@@ -1082,15 +1112,17 @@ async fn transform_off_thread(
         None => Priority::Client,
         Some(_) => Priority::Background,
     };
-    let memory = transcode_memory(&body, ex.server.transcode_max_pixels);
-    match ex
+    let memory = ex.server.stages.body_memory(&body);
+    let started = tokio::time::Instant::now();
+    let done = ex
         .server
         .transform_pool
         .run_as(priority, memory, move || {
             transform_and_store(&job, status, h2, b2, request_time, response_time)
         })
-        .await
-    {
+        .await;
+    TimingCell::set(&ex.timing.transform, started.elapsed());
+    match done {
         Ok(t) => t,
         Err(e) => {
             tracing::error!(error = ?e, url = %ex.parts.uri, "transform failed; original passed through");
@@ -1103,20 +1135,6 @@ async fn transform_off_thread(
                 },
             )
         }
-    }
-}
-
-/// Peak memory of a transcode, in bytes per declared pixel: the decoded image and the float
-/// planes of its SSIM checks (measured: 488 MB for a 12 MP JPEG).
-const TRANSCODE_BYTES_PER_PIXEL: u64 = 40;
-
-/// What a transform of `body` may take in memory at its peak, from the image header alone:
-/// nothing much unless it is an image the transcoder will decode (within `max_pixels`).
-fn transcode_memory(body: &[u8], max_pixels: u64) -> u64 {
-    use webpep_optimize::transcode::{read_header, sniff};
-    match sniff(body).and_then(|f| read_header(f, body).ok()) {
-        Some(h) if h.pixels() <= max_pixels => h.pixels() * TRANSCODE_BYTES_PER_PIXEL,
-        _ => 0,
     }
 }
 
@@ -1138,10 +1156,10 @@ fn transform_and_store(
         headers: headers.clone(),
         body: body.clone(),
     };
-    if status != StatusCode::OK || server.transforms.is_empty() {
+    if status != StatusCode::OK || !server.stages.filter_bodies() {
         return client_decodable(ex, original);
     }
-    let wants = server.transforms.iter().any(|t| t.wants(&headers, &ctx));
+    let wants = server.stages.wants_body(&headers, &ctx);
     let mut headers = headers;
     let mut body = body;
     let coding = content_coding(&headers);
@@ -1167,20 +1185,11 @@ fn transform_and_store(
     if wants {
         Metrics::add(&metrics.transforms_run, 1);
     }
-    for t in &server.transforms {
-        let before = body.len() as u64;
-        match t.apply(&ctx, &mut headers, &body) {
-            Applied::Changed { body: out } => {
-                let saved = before.saturating_sub(out.len() as u64);
-                match t.name() {
-                    "transcode" => Metrics::add(&metrics.transcode_saved_bytes, saved),
-                    "compress" => Metrics::add(&metrics.compress_saved_bytes, saved),
-                    _ => {}
-                }
-                body = Bytes::from(out);
-            }
+    for stage in server.stages.iter() {
+        match stage.body_filter(&ctx, &mut headers, &body) {
+            Applied::Changed { body: out } => body = Bytes::from(out),
             Applied::Unchanged(why) => {
-                tracing::trace!(transform = t.name(), why = %why, "unchanged");
+                tracing::trace!(stage = stage.name(), why = %why, "unchanged");
             }
         }
     }
@@ -1230,6 +1239,13 @@ pub(crate) fn content_coding(h: &HeaderMap) -> Option<String> {
     }
 }
 
+/// A stage (compression) asked the origin for other codings than the client did: the proxy
+/// then encodes what goes to the client itself.
+fn proxy_chose_codings(ex: &Exchange) -> bool {
+    ex.parts.headers.get(header::ACCEPT_ENCODING)
+        != ex.req.head.headers.get(header::ACCEPT_ENCODING)
+}
+
 /// When the proxy asked the origin for a coding the client did not accept, decodes it
 /// (within the limit); otherwise returns the response as it is.
 fn client_decodable(ex: &Exchange, t: Transformed) -> Transformed {
@@ -1257,13 +1273,7 @@ fn client_decodable(ex: &Exchange, t: Transformed) -> Transformed {
             })
         })
     });
-    let proxy_asked = ex
-        .parts
-        .headers
-        .get(header::ACCEPT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-        == Some(ORIGIN_ACCEPT_ENCODING);
-    if accepted || !proxy_asked {
+    if accepted || !proxy_chose_codings(ex) {
         return t;
     }
     match compress::decode(&t.body, &ce, ex.server.cfg.limits.max_body_transform) {
@@ -1294,30 +1304,5 @@ fn rewrite_location(headers: &mut HeaderMap, ex: &Exchange) {
         if let Ok(v) = HeaderValue::from_str(&p) {
             headers.insert(header::LOCATION, v);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A PNG signature, an IHDR chunk declaring `w` × `h` (its CRC is not checked here) and IEND.
-    fn png_head(w: u32, h: u32) -> Vec<u8> {
-        let mut b = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR".to_vec();
-        b.extend_from_slice(&w.to_be_bytes());
-        b.extend_from_slice(&h.to_be_bytes());
-        b.extend_from_slice(&[8, 6, 0, 0, 0, 0, 0, 0, 0]);
-        b.extend_from_slice(b"\0\0\0\0IEND\xae\x42\x60\x82");
-        b
-    }
-
-    #[test]
-    fn transcode_memory_follows_the_declared_pixels_within_the_limit() {
-        assert_eq!(transcode_memory(&png_head(100, 50), 1_000_000), 5000 * 40);
-        // A decompression bomb is not decoded, so it reserves nothing.
-        assert_eq!(transcode_memory(&png_head(100_000, 100_000), 40_000_000), 0);
-        // Transcoding off, or not an image.
-        assert_eq!(transcode_memory(&png_head(100, 50), 0), 0);
-        assert_eq!(transcode_memory(b"<html>", 1_000_000), 0);
     }
 }

@@ -16,10 +16,10 @@ use crate::http1;
 use crate::limits::{Buffers, ClientLimits};
 use crate::metrics::Metrics;
 use crate::mode::Mode;
-use crate::optimize::{self, CompressUnit, RewriteUnit, TranscodeUnit, Transform};
 use crate::origin::{build_client, Dialer, OriginClient, Resolve, StubResolve, SystemResolve};
 use crate::prefetch::Prefetcher;
 use crate::reply::Reply;
+use crate::stage::{default_stages, StageFactory, Stages};
 use crate::transform_pool::TransformPool;
 
 /// Why the server could not be built.
@@ -45,8 +45,8 @@ pub struct Server {
     pub(crate) dialer: Dialer,
     pub(crate) client: OriginClient,
     pub(crate) cache: Option<webpep_cache::HttpCache>,
-    /// Enabled transforms in pipeline order: transcode → URL rewrite → compress.
-    pub(crate) transforms: Vec<Box<dyn Transform>>,
+    /// The stages the configuration turns on, in order ([`crate::stage`]).
+    pub(crate) stages: Stages,
     pub(crate) metrics: Metrics,
     /// Per-client connection and rate limits.
     pub(crate) limits: ClientLimits,
@@ -58,8 +58,6 @@ pub struct Server {
     pub(crate) transform_pool: TransformPool,
     /// Prefetch of pages' objects (`[prefetch]`; only with the cache).
     pub(crate) prefetch: Option<Arc<Prefetcher>>,
-    /// Images with more pixels are not transcoded (0: transcoding off).
-    pub(crate) transcode_max_pixels: u64,
 }
 
 impl std::fmt::Debug for Server {
@@ -71,9 +69,18 @@ impl std::fmt::Debug for Server {
 }
 
 impl Server {
-    /// Builds the proxy (opens the cache; no sockets yet).
+    /// Builds the proxy with the built-in stages (opens the cache; no sockets yet).
     pub fn new(cfg: ServerConfig) -> Result<Arc<Server>, ServerError> {
+        Server::with_stages(cfg, &default_stages())
+    }
+
+    /// Builds the proxy with these stages (the built-ins are [`default_stages`]).
+    pub fn with_stages(
+        cfg: ServerConfig,
+        factories: &[Box<dyn StageFactory>],
+    ) -> Result<Arc<Server>, ServerError> {
         cfg.validate("configuration")?;
+        let stages = Stages::build(&cfg, factories, "configuration")?;
         let acl = Arc::new(Acl::new(&cfg.acl));
         // Read once, at start: a bad users file stops the proxy from starting.
         let auth = Authenticator::from_config(&cfg.auth)?;
@@ -104,29 +111,6 @@ impl Server {
         } else {
             None
         };
-        let config_err = |key: &str, message: String| {
-            ServerError::Config(crate::config::ConfigError::Invalid {
-                source_name: "configuration".into(),
-                key: key.into(),
-                message,
-            })
-        };
-        let mut transforms: Vec<Box<dyn Transform>> = Vec::new();
-        let mut transcode_max_pixels = 0;
-        if cfg.transcode.enabled {
-            let tc = optimize::transcode_config(&cfg.transcode.options)
-                .map_err(|m| config_err("transcode", m))?;
-            transcode_max_pixels = tc.max_pixels;
-            transforms.push(Box::new(TranscodeUnit(tc)));
-        }
-        if cfg.url_rewrite.enabled {
-            transforms.push(Box::new(RewriteUnit));
-        }
-        if cfg.compress.enabled {
-            let cc = optimize::compress_config(&cfg.compress.options)
-                .map_err(|m| config_err("compress", m))?;
-            transforms.push(Box::new(CompressUnit(cc)));
-        }
         let limits = ClientLimits::new(&cfg.limits);
         Ok(Arc::new(Server {
             acl,
@@ -134,14 +118,13 @@ impl Server {
             dialer,
             client,
             cache,
-            transforms,
+            stages,
             metrics: Metrics::default(),
             instance: instance_id(),
             transform_pool: TransformPool::with_memory(
                 cfg.limits.transform_workers,
                 cfg.limits.transform_memory,
             ),
-            transcode_max_pixels,
             prefetch: (cfg.prefetch.enabled && cfg.cache.enabled)
                 .then(|| Arc::new(Prefetcher::new(&cfg.prefetch))),
             buffers: Buffers::new(&cfg.limits),
@@ -170,6 +153,14 @@ impl Server {
             "# HELP webpep_buffered_bytes Bytes of request and response bodies held in memory now (limits.max-buffered-bytes).\n# TYPE webpep_buffered_bytes gauge\nwebpep_buffered_bytes {}\n",
             self.buffers.held()
         ));
+        for c in self.stages.counters() {
+            s.push_str(&format!(
+                "# HELP {0} {1}\n# TYPE {0} counter\n{0} {2}\n",
+                c.name,
+                c.help,
+                c.value.load(std::sync::atomic::Ordering::Relaxed)
+            ));
+        }
         if let Some(c) = &self.cache {
             let st = c.stats();
             s.push_str(&format!(

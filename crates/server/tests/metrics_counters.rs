@@ -494,6 +494,8 @@ const COVERED: &[(&str, &str)] = &[
     // Prefetching is asynchronous and has its own exact tests; not repeated here.
     ("webpep_prefetch_started_total", "tests/prefetch.rs: a_pages_objects_are_in_cache_before_the_browser_asks (exactly 5), without_prefetch_only_the_page_is_fetched (0)"),
     ("webpep_prefetch_skipped_total", "tests/prefetch.rs: objects_over_max_per_page_are_not_prefetched (exactly 7), a_page_and_its_stylesheets_share_one_allowance (1)"),
+    ("webpep_server_timing_responses_total", "tests/stages.rs: server_timing_reports_the_proxy_and_origin_time (exactly 2), server_timing_is_off_by_default (absent)"),
+    ("webpep_server_timing_proxy_microseconds_total", "tests/stages.rs: server_timing_reports_the_proxy_and_origin_time (the sum of the two responses' proxy durations)"),
     ("webpep_prefetch_joined_total", "tests/prefetch.rs: a_request_joins_the_prefetch_of_its_url_under_way (exactly 1), a_request_does_not_wait_behind_the_prefetch_queue (0)"),
     (CONNECTIONS, "a_get_counts_one_request_and_every_byte_both_ways, refused_connections_are_counted_with_their_bytes, connection_limits_count_refusals_by_reason_and_evictions"),
     ("webpep_connections_refused_total", "refused_connections_are_counted_with_their_bytes"),
@@ -1703,12 +1705,20 @@ async fn inlining_counts_each_object_inlined() {
     );
 }
 
-/// Every metric `/metrics` shows (with every optional section on) has its test named in
-/// [`COVERED`], and everything named there is still shown.
+/// Every metric `/metrics` shows (with every optional section and stage on) has its test
+/// named in [`COVERED`], and everything named there is still shown.
 #[tokio::test]
 async fn every_metric_on_metrics_is_covered_by_a_test() {
     let mut cfg = test_config();
     cfg.cache.enabled = true;
+    cfg.compress.enabled = true;
+    cfg.transcode.enabled = true;
+    cfg.inline.enabled = true;
+    for name in webpep_server::stage::documented_keys().keys() {
+        let mut on = webpep_server::toml::Table::new();
+        on.insert("enabled".into(), true.into());
+        cfg.stages.insert(name.to_string(), on);
+    }
     let p = start_proxy(cfg).await;
     let s = scrape(&p).await;
     let covered: BTreeSet<&str> = COVERED.iter().map(|(n, _)| *n).collect();

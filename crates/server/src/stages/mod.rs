@@ -1,0 +1,22 @@
+//! The built-in stages ([`crate::stage`]): one file each. A new stage is a new file here and
+//! its line in [`default_stages`].
+
+mod compress;
+mod inline;
+mod server_timing;
+mod transcode;
+mod url_rewrite;
+
+use crate::stage::StageFactory;
+
+/// The built-in stages' factories. Body filters run by each stage's `order()`, not by
+/// their place here.
+pub fn default_stages() -> Vec<Box<dyn StageFactory>> {
+    vec![
+        Box::new(transcode::Factory),
+        Box::new(url_rewrite::Factory),
+        Box::new(compress::Factory),
+        Box::new(inline::Factory),
+        Box::new(server_timing::Factory),
+    ]
+}
