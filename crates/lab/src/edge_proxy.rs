@@ -4,7 +4,7 @@
 //! air-side TCP settings of the edge; the nft redirect of the intercepting mode. The loader
 //! is pointed at the proxy the way each mode's browser would be.
 
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -12,6 +12,9 @@ use std::sync::Arc;
 use webpep_link::NetNs;
 use webpep_loader::LoaderConfig;
 use webpep_replay::CancellationToken;
+use webpep_server::config::Secs;
+use webpep_server::ipnet::{IpNet, Ipv4Net};
+use webpep_server::{toml, ServerConfig};
 
 use crate::configs::{Browser, LabConfig, ProxyMode};
 use crate::nsrt::NsService;
@@ -50,89 +53,55 @@ fn other(what: &str) -> impl Fn(std::io::Error) -> String + '_ {
     move |e| format!("{what}: {e}")
 }
 
-/// The `webpep server` configuration (TOML, as a user would write it) for a lab
-/// configuration's switches.
-pub fn server_toml(cfg: &LabConfig, topo: &Topology, cache_dir: &Path, time_scale: f64) -> String {
+/// The `webpep server` configuration for a lab configuration's switches: the proxy in `edge`
+/// serves only `ue`, reaches the lab's origins (in [`DOMAIN_PREFIX`]) through the lab's
+/// resolver on `edge`, keeps its cache in `cache_dir`, and scales its air-side timers by
+/// `time_scale`. Everything else is `webpep server`'s default.
+pub fn server_config(
+    cfg: &LabConfig,
+    ue: Ipv4Addr,
+    edge: Ipv4Addr,
+    cache_dir: &Path,
+    time_scale: f64,
+) -> ServerConfig {
     let sw = cfg.switches();
-    let edge = topo.edge_addr();
     // TCP keep-alive counts whole seconds: the probe interval (4 s, under the 6 s radio
     // release of 003 Table 3) cannot follow the time scale below 1 s of wall time.
-    let scaled_s = |s: f64| ((s / time_scale).ceil() as u64).max(1);
-    let transcode = if sw.transcode == "off" {
-        "enabled = false\n".to_string()
-    } else {
-        format!("enabled = true\npreset = \"{}\"\n", sw.transcode)
-    };
-    format!(
-        r#"# webpep server configuration for lab configuration {desc:?}
-[acl]
-allow-clients = ["{ue}/32"]
-allow-destinations = ["{p0}.{p1}.0.0/16"]
-
-[origin]
-dns-upstream = "{edge}:53"
-
-[cache]
-enabled = {cache}
-dir = "{dir}"
-max-bytes = 268435456
-
-[compress]
-enabled = {compress}
-
-[transcode]
-{transcode}
-[url-rewrite]
-enabled = {url}
-proxy-authority = "{edge}"
-
-[prefetch]
-enabled = {prefetch}
-
-[inline]
-enabled = {inline}
-images = {inline_images}
-
-# The lab has one client, ue; its loader's connections stay far below this.
-[limits]
-max-client-connections = 1024
-
-[air]
-{congestion}{initial_rto}notsent-lowat = {lowat}
-keepalive-probes = {probes}
-probe-interval = {probe}
-probe-stop = {stop}
-"#,
-        desc = cfg.description,
-        ue = topo.ue_addr(),
-        p0 = DOMAIN_PREFIX.0,
-        p1 = DOMAIN_PREFIX.1,
-        cache = sw.cache,
-        dir = cache_dir.display(),
-        compress = sw.compress,
-        url = cfg.proxy == ProxyMode::TransparentUrl,
-        prefetch = sw.prefetch,
-        inline = sw.inline,
-        inline_images = sw.inline_images,
-        congestion = if sw.air_tuning {
-            format!("congestion = \"{}\"\n", sw.air_congestion.name())
-        } else {
-            String::new()
-        },
-        lowat = if sw.air_tuning { 16384 } else { 0 },
+    let scaled_s = |s: f64| Secs::from_secs(((s / time_scale).ceil() as u64).max(1));
+    let (p0, p1) = DOMAIN_PREFIX;
+    let mut c = ServerConfig::default();
+    c.acl.allow_clients = vec![IpNet::from(IpAddr::from(ue))];
+    c.acl.allow_destinations = vec![IpNet::V4(
+        Ipv4Net::new(Ipv4Addr::new(p0, p1, 0, 0), 16).expect("a /16 is a prefix length"),
+    )];
+    c.origin.dns_upstream = Some(SocketAddr::from((edge, 53)));
+    c.cache.enabled = sw.cache;
+    c.cache.dir = Some(cache_dir.to_path_buf());
+    c.cache.max_bytes = 256 << 20;
+    c.compress.enabled = sw.compress;
+    c.transcode.enabled = sw.transcode != "off";
+    if c.transcode.enabled {
+        c.transcode
+            .options
+            .insert("preset".into(), toml::Value::String(sw.transcode.clone()));
+    }
+    c.url_rewrite.enabled = cfg.proxy == ProxyMode::TransparentUrl;
+    c.url_rewrite.proxy_authority = Some(edge.to_string());
+    c.prefetch.enabled = sw.prefetch;
+    c.inline.enabled = sw.inline;
+    c.inline.images = sw.inline_images;
+    // The lab has one client, ue; its loader's connections stay far below this.
+    c.limits.max_client_connections = 1024;
+    if sw.air_tuning {
+        c.air.congestion = Some(sw.air_congestion);
+        c.air.notsent_lowat = Some(16384);
         // Tuned, the proxy sets its accepted side's initial RTO itself (÷ k like every delay).
-        initial_rto = if sw.air_tuning {
-            format!(
-                "initial-rto = {:.6}\n",
-                AIR_TUNED_INITIAL_RTO.as_secs_f64() / time_scale
-            )
-        } else {
-            String::new()
-        },
-        probes = sw.keepalive_probes,
-        probe = scaled_s(4.0),
-        stop = scaled_s(20.0),
-    )
+        c.air.initial_rto = Some(Secs(AIR_TUNED_INITIAL_RTO.div_f64(time_scale)));
+    }
+    c.air.keepalive_probes = sw.keepalive_probes;
+    c.air.probe_interval = scaled_s(4.0);
+    c.air.probe_stop = scaled_s(20.0);
+    c
 }
 
 /// Air-side TCP of the edge for one load: tuned (003 §6.1: initial window 10 towards ue,
@@ -261,9 +230,10 @@ impl EdgeProxy {
             proxy.peer = Some(p);
             return Ok(proxy);
         }
-        let text = server_toml(cfg, topo, &proxy.cache_dir, time_scale);
-        let scfg = webpep_server::ServerConfig::from_toml(&text, "lab edge proxy configuration")
-            .map_err(|e| LabError::Other(format!("edge proxy configuration: {e}\n{text}")))?;
+        let scfg = server_config(cfg, topo.ue_addr(), edge_addr, &proxy.cache_dir, time_scale);
+        scfg.validate("lab edge proxy configuration").map_err(|e| {
+            LabError::Other(format!("edge proxy configuration: {e}\n{}", scfg.to_toml()))
+        })?;
         let server = webpep_server::Server::new(scfg)
             .map_err(|e| LabError::Other(format!("edge proxy: {e}")))?;
         proxy.server = Some(server.clone());
@@ -390,6 +360,203 @@ impl Drop for EdgeProxy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+
+    /// The lab's built-in configurations that run webpep's proxy (not direct, not a peer).
+    fn webpep_configs() -> Vec<(String, LabConfig)> {
+        crate::configs::load(None)
+            .unwrap()
+            .into_iter()
+            .filter(|(_, c)| c.proxy != ProxyMode::None && c.peer.is_none())
+            .collect()
+    }
+
+    const UE: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
+    const EDGE: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
+
+    fn build(name: &str, time_scale: f64) -> ServerConfig {
+        let all = crate::configs::load(None).unwrap();
+        server_config(
+            &all[name],
+            UE,
+            EDGE,
+            Path::new("/tmp/edge-cache"),
+            time_scale,
+        )
+    }
+
+    #[test]
+    fn every_webpep_configuration_builds_a_valid_config_that_round_trips() {
+        let configs = webpep_configs();
+        let names: Vec<&str> = configs.iter().map(|(n, _)| n.as_str()).collect();
+        for n in [
+            "explicit",
+            "transparent-dns",
+            "transparent-url",
+            "intercept",
+            "explicit-no-compress",
+            "explicit-no-transcode",
+            "explicit-no-cache",
+            "explicit-no-tuning",
+            "explicit-no-probes",
+            "explicit-no-prefetch",
+            "explicit-no-inline",
+            "explicit-no-inline-images",
+            "explicit-plain",
+            "explicit-lossless",
+            "explicit-webp",
+            "explicit-aggressive",
+            "chromium-explicit",
+        ] {
+            assert!(names.contains(&n), "{n} is not among {names:?}");
+        }
+        for peer in ["squid", "ziproxy"] {
+            assert!(!names.contains(&peer), "{peer} runs a peer, not webpep");
+        }
+        // 1 and 10 (the lab tests') give whole milliseconds, which `Secs` prints exactly.
+        for k in [1.0, 10.0] {
+            for (name, lab) in &configs {
+                let c = server_config(lab, UE, EDGE, Path::new("/tmp/edge-cache"), k);
+                c.validate(name)
+                    .unwrap_or_else(|e| panic!("{name} at k = {k}: {e}"));
+                let text = c.to_toml();
+                let back = ServerConfig::from_toml(&text, name)
+                    .unwrap_or_else(|e| panic!("{name} at k = {k}: {e}\n{text}"));
+                assert_eq!(
+                    back, c,
+                    "{name} at k = {k}: to_toml does not round-trip\n{text}"
+                );
+                // What every lab configuration shares.
+                assert_eq!(c.acl.allow_clients, vec!["10.77.0.2/32".parse().unwrap()]);
+                assert_eq!(
+                    c.acl.allow_destinations,
+                    vec!["10.90.0.0/16".parse().unwrap()]
+                );
+                assert_eq!(c.origin.dns_upstream, Some("10.77.0.1:53".parse().unwrap()));
+                assert_eq!(c.cache.dir.as_deref(), Some(Path::new("/tmp/edge-cache")));
+                assert_eq!(c.url_rewrite.proxy_authority.as_deref(), Some("10.77.0.1"));
+                assert_eq!(
+                    c.url_rewrite.enabled,
+                    lab.proxy == ProxyMode::TransparentUrl,
+                    "{name}"
+                );
+                assert_eq!(c.limits.max_client_connections, 1024);
+            }
+        }
+    }
+
+    #[test]
+    fn explicit_is_the_default_server_with_the_labs_network_and_tuning() {
+        let mut want = ServerConfig::default();
+        want.acl.allow_clients = vec!["10.77.0.2/32".parse().unwrap()];
+        want.acl.allow_destinations = vec!["10.90.0.0/16".parse().unwrap()];
+        want.origin.dns_upstream = Some("10.77.0.1:53".parse().unwrap());
+        want.cache.dir = Some("/tmp/edge-cache".into());
+        want.cache.max_bytes = 268_435_456;
+        want.transcode.options = toml::from_str("preset = \"balanced\"").expect("a TOML table");
+        want.url_rewrite.proxy_authority = Some("10.77.0.1".into());
+        want.limits.max_client_connections = 1024;
+        want.air.congestion = Some(webpep_server::config::Congestion::Cubic);
+        want.air.notsent_lowat = Some(16384);
+        want.air.initial_rto = Some(Secs(Duration::from_millis(700)));
+        want.air.keepalive_probes = true;
+        want.air.probe_interval = Secs::from_secs(1);
+        want.air.probe_stop = Secs::from_secs(2);
+        // The switches on by default are the server's defaults too.
+        let d = ServerConfig::default();
+        assert!(d.compress.enabled && d.transcode.enabled && d.cache.enabled);
+        assert!(d.prefetch.enabled && d.inline.enabled && d.inline.images);
+        assert_eq!(build("explicit", 10.0), want);
+        // Modes other than URL rewriting configure the proxy alike; the browser's side differs.
+        for n in [
+            "transparent-dns",
+            "intercept",
+            "explicit-webp",
+            "chromium-explicit",
+        ] {
+            assert_eq!(build(n, 10.0), want, "{n}");
+        }
+        let mut url = want.clone();
+        url.url_rewrite.enabled = true;
+        assert_eq!(build("transparent-url", 10.0), url);
+
+        // Unscaled: 7 s initial RTO, probes every 4 s for 20 s.
+        let one = build("explicit", 1.0);
+        assert_eq!(one.air.initial_rto, Some(Secs::from_secs(7)));
+        assert_eq!(
+            (one.air.probe_interval, one.air.probe_stop),
+            (Secs::from_secs(4), Secs::from_secs(20))
+        );
+        // Scaled past a second of wall time, probes stay at 1 s (keep-alive counts seconds).
+        let fast = build("explicit", 40.0);
+        assert_eq!(fast.air.initial_rto, Some(Secs(Duration::from_millis(175))));
+        assert_eq!(
+            (fast.air.probe_interval, fast.air.probe_stop),
+            (Secs::from_secs(1), Secs::from_secs(1))
+        );
+    }
+
+    #[test]
+    fn each_ablation_turns_off_its_own_key() {
+        let base = build("explicit", 10.0);
+        let off = |name: &str, f: &dyn Fn(&mut ServerConfig)| {
+            let mut want = base.clone();
+            f(&mut want);
+            assert_eq!(build(name, 10.0), want, "{name}");
+        };
+        off("explicit-no-compress", &|c| c.compress.enabled = false);
+        off("explicit-no-transcode", &|c| {
+            c.transcode.enabled = false;
+            c.transcode.options.clear();
+        });
+        off("explicit-no-cache", &|c| c.cache.enabled = false);
+        off("explicit-no-tuning", &|c| {
+            c.air.congestion = None;
+            c.air.notsent_lowat = None;
+            c.air.initial_rto = None;
+        });
+        off("explicit-no-probes", &|c| c.air.keepalive_probes = false);
+        off("explicit-no-prefetch", &|c| c.prefetch.enabled = false);
+        off("explicit-no-inline", &|c| c.inline.enabled = false);
+        off("explicit-no-inline-images", &|c| c.inline.images = false);
+        // Browser-side only: the proxy is `explicit`'s.
+        off("explicit-no-conns", &|_| {});
+        off("explicit-pipelining", &|_| {});
+        for preset in ["lossless", "aggressive"] {
+            off(&format!("explicit-{preset}"), &|c| {
+                c.transcode.options.insert("preset".into(), preset.into());
+            });
+        }
+        off("explicit-plain", &|c| {
+            c.compress.enabled = false;
+            c.transcode.enabled = false;
+            c.transcode.options.clear();
+            c.cache.enabled = false;
+            c.air.congestion = None;
+            c.air.notsent_lowat = None;
+            c.air.initial_rto = None;
+            c.air.keepalive_probes = false;
+            c.prefetch.enabled = false;
+            c.inline.enabled = false;
+        });
+        // 002's caching proxy: `explicit-plain` with the cache, reached by URL rewriting.
+        let mut want = build("explicit-plain", 10.0);
+        want.cache.enabled = true;
+        want.url_rewrite.enabled = true;
+        assert_eq!(build("transparent-url-002", 10.0), want);
+    }
+
+    #[test]
+    fn a_bad_preset_is_refused_by_validation() {
+        let mut lab = crate::configs::load(None).unwrap()["explicit"].clone();
+        lab.transcode = "extreme".into();
+        let c = server_config(&lab, UE, EDGE, Path::new("/tmp/c"), 1.0);
+        let e = c
+            .validate("lab edge proxy configuration")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("transcode"), "{e}");
+    }
 
     #[test]
     fn network_of_masks_the_host_bits() {
