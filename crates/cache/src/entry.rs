@@ -9,12 +9,14 @@ use serde::{Deserialize, Serialize};
 use crate::directives::ResponseDirectives;
 use crate::policy::{self, HeuristicConfig};
 
-/// A SHA-256 digest naming a body file.
-pub(crate) type BodyHash = [u8; 32];
+/// A body's SHA-256: bodies are stored once each and addressable by it.
+pub type BodyHash = [u8; 32];
 
-/// A stored response without its body.
+/// A stored response without its body: what a [`crate::Storage`] keeps per key. Built by
+/// [`crate::HttpCache`] (freshness figures precomputed); a store only keeps it, or persists it
+/// with [`Entry::encode`] and [`Entry::decode`].
 #[derive(Clone, Debug)]
-pub(crate) struct Entry {
+pub struct Entry {
     pub(crate) status: StatusCode,
     pub(crate) headers: HeaderMap,
     pub(crate) request_time: SystemTime,
@@ -61,8 +63,38 @@ impl Entry {
         }
     }
 
+    /// The stored status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The stored headers (without `Age`).
+    pub fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+
+    /// The SHA-256 of the body.
+    pub fn body_hash(&self) -> &BodyHash {
+        &self.body_hash
+    }
+
+    /// The body's length in bytes.
+    pub fn body_len(&self) -> u64 {
+        self.body_len
+    }
+
+    /// The Vary field names the entry was keyed with.
+    pub fn vary(&self) -> &[String] {
+        &self.vary
+    }
+
+    /// The freshness lifetime (§4.2.1).
+    pub fn lifetime(&self) -> Duration {
+        self.lifetime
+    }
+
     /// The current age at `now` (§4.2.3).
-    pub(crate) fn age_at(&self, now: SystemTime) -> Duration {
+    pub fn age_at(&self, now: SystemTime) -> Duration {
         self.initial_age
             + now
                 .duration_since(self.response_time)
@@ -70,7 +102,7 @@ impl Entry {
     }
 
     /// The JSON form stored in the index.
-    pub(crate) fn encode(&self) -> Vec<u8> {
+    pub fn encode(&self) -> Vec<u8> {
         let persisted = Persisted {
             status: self.status.as_u16(),
             headers: self
@@ -94,8 +126,9 @@ impl Entry {
         serde_json::to_vec(&persisted).unwrap_or_default()
     }
 
-    /// Parse the index form; `None` when it is damaged (the entry is then dropped).
-    pub(crate) fn decode(bytes: &[u8], heuristic: &HeuristicConfig) -> Option<Entry> {
+    /// Parse the index form, deriving freshness with `heuristic`; `None` when it is damaged
+    /// (the entry is then dropped).
+    pub fn decode(bytes: &[u8], heuristic: &HeuristicConfig) -> Option<Entry> {
         let p: Persisted = serde_json::from_slice(bytes).ok()?;
         let status = StatusCode::from_u16(p.status).ok()?;
         let mut headers = HeaderMap::with_capacity(p.headers.len());

@@ -20,6 +20,9 @@ pub enum CacheError {
     /// A configuration value makes no sense (e.g. `max_bytes` of 0).
     #[error("cache configuration: {0}")]
     Config(String),
+    /// The async runtime is shutting down: the operation never ran.
+    #[error("cache: the runtime is shutting down")]
+    ShuttingDown,
 }
 
 impl CacheError {

@@ -1,5 +1,6 @@
 //! [`HttpCache`]: the API the proxy calls — policy decisions from [`crate::policy`] applied to
-//! the disk store.
+//! a [`Storage`] (the disk store unless told otherwise). Synchronous: async code uses
+//! [`crate::AsyncHttpCache`].
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,9 +15,10 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use sha2::{Digest, Sha256};
 
 use crate::directives::{RequestDirectives, ResponseDirectives};
-use crate::entry::Entry;
+use crate::entry::{BodyHash, Entry};
 use crate::error::CacheError;
 use crate::policy::{self, HeuristicConfig, Usability};
+use crate::storage::{MemoryLookup, Purge, Storage, Stored};
 use crate::store::{body_hash, DiskStore};
 
 /// Where and how big the cache is.
@@ -34,6 +36,9 @@ pub struct CacheConfig {
     pub heuristic_max: Duration,
     /// The fraction of (Date − Last-Modified) used as heuristic lifetime.
     pub heuristic_fraction: f64,
+    /// [`crate::AsyncHttpCache`]: at most this many cache operations run on blocking
+    /// threads at once (file reads, SHA-256, index commits).
+    pub blocking_permits: usize,
 }
 
 impl CacheConfig {
@@ -47,6 +52,7 @@ impl CacheConfig {
             memory_bytes: 64 << 20,
             heuristic_max: Duration::from_secs(24 * 3600),
             heuristic_fraction: 0.1,
+            blocking_permits: crate::DEFAULT_BLOCKING_PERMITS,
         }
     }
 
@@ -146,6 +152,11 @@ impl CachedResponse {
     pub fn freshness_lifetime(&self) -> Duration {
         self.entry.lifetime
     }
+
+    /// The SHA-256 of the body: [`HttpCache::body_by_hash`] finds it again.
+    pub fn body_hash(&self) -> &BodyHash {
+        &self.entry.body_hash
+    }
 }
 
 /// Whether the client's own conditional request (If-None-Match / If-Modified-Since) is
@@ -160,9 +171,12 @@ pub fn only_if_cached(req: &RequestParts) -> bool {
     RequestDirectives::parse(&req.headers).only_if_cached
 }
 
-/// A shared HTTP cache on disk. `Send + Sync`; every method takes `&self`.
+/// A shared HTTP cache: RFC 9111 policy over a [`Storage`]. `Send + Sync`; every method
+/// takes `&self`. Methods may block on file and index I/O: from async code use
+/// [`crate::AsyncHttpCache`].
 pub struct HttpCache {
-    store: DiskStore,
+    store: Arc<dyn Storage>,
+    heuristic: HeuristicConfig,
     max_bytes: u64,
     max_object: u64,
     hits: AtomicU64,
@@ -190,22 +204,21 @@ fn primary(req: &RequestParts, variant: &str) -> Option<(String, String)> {
 impl HttpCache {
     /// Open (or create) the cache in `cfg.dir`, dropping damaged entries and enforcing the bound.
     pub fn open(cfg: CacheConfig) -> Result<HttpCache, CacheError> {
-        if cfg.max_bytes == 0 {
-            return Err(CacheError::Config("max_bytes must be above 0".into()));
-        }
-        if !(0.0..=1.0).contains(&cfg.heuristic_fraction) {
-            return Err(CacheError::Config(format!(
-                "heuristic_fraction {} is not within 0..=1",
-                cfg.heuristic_fraction
-            )));
-        }
-        let heuristic = HeuristicConfig {
-            fraction: cfg.heuristic_fraction,
-            max: cfg.heuristic_max,
-        };
+        let heuristic = check(&cfg)?;
         let store = DiskStore::open(&cfg.dir, cfg.max_bytes, cfg.memory_bytes, heuristic)?;
+        HttpCache::with_storage(Arc::new(store), &cfg)
+    }
+
+    /// The cache over another store; of `cfg` only the bounds (`max_bytes`, the largest
+    /// object) and the heuristic are used — the store has its own directory and memory.
+    pub fn with_storage(
+        store: Arc<dyn Storage>,
+        cfg: &CacheConfig,
+    ) -> Result<HttpCache, CacheError> {
+        let heuristic = check(cfg)?;
         Ok(HttpCache {
             store,
+            heuristic,
             max_bytes: cfg.max_bytes,
             max_object: cfg.max_object(),
             hits: AtomicU64::new(0),
@@ -215,25 +228,68 @@ impl HttpCache {
         })
     }
 
+    /// The store under the policy.
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.store
+    }
+
     /// Find a stored response for `req` (GET or HEAD) in representation `variant` ("" for the
     /// origin's bytes; the proxy's transformed variants have their own names).
     pub fn lookup(&self, req: &RequestParts, variant: &str, now: SystemTime) -> Lookup {
+        self.lookup_with(req, variant, now, false)
+            .unwrap_or(Lookup::Miss)
+    }
+
+    /// [`HttpCache::lookup`] when it needs no I/O (a miss, or a body held in memory); `None`
+    /// when it does. Counts only what it answers.
+    pub fn lookup_in_memory(
+        &self,
+        req: &RequestParts,
+        variant: &str,
+        now: SystemTime,
+    ) -> Option<Lookup> {
+        self.lookup_with(req, variant, now, true)
+    }
+
+    fn lookup_with(
+        &self,
+        req: &RequestParts,
+        variant: &str,
+        now: SystemTime,
+        memory_only: bool,
+    ) -> Option<Lookup> {
         if !(req.method == Method::GET || req.method == Method::HEAD) {
-            return Lookup::Miss;
+            return Some(Lookup::Miss);
         }
-        let found = primary(req, variant).and_then(|(_, primary)| {
-            self.store
-                .get(&primary, |vary| secondary_id(vary, &req.headers))
-        });
-        let Some((key, entry, body)) = found else {
+        let found = match primary(req, variant) {
+            None => None,
+            Some((_, primary)) => {
+                let secondary = |vary: &[String]| secondary_id(vary, &req.headers);
+                if memory_only {
+                    match self.store.lookup_in_memory(&primary, &secondary) {
+                        MemoryLookup::Hit(stored) => Some(stored),
+                        MemoryLookup::Absent => None,
+                        MemoryLookup::NotInMemory => return None,
+                    }
+                } else {
+                    self.store.lookup(&primary, &secondary)
+                }
+            }
+        };
+        let Some(Stored {
+            key,
+            meta: entry,
+            body,
+        }) = found
+        else {
             self.misses.fetch_add(1, Ordering::Relaxed);
-            return Lookup::Miss;
+            return Some(Lookup::Miss);
         };
         let age = entry.age_at(now);
         let directives = RequestDirectives::parse(&req.headers);
         let usability = policy::usability(&directives, &entry.directives, entry.lifetime, age);
         let response = CachedResponse::new(key, entry, body, age);
-        match usability {
+        Some(match usability {
             Usability::Fresh => {
                 self.hits.fetch_add(1, Ordering::Relaxed);
                 Lookup::Fresh(response)
@@ -242,7 +298,13 @@ impl HttpCache {
                 self.stale.fetch_add(1, Ordering::Relaxed);
                 Lookup::Stale(response)
             }
-        }
+        })
+    }
+
+    /// A stored body by its SHA-256, whichever responses share it (checked against the hash
+    /// when read from disk).
+    pub fn body_by_hash(&self, hash: &BodyHash) -> Option<Bytes> {
+        self.store.body_by_hash(hash)
     }
 
     /// Store a response received at `response_time` for a request sent at `request_time`.
@@ -283,7 +345,7 @@ impl HttpCache {
             body_hash(body),
             body.len() as u64,
             vary,
-            self.store.heuristic(),
+            &self.heuristic,
         );
         // Never fresh and nothing to validate with: storing it could never save a transfer.
         let has_validator =
@@ -291,7 +353,7 @@ impl HttpCache {
         if entry.lifetime.is_zero() && !has_validator {
             return Ok(false);
         }
-        self.store.put(&primary, &secondary, entry, body)?;
+        self.store.insert(&primary, &secondary, entry, body)?;
         self.stores.fetch_add(1, Ordering::Relaxed);
         Ok(true)
     }
@@ -321,26 +383,30 @@ impl HttpCache {
             old.body_hash,
             old.body_len,
             old.vary.clone(),
-            self.store.heuristic(),
+            &self.heuristic,
         );
         let directives = ResponseDirectives::parse(&entry.headers);
         let key = stale.key.clone();
         if directives.no_store || directives.private {
             // The origin withdrew permission to share: serve this once, keep nothing.
-            if let Err(e) = self.store.remove_if(&key, None) {
+            let purge = Purge::Key {
+                key: &key,
+                if_body: None,
+            };
+            if let Err(e) = self.store.purge(purge) {
                 tracing::warn!(error = %e, "removing a withdrawn entry failed");
             }
         } else {
             let result = self
                 .store
-                .replace_meta(&key, entry.clone())
+                .update_meta(&key, entry.clone())
                 .and_then(|replaced| {
                     match (replaced, key.rsplit_once('\0')) {
                         (true, _) => Ok(()),
                         // Evicted meanwhile: the body is at hand, store it again.
                         (false, Some((primary, secondary))) => {
                             self.store
-                                .put(primary, secondary, entry.clone(), &stale.body)
+                                .insert(primary, secondary, entry.clone(), &stale.body)
                         }
                         (false, None) => Ok(()),
                     }
@@ -367,7 +433,7 @@ impl HttpCache {
         let Some(uri) = policy::primary_key(&req.uri, &req.headers) else {
             return;
         };
-        match self.store.remove_prefix(&format!("{uri}\0")) {
+        match self.store.purge(Purge::Prefix(&format!("{uri}\0"))) {
             Ok(n) if n > 0 => tracing::debug!(%uri, entries = n, "invalidated"),
             Ok(_) => {}
             Err(e) => tracing::warn!(%uri, error = %e, "invalidation failed"),
@@ -392,7 +458,7 @@ impl HttpCache {
                 continue;
             };
             if let Some(uri) = policy::resolve_same_origin(&target, value.trim()) {
-                if let Err(e) = self.store.remove_prefix(&format!("{uri}\0")) {
+                if let Err(e) = self.store.purge(Purge::Prefix(&format!("{uri}\0"))) {
                     tracing::warn!(%uri, error = %e, "invalidation failed");
                 }
             }
@@ -419,4 +485,26 @@ impl HttpCache {
             evictions: s.evictions,
         }
     }
+}
+
+/// Check a configuration; returns the heuristic it asks for.
+fn check(cfg: &CacheConfig) -> Result<HeuristicConfig, CacheError> {
+    if cfg.max_bytes == 0 {
+        return Err(CacheError::Config("max_bytes must be above 0".into()));
+    }
+    if !(0.0..=1.0).contains(&cfg.heuristic_fraction) {
+        return Err(CacheError::Config(format!(
+            "heuristic_fraction {} is not within 0..=1",
+            cfg.heuristic_fraction
+        )));
+    }
+    if cfg.blocking_permits == 0 {
+        return Err(CacheError::Config(
+            "blocking_permits must be above 0".into(),
+        ));
+    }
+    Ok(HeuristicConfig {
+        fraction: cfg.heuristic_fraction,
+        max: cfg.heuristic_max,
+    })
 }

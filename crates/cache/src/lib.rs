@@ -3,10 +3,16 @@
 //!
 //! - [`policy`] holds every RFC rule as a pure function (storability, freshness, age, request
 //!   directives, validation, Vary, invalidation), tested with fixed clocks;
-//! - a disk store keeps bodies as files named by SHA-256 (identical bodies once), metadata in
-//!   a redb index, and hot small bodies in memory;
-//! - [`HttpCache`] is what the proxy calls: [`HttpCache::lookup`], [`HttpCache::store`],
-//!   [`HttpCache::freshen`], [`HttpCache::invalidate`], [`HttpCache::stats`].
+//! - a [`Storage`] keeps entries by key and bodies by SHA-256 ([`Storage::body_by_hash`]); the
+//!   [`DiskStore`] implements it with body files named by their hash (identical bodies once),
+//!   metadata in a redb index, and hot small bodies in memory;
+//! - [`HttpCache`] applies the policy to a store: [`HttpCache::lookup`], [`HttpCache::store`],
+//!   [`HttpCache::freshen`], [`HttpCache::invalidate`], [`HttpCache::stats`]; its methods
+//!   block on I/O;
+//! - [`AsyncHttpCache`] is what the proxy calls: the same methods, async, their blocking work
+//!   on a bounded blocking pool so no tokio worker waits on the disk;
+//! - [`lru::LruModel`] is the LRU the store evicts with, pure and public (a model of a
+//!   client's cache).
 //!
 //! The key is scheme + authority + path-and-query (method-independent for GET/HEAD), the Vary
 //! secondary key, and a `variant` naming the proxy's transformed representation.
@@ -53,15 +59,21 @@
 //! range requests are not cached; a response with `Set-Cookie` is stored only when explicitly
 //! `public` or `s-maxage`; qualified `private`/`no-cache` act as their unqualified forms.
 
+mod async_cache;
 pub mod directives;
 mod entry;
 mod error;
 mod http_cache;
-mod lru;
+pub mod lru;
 pub mod policy;
+mod storage;
 mod store;
 
+pub use async_cache::{AsyncHttpCache, DEFAULT_BLOCKING_PERMITS};
+pub use entry::{BodyHash, Entry};
 pub use error::CacheError;
 pub use http_cache::{
     client_not_modified, only_if_cached, CacheConfig, CacheStats, CachedResponse, HttpCache, Lookup,
 };
+pub use storage::{MemoryLookup, Purge, Storage, StorageStats, Stored};
+pub use store::DiskStore;

@@ -34,8 +34,9 @@ use sha2::{Digest, Sha256};
 
 use crate::entry::{BodyHash, Entry};
 use crate::error::{index_err, CacheError};
-use crate::lru::LruOrder;
+use crate::lru::LruModel;
 use crate::policy::HeuristicConfig;
+use crate::storage::{MemoryLookup, Purge, Storage, StorageStats, Stored};
 
 const ENTRIES: TableDefinition<&str, &[u8]> = TableDefinition::new("entries");
 const ACCESS: TableDefinition<&str, u64> = TableDefinition::new("access");
@@ -61,15 +62,6 @@ pub(crate) fn body_hash(body: &[u8]) -> BodyHash {
     Sha256::digest(body).into()
 }
 
-/// Sizes of the store, for [`crate::CacheStats`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct StoreStats {
-    pub(crate) entries: u64,
-    pub(crate) bytes: u64,
-    pub(crate) evictions: u64,
-    pub(crate) memory_bytes: u64,
-}
-
 struct Slot {
     entry: Arc<Entry>,
     cost: u64,
@@ -85,8 +77,8 @@ struct BodyRef {
 /// Bodies kept in memory, bounded in bytes, LRU.
 struct MemoryBodies {
     map: HashMap<BodyHash, Bytes>,
-    order: LruOrder<BodyHash>,
-    bytes: u64,
+    /// Sizes and recency; its total is the bytes held.
+    order: LruModel<BodyHash>,
     max_bytes: u64,
     /// Larger bodies are not worth displacing many small hot ones.
     max_object: u64,
@@ -104,22 +96,19 @@ impl MemoryBodies {
         if len > self.max_object || self.map.contains_key(&hash) {
             return;
         }
-        while self.bytes + len > self.max_bytes {
-            let Some(victim) = self.order.oldest().copied() else {
-                break;
-            };
-            self.remove(&victim);
-        }
-        self.bytes += len;
         self.map.insert(hash, body);
-        self.order.touch(&hash);
+        for (victim, _) in self.order.access(hash, len, self.max_bytes) {
+            self.map.remove(&victim);
+        }
     }
 
     fn remove(&mut self, hash: &BodyHash) {
-        if let Some(b) = self.map.remove(hash) {
-            self.bytes -= b.len() as u64;
-        }
+        self.map.remove(hash);
         self.order.remove(hash);
+    }
+
+    fn bytes(&self) -> u64 {
+        self.order.bytes()
     }
 }
 
@@ -127,7 +116,9 @@ struct State {
     entries: HashMap<String, Slot>,
     /// URI → the keys stored for it (all variants and Vary keys), for invalidation.
     by_uri: HashMap<String, Vec<String>>,
-    lru: LruOrder<String>,
+    /// Entries in order of use, each sized by its metadata cost (bodies are shared, so their
+    /// bytes are counted in `bytes` once per body, not here).
+    lru: LruModel<String>,
     /// primary key (URI + variant) → (Vary names of its entries, number of entries).
     vary: HashMap<String, (Vec<String>, usize)>,
     bodies: HashMap<BodyHash, BodyRef>,
@@ -220,9 +211,9 @@ impl State {
             .push(key.to_string());
         let key = key.to_string();
         match tick {
-            Some(t) => self.lru.place(&key, t),
+            Some(t) => self.lru.place(key, cost, t),
             None => {
-                self.lru.touch(&key);
+                self.lru.insert(key.clone(), cost);
                 self.dirty_access.push(key);
             }
         }
@@ -247,7 +238,7 @@ impl State {
     fn evict_to(&mut self, max_bytes: u64, out: &mut Detached) -> u64 {
         let mut evicted = 0;
         while self.bytes > max_bytes {
-            let Some(victim) = self.lru.oldest().cloned() else {
+            let Some(victim) = self.lru.oldest().map(|(k, _)| k.clone()) else {
                 break;
             };
             self.detach(&victim, out);
@@ -285,13 +276,14 @@ pub(crate) fn full_key(primary: &str, secondary: &str) -> String {
     format!("{primary}\0{secondary}")
 }
 
-/// The on-disk cache store.
-pub(crate) struct DiskStore {
+/// The on-disk cache store: a redb index of entries, bodies as files named by their SHA-256,
+/// hot small bodies in memory. Implements [`Storage`]; every method but
+/// [`Storage::lookup_in_memory`] and [`Storage::stats`] may do file or index I/O.
+pub struct DiskStore {
     bodies_dir: PathBuf,
     tmp_dir: PathBuf,
     db: Database,
     max_bytes: u64,
-    heuristic: HeuristicConfig,
     state: Mutex<State>,
     write_lock: Mutex<Writer>,
     evictions: AtomicU64,
@@ -305,8 +297,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl DiskStore {
-    /// Open (or create) the store in `dir`, repair it, and enforce the bound.
-    pub(crate) fn open(
+    /// Open (or create) the store in `dir`, repair it, and enforce the bound of `max_bytes`;
+    /// keep up to `memory_bytes` of bodies in memory. `heuristic` is the one entries are
+    /// decoded with (their freshness lifetimes are precomputed).
+    pub fn open(
         dir: &Path,
         max_bytes: u64,
         memory_bytes: u64,
@@ -325,15 +319,14 @@ impl DiskStore {
 
         let memory = MemoryBodies {
             map: HashMap::new(),
-            order: LruOrder::new(0),
-            bytes: 0,
+            order: LruModel::new(),
             max_bytes: memory_bytes,
             max_object: (memory_bytes / 16).min(4 << 20),
         };
         let mut state = State {
             entries: HashMap::new(),
             by_uri: HashMap::new(),
-            lru: LruOrder::new(0),
+            lru: LruModel::new(),
             vary: HashMap::new(),
             bodies: HashMap::new(),
             bytes: 0,
@@ -354,7 +347,6 @@ impl DiskStore {
             tmp_dir,
             db,
             max_bytes,
-            heuristic,
             state: Mutex::new(state),
             write_lock: Mutex::new(Writer {
                 last_durable: Instant::now(),
@@ -381,42 +373,36 @@ impl DiskStore {
         Ok(store)
     }
 
-    /// The heuristic configuration entries are built with.
-    pub(crate) fn heuristic(&self) -> &HeuristicConfig {
-        &self.heuristic
-    }
-
     fn body_path(&self, hash: &BodyHash) -> PathBuf {
         body_path(&self.bodies_dir, hash)
     }
 
-    /// Find the entry for `primary` whose secondary key `secondary` computes from the stored
-    /// Vary names, and its body. A damaged body file drops the entry and reads as a miss.
-    pub(crate) fn get(
+    /// The entry for `primary` whose secondary key `secondary` computes from the stored Vary
+    /// names, marked used, and its body when a copy is in memory. Memory only.
+    fn probe(
         &self,
         primary: &str,
-        secondary: impl FnOnce(&[String]) -> String,
-    ) -> Option<(String, Arc<Entry>, Bytes)> {
-        let (key, entry, body) = {
-            let mut st = lock(&self.state);
-            let names = &st.vary.get(primary)?.0;
-            let key = full_key(primary, &secondary(names));
-            let slot = st.entries.get_mut(&key)?;
-            let entry = slot.entry.clone();
-            let was_dirty = std::mem::replace(&mut slot.dirty, true);
-            st.lru.touch(&key);
-            if !was_dirty {
-                st.dirty_access.push(key.clone());
-            }
-            let body = st.memory.get(&entry.body_hash);
-            (key, entry, body)
-        };
-        if let Some(body) = body {
-            return Some((key, entry, body));
+        secondary: &dyn Fn(&[String]) -> String,
+    ) -> Option<(String, Arc<Entry>, Option<Bytes>)> {
+        let mut st = lock(&self.state);
+        let names = &st.vary.get(primary)?.0;
+        let key = full_key(primary, &secondary(names));
+        let slot = st.entries.get_mut(&key)?;
+        let entry = slot.entry.clone();
+        let was_dirty = std::mem::replace(&mut slot.dirty, true);
+        st.lru.touch(&key);
+        if !was_dirty {
+            st.dirty_access.push(key.clone());
         }
-        let path = self.body_path(&entry.body_hash);
-        let verified = match fs::read(&path) {
-            Ok(bytes) if body_hash(&bytes) == entry.body_hash => Some(Bytes::from(bytes)),
+        let body = st.memory.get(&entry.body_hash);
+        Some((key, entry, body))
+    }
+
+    /// Read a body file and check it against its hash; `None` when missing or damaged.
+    fn read_body(&self, hash: &BodyHash) -> Option<Bytes> {
+        let path = self.body_path(hash);
+        match fs::read(&path) {
+            Ok(bytes) if body_hash(&bytes) == *hash => Some(Bytes::from(bytes)),
             Ok(_) => {
                 tracing::warn!(path = %path.display(), "cache body does not match its hash; dropped");
                 None
@@ -428,14 +414,32 @@ impl DiskStore {
                 tracing::warn!(path = %path.display(), error = %e, "cache body unreadable; dropped");
                 None
             }
-        };
-        match verified {
+        }
+    }
+
+    /// Keep a copy of a body just read in memory, unless it was evicted meanwhile (the copy
+    /// would outlive its entries).
+    fn remember(&self, hash: &BodyHash, body: &Bytes) {
+        let mut st = lock(&self.state);
+        if st.bodies.contains_key(hash) {
+            st.memory.insert(*hash, body.clone());
+        }
+    }
+
+    /// Find the entry for `primary` whose secondary key `secondary` computes from the stored
+    /// Vary names, and its body. A damaged body file drops the entry and reads as a miss.
+    pub(crate) fn get(
+        &self,
+        primary: &str,
+        secondary: &dyn Fn(&[String]) -> String,
+    ) -> Option<(String, Arc<Entry>, Bytes)> {
+        let (key, entry, body) = self.probe(primary, secondary)?;
+        if let Some(body) = body {
+            return Some((key, entry, body));
+        }
+        match self.read_body(&entry.body_hash) {
             Some(body) => {
-                let mut st = lock(&self.state);
-                // Not if it was evicted while we read: the copy would outlive its entry.
-                if st.bodies.contains_key(&entry.body_hash) {
-                    st.memory.insert(entry.body_hash, body.clone());
-                }
+                self.remember(&entry.body_hash, &body);
                 Some((key, entry, body))
             }
             None => {
@@ -445,6 +449,22 @@ impl DiskStore {
                 None
             }
         }
+    }
+
+    /// A stored body by its SHA-256: from memory, else its file (checked against the hash).
+    pub(crate) fn body(&self, hash: &BodyHash) -> Option<Bytes> {
+        {
+            let mut st = lock(&self.state);
+            if let Some(body) = st.memory.get(hash) {
+                return Some(body);
+            }
+            if !st.bodies.contains_key(hash) {
+                return None;
+            }
+        }
+        let body = self.read_body(hash)?;
+        self.remember(hash, &body);
+        Some(body)
     }
 
     /// Store `entry` with `body` under `primary` + `secondary`, replacing an older entry and, if
@@ -534,7 +554,7 @@ impl DiskStore {
             slot.cost = cost;
             let was_dirty = std::mem::replace(&mut slot.dirty, true);
             st.bytes = st.bytes - old_cost + cost;
-            st.lru.touch(&key.to_string());
+            st.lru.insert(key.to_string(), cost);
             if !was_dirty {
                 st.dirty_access.push(key.to_string());
             }
@@ -574,8 +594,9 @@ impl DiskStore {
         Ok(out.keys.len())
     }
 
-    /// Remove `key` if it still refers to `hash` (or unconditionally when `hash` is None).
-    pub(crate) fn remove_if(&self, key: &str, hash: Option<BodyHash>) -> Result<(), CacheError> {
+    /// Remove `key` if it still refers to `hash` (or unconditionally when `hash` is None);
+    /// returns how many entries went (0 or 1).
+    pub(crate) fn remove_if(&self, key: &str, hash: Option<BodyHash>) -> Result<usize, CacheError> {
         let mut writer = lock(&self.write_lock);
         let out = {
             let mut st = lock(&self.state);
@@ -587,11 +608,11 @@ impl DiskStore {
             out
         };
         if out.keys.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         self.commit(&mut writer, &[], &out.keys, HashMap::new(), false)?;
         self.delete_bodies(&out.freed_bodies);
-        Ok(())
+        Ok(out.keys.len())
     }
 
     /// Write pending access ticks to the index (also done with every store, and on drop).
@@ -605,13 +626,13 @@ impl DiskStore {
     }
 
     /// Current sizes.
-    pub(crate) fn stats(&self) -> StoreStats {
+    pub(crate) fn stats(&self) -> StorageStats {
         let st = lock(&self.state);
-        StoreStats {
+        StorageStats {
             entries: st.entries.len() as u64,
             bytes: st.bytes,
             evictions: self.evictions.load(Ordering::Relaxed),
-            memory_bytes: st.memory.bytes,
+            memory_bytes: st.memory.bytes(),
         }
     }
 
@@ -818,5 +839,59 @@ fn remove_orphans(bodies_dir: &Path, referenced: &HashMap<BodyHash, BodyRef>) {
                 }
             }
         }
+    }
+}
+
+impl Storage for DiskStore {
+    fn lookup(&self, primary: &str, secondary: &dyn Fn(&[String]) -> String) -> Option<Stored> {
+        self.get(primary, secondary)
+            .map(|(key, meta, body)| Stored { key, meta, body })
+    }
+
+    /// Pure memory: the index is held in memory whole, so an absent key is known without I/O;
+    /// a present one is answered when its body is one of the in-memory copies.
+    fn lookup_in_memory(
+        &self,
+        primary: &str,
+        secondary: &dyn Fn(&[String]) -> String,
+    ) -> MemoryLookup {
+        match self.probe(primary, secondary) {
+            None => MemoryLookup::Absent,
+            Some((key, meta, Some(body))) => MemoryLookup::Hit(Stored { key, meta, body }),
+            Some((_, _, None)) => MemoryLookup::NotInMemory,
+        }
+    }
+
+    fn insert(
+        &self,
+        primary: &str,
+        secondary: &str,
+        meta: Entry,
+        body: &[u8],
+    ) -> Result<(), CacheError> {
+        self.put(primary, secondary, meta, body)
+    }
+
+    fn update_meta(&self, key: &str, meta: Entry) -> Result<bool, CacheError> {
+        self.replace_meta(key, meta)
+    }
+
+    fn purge(&self, target: Purge<'_>) -> Result<usize, CacheError> {
+        match target {
+            Purge::Prefix(prefix) => self.remove_prefix(prefix),
+            Purge::Key { key, if_body } => self.remove_if(key, if_body),
+        }
+    }
+
+    fn body_by_hash(&self, hash: &BodyHash) -> Option<Bytes> {
+        self.body(hash)
+    }
+
+    fn flush(&self) -> Result<(), CacheError> {
+        DiskStore::flush(self)
+    }
+
+    fn stats(&self) -> StorageStats {
+        DiskStore::stats(self)
     }
 }

@@ -256,7 +256,7 @@ async fn run(ex: &Exchange) -> Reply {
         .filter(|_| *method == Method::GET || *method == Method::HEAD);
     if let Some(c) = &ex.server.cache {
         if !method.is_safe() {
-            c.invalidate(&ex.parts);
+            c.invalidate(&ex.parts).await;
         }
     }
     let metrics = &ex.server.metrics;
@@ -285,13 +285,13 @@ async fn run(ex: &Exchange) -> Reply {
     let now = SystemTime::now();
     // Phase: a stored transformed variant for exactly this kind of client.
     if !ex.variant.is_empty() {
-        if let Lookup::Fresh(c) = cache.lookup(&ex.parts, &ex.variant, now) {
+        if let Lookup::Fresh(c) = cache.lookup(&ex.parts, &ex.variant, now).await {
             count(&metrics.cache_hits);
             return from_cached(ex, c, "HIT");
         }
     }
     // Phase: the origin's bytes.
-    match cache.lookup(&ex.parts, "", now) {
+    match cache.lookup(&ex.parts, "", now).await {
         Lookup::Fresh(c) => {
             count(&metrics.cache_hits);
             let out =
@@ -465,7 +465,7 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
     // Phase: revalidation result.
     if let (Some(s), StatusCode::NOT_MODIFIED) = (&stale, rparts.status) {
         if let Some(cache) = &server.cache {
-            if let Some(fresh) = cache.freshen(s, &rparts, request_time, response_time) {
+            if let Some(fresh) = cache.freshen(s, &rparts, request_time, response_time).await {
                 Metrics::add(&metrics.cache_validated, 1);
                 let out = transform_phase(
                     ex,
@@ -530,7 +530,9 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
     // Phase: store the origin's bytes.
     if let Some(cache) = &server.cache {
         if ex.parts.method == Method::GET {
-            if let Err(e) = cache.store(&ex.parts, &rparts, &body, "", request_time, response_time)
+            if let Err(e) = cache
+                .store(&ex.parts, &rparts, &body, "", request_time, response_time)
+                .await
             {
                 tracing::warn!(error = %e, "cache store failed");
             }
@@ -1204,7 +1206,8 @@ fn transform_and_store(
             }
             if let Ok(r) = rb.body(()) {
                 let (rp, ()) = r.into_parts();
-                if let Err(e) = cache.store(
+                // On the transform pool's blocking thread: the synchronous cache.
+                if let Err(e) = cache.blocking().store(
                     &ex.parts,
                     &rp,
                     &body,

@@ -44,7 +44,7 @@ pub struct Server {
     pub(crate) auth: Option<Authenticator>,
     pub(crate) dialer: Dialer,
     pub(crate) client: OriginClient,
-    pub(crate) cache: Option<webpep_cache::HttpCache>,
+    pub(crate) cache: Option<webpep_cache::AsyncHttpCache>,
     /// The stages the configuration turns on, in order ([`crate::stage`]).
     pub(crate) stages: Stages,
     pub(crate) metrics: Metrics,
@@ -107,7 +107,10 @@ impl Server {
             let mut cc = webpep_cache::CacheConfig::new(dir);
             cc.max_bytes = cfg.cache.max_bytes;
             cc.memory_bytes = cfg.cache.memory_bytes;
-            Some(webpep_cache::HttpCache::open(cc).map_err(|e| ServerError::Cache(e.to_string()))?)
+            Some(
+                webpep_cache::AsyncHttpCache::open(cc)
+                    .map_err(|e| ServerError::Cache(e.to_string()))?,
+            )
         } else {
             None
         };
