@@ -18,33 +18,12 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::air::{self, ProbeSchedule};
-use crate::auth::{AuthFailure, Need};
+use crate::front::{admit, Arrival, Outcome};
 use crate::http1::{self, BodyFraming, ChunkedDecoder, HeadError, RequestHead};
-use crate::limits::{retry_after_secs, Limit};
+use crate::limits::Limit;
 use crate::metrics::Metrics;
-use crate::mode::{classify, Mode, ModeContext};
 use crate::reply::{write_reply, Reply, Written};
 use crate::server::Server;
-
-/// A parsed request with its body and where it came from.
-#[derive(Debug)]
-pub struct ClientRequest {
-    /// Request line and headers.
-    pub head: RequestHead,
-    /// The body (bounded).
-    pub body: Bytes,
-    /// The client.
-    pub peer: SocketAddr,
-    /// The local address the client reached.
-    pub local: SocketAddr,
-    /// The original destination of an intercepted connection (SO_ORIGINAL_DST), when it is
-    /// not the proxy itself.
-    pub original_dst: Option<SocketAddr>,
-    /// The mode.
-    pub mode: Mode,
-    /// The budget the body holds while the request lives.
-    pub body_lease: Option<crate::limits::BufferLease>,
-}
 
 /// What the access log and the writer need to know about a request.
 #[derive(Debug, Clone)]
@@ -247,47 +226,6 @@ async fn refuse(mut s: TcpStream, reply: Reply, metrics: &Metrics) {
     .await;
 }
 
-/// The 429 for a request over the client's rate, with when to retry.
-fn rate_refusal(wait: Duration, rate: f64, mode: &Mode) -> Reply {
-    let secs = retry_after_secs(wait);
-    let mut r = Reply::text(
-        StatusCode::TOO_MANY_REQUESTS,
-        &format!(
-            "too many requests from this client (limits.client-rate = {rate}/s); retry after {secs} s"
-        ),
-    );
-    r.headers
-        .insert(http::header::RETRY_AFTER, http::HeaderValue::from(secs));
-    r.close = matches!(mode, Mode::Connect { .. });
-    r
-}
-
-/// Proxy authentication (`[auth]`): `None` when the request may go on (the user, if any, is
-/// noted in `meta` for the access log), else the refusal to answer.
-async fn authenticate(
-    server: &Server,
-    mode: &Mode,
-    headers: &http::HeaderMap,
-    meta: &mut Meta,
-    peer: SocketAddr,
-) -> Option<Reply> {
-    let auth = server.auth.as_ref()?;
-    let failure = match auth.need(mode) {
-        Need::Nothing => return None,
-        Need::Refuse => AuthFailure::Transparent,
-        Need::Credentials => match auth.check(headers, peer.ip(), &server.metrics).await {
-            Ok(user) => {
-                meta.user = Some(user);
-                return None;
-            }
-            Err(f) => f,
-        },
-    };
-    server.metrics.auth_failed(&failure);
-    tracing::debug!(client = %peer, reason = failure.label(), "proxy authentication failed");
-    Some(auth.refusal(&failure, matches!(mode, Mode::Connect { .. })))
-}
-
 #[derive(Clone, Copy)]
 struct ConnInfo {
     peer: SocketAddr,
@@ -318,11 +256,6 @@ async fn reader_loop(
     let mut probes = ProbeSchedule::new(air_cfg.probe_stop.0);
     let idle = limits.client_idle_timeout.0;
     let evict = in_flight.handle.evict.clone();
-    let proxy_authority = if server.cfg.url_rewrite.enabled {
-        server.cfg.url_rewrite.proxy_authority.clone()
-    } else {
-        None
-    };
     // Every reply goes through here: counted in flight until the writer has written it.
     let send = |p: Pending| {
         // A tunnel is busy for as long as it lasts (never answered): evicting it would free
@@ -414,61 +347,43 @@ async fn reader_loop(
         // (RFC 9112 §6.1).
         let keep_alive = keep_alive && !body.ambiguous;
         let meta = Meta { keep_alive, ..meta };
-        let ctx = ModeContext {
+        let at = Arrival {
+            peer: conn.peer,
             local: conn.local,
-            proxy_authority: proxy_authority.as_deref(),
+            original_dst: conn.original_dst,
         };
-        let mode = match classify(&head.method, &head.target, &head.headers, &ctx) {
-            Ok(m) => m,
-            Err(reason) => {
-                let r = Reply::text_close(StatusCode::BAD_REQUEST, &reason);
-                let _ = send(Pending::Now(r, meta)).await;
-                return;
-            }
-        };
-        let mut meta = Meta {
-            mode: mode.label(),
-            url: mode.origin_url().unwrap_or_else(|| head.target.clone()),
+        let adm = admit(&server, head, body.bytes, body.lease, at).await;
+        let meta = Meta {
+            mode: adm.mode,
+            url: adm.url,
+            user: adm.user,
             ..meta
         };
         // The request was read whole, so a refused one (429, 407, 403) leaves the connection
         // usable and is answered in order like any other reply; after CONNECT the client may
-        // already be sending tunnel bytes, so those refusals close. Authentication comes after
-        // the rate limit, so guessing passwords is throttled too.
-        let refused = match server.limits.request(conn.peer.ip()) {
-            Err(wait) => {
-                server.metrics.limit_refused(Limit::Rate);
-                Some(rate_refusal(wait, limits.client_rate, &mode))
+        // already be sending tunnel bytes, so those refusals close (as does a 400 for a
+        // request no mode fits).
+        let req = match adm.outcome {
+            Outcome::Serve(req) => req,
+            Outcome::Refuse(r) => {
+                let close = r.close || !keep_alive;
+                if send(Pending::Now(r, meta)).await.is_err() || close {
+                    return;
+                }
+                continue;
             }
-            Ok(()) => authenticate(&server, &mode, &head.headers, &mut meta, conn.peer).await,
-        };
-        if let Some(r) = refused {
-            let close = r.close || !keep_alive;
-            if send(Pending::Now(r, meta)).await.is_err() || close {
+            Outcome::Connect { host, port } => {
+                let leftover = std::mem::take(&mut buf);
+                let _ = send(Pending::Tunnel {
+                    rd,
+                    leftover,
+                    host,
+                    port,
+                    meta,
+                })
+                .await;
                 return;
             }
-            continue;
-        }
-        if let Mode::Connect { host, port } = mode {
-            let leftover = std::mem::take(&mut buf);
-            let _ = send(Pending::Tunnel {
-                rd,
-                leftover,
-                host,
-                port,
-                meta,
-            })
-            .await;
-            return;
-        }
-        let req = ClientRequest {
-            head,
-            body: body.bytes,
-            peer: conn.peer,
-            local: conn.local,
-            original_dst: conn.original_dst,
-            mode,
-            body_lease: body.lease,
         };
         let srv = server.clone();
         let task = tokio::spawn(async move { srv.handle(req).await });

@@ -21,6 +21,7 @@ pub mod air;
 pub mod auth;
 pub mod config;
 pub mod conn;
+pub mod front;
 pub mod http1;
 pub mod initial_rto;
 pub mod inline;

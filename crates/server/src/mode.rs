@@ -131,7 +131,10 @@ pub fn classify(
             || hname.parse::<std::net::IpAddr>().ok() == Some(ctx.local.ip())
                 && hport == ctx.local.port();
         if for_me {
-            if ctx.proxy_authority.is_some() {
+            // The PAC file is the proxy's own in URL mode too (`proxy.pac` is no host's name:
+            // `.pac` is not a top-level domain).
+            let pac = target == "/proxy.pac" || target.starts_with("/proxy.pac?");
+            if ctx.proxy_authority.is_some() && !pac {
                 if let Some((authority, path)) = crate::url_rewrite::from_proxy_path(target) {
                     return Ok(Mode::UrlPath { authority, path });
                 }
@@ -191,6 +194,25 @@ mod tests {
             local: "10.0.0.1:3128".parse().unwrap(),
             proxy_authority: Some("proxy.test:3128"),
         }
+    }
+
+    #[test]
+    fn the_pac_file_is_local_in_url_mode_too() {
+        let m = classify(&Method::GET, "/proxy.pac", &hdrs("proxy.test:3128"), &ctx()).unwrap();
+        assert_eq!(
+            m,
+            Mode::Local {
+                path: "/proxy.pac".into()
+            }
+        );
+        let m = classify(
+            &Method::GET,
+            "/www.a.test/x",
+            &hdrs("proxy.test:3128"),
+            &ctx(),
+        )
+        .unwrap();
+        assert!(matches!(m, Mode::UrlPath { .. }), "{m:?}");
     }
 
     fn hdrs(host: &str) -> HeaderMap {

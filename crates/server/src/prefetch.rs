@@ -24,7 +24,7 @@ use tokio::sync::{watch, Semaphore};
 use url::Url;
 
 use crate::config::PrefetchConfig;
-use crate::conn::ClientRequest;
+use crate::front::ClientRequest;
 use crate::http1::RequestHead;
 use crate::mode::Mode;
 

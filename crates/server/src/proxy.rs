@@ -18,7 +18,7 @@ use webpep_cache::{CachedResponse, Lookup};
 use webpep_optimize::compress;
 use webpep_optimize::rewrite::InlineKind;
 
-use crate::conn::ClientRequest;
+use crate::front::ClientRequest;
 use crate::http1::{add_via, strip_hop_by_hop, via_has};
 use crate::metrics::Metrics;
 use crate::mode::Mode;
@@ -119,6 +119,11 @@ pub async fn proxy_http(server: Arc<Server>, req: Arc<ClientRequest>) -> Reply {
     server
         .stages
         .response(&ex.ctx(), &mut reply.headers, &timing);
+    server.stages.log(&crate::stage::LogRecord {
+        status: reply.status,
+        cache: reply.cache,
+        timing,
+    });
     add_via(&mut reply.headers, req.head.version, &server.instance);
     reply
 }

@@ -103,7 +103,7 @@ pub trait Stage: Send + Sync {
     }
     /// Adjusts every response on its way to the client, cache hits included.
     fn response_filter(&self, _ctx: &StageCtx<'_>, _headers: &mut HeaderMap, _timing: &Timing) {}
-    /// Sees each finished request.
+    /// Sees each request the pipeline answered (after `response_filter`).
     fn logging(&self, _record: &LogRecord<'_>) {}
 }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use common::*;
 use http::header::{HeaderMap, HeaderValue};
 use webpep_server::stage::{
-    default_stages, Registry, Section, Stage, StageCtx, StageFactory, Timing,
+    default_stages, LogRecord, Registry, Section, Stage, StageCtx, StageFactory, Timing,
 };
 use webpep_server::{CancellationToken, Server, ServerConfig};
 
@@ -133,7 +133,7 @@ fn stage_keys_are_checked_by_name() {
 /// to every client response and counts them in a metric it registered.
 struct Tagging;
 
-struct TagStage(Arc<AtomicU64>);
+struct TagStage(Arc<AtomicU64>, Arc<AtomicU64>);
 
 impl Stage for TagStage {
     fn name(&self) -> &'static str {
@@ -151,6 +151,11 @@ impl Stage for TagStage {
             self.0.fetch_add(1, Ordering::Relaxed);
         }
     }
+    fn logging(&self, record: &LogRecord<'_>) {
+        if record.status == 200 && record.cache == "MISS" {
+            self.1.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 impl StageFactory for Tagging {
@@ -163,7 +168,8 @@ impl StageFactory for Tagging {
         registry: &mut Registry,
     ) -> Result<Option<Arc<dyn Stage>>, (String, String)> {
         let n = registry.counter("webpep_tagged_total", "Responses tagged.");
-        Ok(Some(Arc::new(TagStage(n))))
+        let logged = registry.counter("webpep_tag_logged_total", "Misses the stage saw logged.");
+        Ok(Some(Arc::new(TagStage(n, logged))))
     }
 }
 
@@ -183,6 +189,9 @@ async fn a_new_stage_plugs_in_through_its_factory() {
     assert!(server
         .metrics_text()
         .contains("# HELP webpep_tagged_total Responses tagged.\n# TYPE webpep_tagged_total counter\nwebpep_tagged_total 1\n"));
+    assert!(server
+        .metrics_text()
+        .contains("\nwebpep_tag_logged_total 1\n"));
     cancel.cancel();
     done.await.unwrap().unwrap();
 }
