@@ -285,14 +285,14 @@ mod tests {
         let mut all = BTreeSet::new();
         keys(&printed.parse::<toml::Value>().unwrap(), "", &mut all);
         // Every key every stage declares ([stages.NAME]).
-        for (stage, ks) in webpep_server::stage::documented_keys() {
+        for (stage, ks) in webpep_server::stages::documented_keys() {
             for k in ks {
                 all.insert(format!("stages.{stage}.{}", k.key));
             }
         }
         // And the stages accept what is documented for them.
         let cfg = webpep_server::config::ServerConfig::from_toml(&block, "docs").unwrap();
-        webpep_server::stage::Stages::build(&cfg, &webpep_server::stage::default_stages(), "docs")
+        webpep_server::stage::Stages::build(&cfg, &webpep_server::stages::default_stages(), "docs")
             .unwrap_or_else(|e| panic!("{e}"));
         let missing: Vec<_> = all.difference(&documented).collect();
         assert!(

@@ -227,7 +227,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         // The stages check their own keys (`[stages.NAME]`, the built-ins' options).
         webpep_server::stage::Stages::build(
             &cfg,
-            &webpep_server::stage::default_stages(),
+            &webpep_server::stages::default_stages(),
             &path.display().to_string(),
         )
         .map_err(|e| bad(e.to_string()))?;

@@ -24,6 +24,7 @@ use std::collections::HashMap;
 use std::io::BufRead;
 use std::net::IpAddr;
 use std::path::Path;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -35,9 +36,10 @@ use http::StatusCode;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+/// Re-exported: the configuration checks them, authentication applies them.
+pub use crate::config::{check_realm, MAX_FAILURE_BACKOFF};
 use crate::config::{AuthConfig, TransparentAuth};
 use crate::limits::{client_key, lock};
-use crate::metrics::Metrics;
 use crate::mode::Mode;
 use crate::reply::Reply;
 
@@ -62,8 +64,6 @@ pub const CACHE_CAPACITY: usize = 1024;
 pub const FAILURE_WINDOW: Duration = Duration::from_secs(15 * 60);
 /// How many client addresses' failures are remembered at most (under 100 bytes each).
 pub const FAILURE_CAPACITY: usize = 100_000;
-/// The longest `auth.failure-backoff` and `auth.max-failure-backoff` accepted.
-pub const MAX_FAILURE_BACKOFF: Duration = Duration::from_secs(24 * 3600);
 
 /// A salted PBKDF2-HMAC-SHA256 hash, parsed from its PHC string.
 #[derive(Clone, PartialEq, Eq)]
@@ -245,20 +245,6 @@ fn check_user_name(name: &str) -> Result<(), String> {
     }
     if name.chars().any(|c| c.is_control() || c.is_whitespace()) {
         return Err("a user name cannot contain spaces or control characters".into());
-    }
-    Ok(())
-}
-
-/// Checks `auth.realm`: it goes into a quoted string of `Proxy-Authenticate`.
-pub fn check_realm(realm: &str) -> Result<(), String> {
-    if realm.is_empty() {
-        return Err("must not be empty".into());
-    }
-    if realm
-        .chars()
-        .any(|c| c == '"' || c == '\\' || c.is_control() || !c.is_ascii())
-    {
-        return Err("printable ASCII without `\"` or `\\`, please".into());
     }
     Ok(())
 }
@@ -871,7 +857,7 @@ impl Authenticator {
         &self,
         headers: &HeaderMap,
         client: IpAddr,
-        metrics: &Metrics,
+        verifications: &AtomicU64,
     ) -> Result<Arc<str>, AuthFailure> {
         let creds = credentials(headers)?;
         // Before the cache too: otherwise a waiting guesser would still learn, for free, whether
@@ -892,7 +878,7 @@ impl Authenticator {
         if let Some(user) = self.cached(&key, client) {
             return Ok(user);
         }
-        Metrics::add(&metrics.auth_verifications, 1);
+        verifications.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let users = self.users.clone();
         let user = creds.user.clone();
         let ok = tokio::task::spawn_blocking(move || users.verify(&creds.user, &creds.password))
@@ -951,6 +937,7 @@ fn warn_if_world_readable(path: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::Metrics;
 
     /// Fast hashes for tests; the default's cost is tested once.
     const FAST: u32 = 1000;
@@ -1289,11 +1276,17 @@ mod tests {
             h
         };
         assert_eq!(
-            &*auth.check(&hdr("alice:pw:x"), LOCAL, &m).await.unwrap(),
+            &*auth
+                .check(&hdr("alice:pw:x"), LOCAL, &m.auth_verifications)
+                .await
+                .unwrap(),
             "alice"
         );
         assert_eq!(
-            &*auth.check(&hdr("alice:pw:x"), LOCAL, &m).await.unwrap(),
+            &*auth
+                .check(&hdr("alice:pw:x"), LOCAL, &m.auth_verifications)
+                .await
+                .unwrap(),
             "alice"
         );
         assert_eq!(
@@ -1302,15 +1295,18 @@ mod tests {
             1
         );
         assert_eq!(
-            auth.check(&hdr("alice:pw"), LOCAL, &m).await,
+            auth.check(&hdr("alice:pw"), LOCAL, &m.auth_verifications)
+                .await,
             Err(AuthFailure::Invalid)
         );
         assert_eq!(
-            auth.check(&hdr("bob:pw:x"), LOCAL, &m).await,
+            auth.check(&hdr("bob:pw:x"), LOCAL, &m.auth_verifications)
+                .await,
             Err(AuthFailure::Invalid)
         );
         assert_eq!(
-            auth.check(&HeaderMap::new(), LOCAL, &m).await,
+            auth.check(&HeaderMap::new(), LOCAL, &m.auth_verifications)
+                .await,
             Err(AuthFailure::Missing)
         );
         // Failures are not remembered: each costs a hash.
@@ -1520,17 +1516,21 @@ mod tests {
                 .load(std::sync::atomic::Ordering::Relaxed)
         };
         // Verified and cached before the guessing starts.
-        assert!(auth.check(&hdr("alice:pw"), LOCAL, &m).await.is_ok());
+        assert!(auth
+            .check(&hdr("alice:pw"), LOCAL, &m.auth_verifications)
+            .await
+            .is_ok());
         for _ in 0..3 {
             assert_eq!(
-                auth.check(&hdr("alice:guess"), LOCAL, &m).await,
+                auth.check(&hdr("alice:guess"), LOCAL, &m.auth_verifications)
+                    .await,
                 Err(AuthFailure::Invalid)
             );
         }
         assert_eq!(verifications(), 4);
         // Now neither a guess nor the right password (even remembered) is checked.
         for creds in ["alice:guess2", "alice:pw", "bob:x"] {
-            match auth.check(&hdr(creds), LOCAL, &m).await {
+            match auth.check(&hdr(creds), LOCAL, &m.auth_verifications).await {
                 Err(AuthFailure::Throttled(w)) => assert!(w > secs(590), "{w:?}"),
                 other => panic!("{creds}: {other:?}"),
             }
@@ -1538,19 +1538,27 @@ mod tests {
         assert_eq!(verifications(), 4, "no hash for a waiting address");
         // No credentials is not a login: the challenge as usual.
         assert_eq!(
-            auth.check(&HeaderMap::new(), LOCAL, &m).await,
+            auth.check(&HeaderMap::new(), LOCAL, &m.auth_verifications)
+                .await,
             Err(AuthFailure::Missing)
         );
         // Another address logs in (from the cache) and guesses (with a hash) as usual.
         let other = ip("127.0.0.2");
-        assert!(auth.check(&hdr("alice:pw"), other, &m).await.is_ok());
+        assert!(auth
+            .check(&hdr("alice:pw"), other, &m.auth_verifications)
+            .await
+            .is_ok());
         assert_eq!(
-            auth.check(&hdr("alice:nope"), other, &m).await,
+            auth.check(&hdr("alice:nope"), other, &m.auth_verifications)
+                .await,
             Err(AuthFailure::Invalid)
         );
         assert_eq!(verifications(), 5);
         // A success forgets that address's failures.
-        assert!(auth.check(&hdr("alice:pw"), other, &m).await.is_ok());
+        assert!(auth
+            .check(&hdr("alice:pw"), other, &m.auth_verifications)
+            .await
+            .is_ok());
         assert_eq!(lock(&auth.throttle).len(), 1);
     }
 }

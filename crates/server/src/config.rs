@@ -668,15 +668,15 @@ impl ServerConfig {
         {
             return Err(invalid("auth.users-file", "must not be empty".into()));
         }
-        crate::auth::check_realm(&self.auth.realm).map_err(|m| invalid("auth.realm", m))?;
+        check_realm(&self.auth.realm).map_err(|m| invalid("auth.realm", m))?;
         let (backoff, max_backoff) = (self.auth.failure_backoff.0, self.auth.max_failure_backoff.0);
-        if backoff.is_zero() || backoff > crate::auth::MAX_FAILURE_BACKOFF {
+        if backoff.is_zero() || backoff > MAX_FAILURE_BACKOFF {
             return Err(invalid(
                 "auth.failure-backoff",
                 "must be more than 0 and at most 24h".into(),
             ));
         }
-        if max_backoff < backoff || max_backoff > crate::auth::MAX_FAILURE_BACKOFF {
+        if max_backoff < backoff || max_backoff > MAX_FAILURE_BACKOFF {
             return Err(invalid(
                 "auth.max-failure-backoff",
                 "must be at least auth.failure-backoff and at most 24h".into(),
@@ -693,6 +693,23 @@ impl ServerConfig {
     pub fn to_toml(&self) -> String {
         toml::to_string(self).unwrap_or_else(|e| format!("# cannot print the configuration: {e}\n"))
     }
+}
+
+/// The longest `auth.failure-backoff` and `auth.max-failure-backoff` accepted.
+pub const MAX_FAILURE_BACKOFF: Duration = Duration::from_secs(24 * 3600);
+
+/// Checks `auth.realm`: it goes into a quoted string of `Proxy-Authenticate`.
+pub fn check_realm(realm: &str) -> Result<(), String> {
+    if realm.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if realm
+        .chars()
+        .any(|c| c == '"' || c == '\\' || c.is_control() || !c.is_ascii())
+    {
+        return Err("printable ASCII without `\"` or `\\`, please".into());
+    }
+    Ok(())
 }
 
 /// The first `nameserver` of a resolv.conf text, on port 53.

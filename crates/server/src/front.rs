@@ -174,7 +174,10 @@ async fn authenticate(
     let failure = match auth.need(mode) {
         Need::Nothing => return Ok(None),
         Need::Refuse => AuthFailure::Transparent,
-        Need::Credentials => match auth.check(headers, peer.ip(), &server.metrics).await {
+        Need::Credentials => match auth
+            .check(headers, peer.ip(), &server.metrics.auth_verifications)
+            .await
+        {
             Ok(user) => return Ok(Some(user)),
             Err(f) => f,
         },

@@ -20,8 +20,7 @@ use webpep_cache::policy::{age_value, freshness_lifetime, HeuristicConfig};
 use webpep_optimize::rewrite::{inlinable_image, inlinable_text, stylesheet_images, InlineKind};
 
 use crate::config::InlineConfig;
-use crate::optimize::mime_is;
-use crate::proxy::content_coding;
+use crate::optimize::{content_coding, mime_is};
 
 /// What the decisions need to know of the page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -62,3 +62,18 @@ pub(crate) fn weaken_etag(headers: &mut HeaderMap) {
         }
     }
 }
+
+/// The response's content coding, lower case; `None` for none or `identity`.
+pub(crate) fn content_coding(h: &HeaderMap) -> Option<String> {
+    let ce = h
+        .get(header::CONTENT_ENCODING)?
+        .to_str()
+        .ok()?
+        .trim()
+        .to_ascii_lowercase();
+    if ce.is_empty() || ce == "identity" {
+        None
+    } else {
+        Some(ce)
+    }
+}

@@ -22,7 +22,7 @@ use crate::front::ClientRequest;
 use crate::http1::{add_via, strip_hop_by_hop, via_has};
 use crate::metrics::Metrics;
 use crate::mode::Mode;
-use crate::optimize::Applied;
+use crate::optimize::{content_coding, Applied};
 use crate::origin::{connect_error, error_reason};
 use crate::prefetch::Below;
 use crate::reply::{Body, Reply};
@@ -1229,21 +1229,6 @@ fn transform_and_store(
         status,
         headers,
         body,
-    }
-}
-
-/// The response's content coding, lower case; `None` for none or `identity`.
-pub(crate) fn content_coding(h: &HeaderMap) -> Option<String> {
-    let ce = h
-        .get(header::CONTENT_ENCODING)?
-        .to_str()
-        .ok()?
-        .trim()
-        .to_ascii_lowercase();
-    if ce.is_empty() || ce == "identity" {
-        None
-    } else {
-        Some(ce)
     }
 }
 

@@ -20,7 +20,8 @@ use crate::mode::Mode;
 use crate::origin::{build_client, Dialer, OriginClient, Resolve, StubResolve, SystemResolve};
 use crate::prefetch::Prefetcher;
 use crate::reply::Reply;
-use crate::stage::{default_stages, StageFactory, Stages};
+use crate::stage::{StageFactory, Stages};
+use crate::stages::default_stages;
 use crate::transform_pool::TransformPool;
 
 /// Why the server could not be built.

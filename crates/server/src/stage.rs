@@ -2,7 +2,7 @@
 //! phases and mitmproxy's addons: a [`Stage`] has one hook per phase, each doing nothing by
 //! default, and a [`StageFactory`] declares the stage's configuration keys (with defaults and
 //! help), checks them at start-up, registers its metrics and builds the stage. The built-in
-//! stages are listed by [`default_stages`] through the same mechanism any new stage uses: a new
+//! stages are listed by [`crate::stages::default_stages`] through the same mechanism any new stage uses: a new
 //! stage is one file in `stages/` and one line there.
 //!
 //! Phases of one request, in order (the pipeline itself is [`crate::proxy`]):
@@ -11,7 +11,6 @@
 //! original) → `body_filter`s in `order()` (decoded body; the result is stored as the variant)
 //! → `response_filter` (every response, hits included) → `logging`.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
@@ -186,11 +185,6 @@ pub trait StageFactory: Send + Sync {
     ) -> Result<Option<Arc<dyn Stage>>, (String, String)>;
 }
 
-/// The built-in stages, in the order their factories run.
-pub fn default_stages() -> Vec<Box<dyn StageFactory>> {
-    crate::stages::default_stages()
-}
-
 /// The stages a configuration turns on, ordered, with their counters.
 #[derive(Default)]
 pub struct Stages {
@@ -345,16 +339,6 @@ impl Stages {
             s.logging(record);
         }
     }
-}
-
-/// The `[stages.NAME]` keys of every stage that has a section of its own, for documentation
-/// and `--print-config`.
-pub fn documented_keys() -> BTreeMap<&'static str, &'static [KeyDoc]> {
-    default_stages()
-        .iter()
-        .filter(|f| !f.built_in())
-        .map(|f| (f.name(), f.keys()))
-        .collect()
 }
 
 /// Reads a boolean key of a `[stages.NAME]` table, or its default.

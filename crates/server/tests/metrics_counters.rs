@@ -1714,7 +1714,7 @@ async fn every_metric_on_metrics_is_covered_by_a_test() {
     cfg.compress.enabled = true;
     cfg.transcode.enabled = true;
     cfg.inline.enabled = true;
-    for name in webpep_server::stage::documented_keys().keys() {
+    for name in webpep_server::stages::documented_keys().keys() {
         let mut on = webpep_server::toml::Table::new();
         on.insert("enabled".into(), true.into());
         cfg.stages.insert(name.to_string(), on);

@@ -9,9 +9,8 @@ use std::sync::Arc;
 
 use common::*;
 use http::header::{HeaderMap, HeaderValue};
-use webpep_server::stage::{
-    default_stages, LogRecord, Registry, Section, Stage, StageCtx, StageFactory, Timing,
-};
+use webpep_server::stage::{LogRecord, Registry, Section, Stage, StageCtx, StageFactory, Timing};
+use webpep_server::stages::default_stages;
 use webpep_server::{CancellationToken, Server, ServerConfig};
 
 fn with_server_timing(mut cfg: ServerConfig) -> ServerConfig {

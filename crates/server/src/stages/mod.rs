@@ -7,7 +7,9 @@ mod server_timing;
 mod transcode;
 mod url_rewrite;
 
-use crate::stage::StageFactory;
+use std::collections::BTreeMap;
+
+use crate::stage::{KeyDoc, StageFactory};
 
 /// The built-in stages' factories. Body filters run by each stage's `order()`, not by
 /// their place here.
@@ -19,4 +21,14 @@ pub fn default_stages() -> Vec<Box<dyn StageFactory>> {
         Box::new(inline::Factory),
         Box::new(server_timing::Factory),
     ]
+}
+
+/// The `[stages.NAME]` keys of every stage that has a section of its own, for documentation
+/// and `--print-config`.
+pub fn documented_keys() -> BTreeMap<&'static str, &'static [KeyDoc]> {
+    default_stages()
+        .iter()
+        .filter(|f| !f.built_in())
+        .map(|f| (f.name(), f.keys()))
+        .collect()
 }
