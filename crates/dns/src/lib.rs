@@ -6,7 +6,7 @@
 //! - [`DnsProxy`]: `webpep dns`, a UDP and TCP DNS proxy that forwards to one upstream resolver
 //!   and rewrites its answers.
 //! - [`StubResolver`]: the edge proxy's own caching resolver for origin names, so that lookups
-//!   happen on the wired side and are cached for their TTL.
+//!   happen on the wired side and are cached for their TTL, on an injectable [`Clock`].
 //! - [`FileConfig`]: the TOML configuration file of `webpep dns`.
 //! - [`TcpFrames`]: the length-prefixed framing of DNS over TCP as a pure decoder over bytes.
 
@@ -28,7 +28,7 @@ pub use ipnet;
 pub use policy::{NameMatch, RewritePolicy, DEFAULT_PROXY_TTL};
 pub use proxy::{loopback_only, DnsProxy, DnsProxyConfig, DnsProxyLimits, DnsProxyStats};
 pub use rewrite::rewrite_response;
-pub use stub::{StubConfig, StubResolver, StubStats};
+pub use stub::{Clock, StubConfig, StubResolver, StubStats, TokioClock};
 /// Re-exported so that callers of [`DnsProxy::serve`] need not depend on `tokio-util`.
 pub use tokio_util::sync::CancellationToken;
 pub use wire::{FrameError, TcpFrames};

@@ -8,12 +8,13 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::{Name, RData, RecordType};
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tracing::debug;
 
 use crate::error::DnsError;
@@ -24,6 +25,25 @@ use crate::wire::{encode, random_id};
 
 /// The UDP payload size the stub advertises (the DNS flag day 2020 value).
 const EDNS_PAYLOAD: u16 = 1232;
+
+/// Where the stub resolver's cache reads the time: when answers were stored, whether they
+/// have expired. Injectable ([`StubResolver::with_clock`]) so that tests decide TTL expiry
+/// without waiting for it.
+pub trait Clock: Send + Sync {
+    /// The time now.
+    fn now(&self) -> Instant;
+}
+
+/// The default clock: tokio's, so a runtime with paused time (`tokio::time::pause`,
+/// `advance`) drives the cache's expiry too.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TokioClock;
+
+impl Clock for TokioClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
 
 /// How the stub resolver asks and caches.
 #[derive(Clone, Debug)]
@@ -132,11 +152,18 @@ pub struct StubResolver {
     cfg: StubConfig,
     slots: Mutex<HashMap<String, Slot>>,
     counters: Counters,
+    clock: Arc<dyn Clock>,
 }
 
 impl StubResolver {
-    /// A resolver that asks `upstream`.
+    /// A resolver that asks `upstream`, its cache on tokio's clock ([`TokioClock`]).
     pub fn new(upstream: SocketAddr, cfg: StubConfig) -> Self {
+        Self::with_clock(upstream, cfg, Arc::new(TokioClock))
+    }
+
+    /// A resolver that asks `upstream` and reads the time from `clock` to store and expire
+    /// answers (the upstream's timeouts stay on tokio's timers).
+    pub fn with_clock(upstream: SocketAddr, cfg: StubConfig, clock: Arc<dyn Clock>) -> Self {
         StubResolver {
             upstream: Upstream {
                 addr: upstream,
@@ -146,6 +173,7 @@ impl StubResolver {
             cfg,
             slots: Mutex::new(HashMap::new()),
             counters: Counters::default(),
+            clock,
         }
     }
 
@@ -212,7 +240,7 @@ impl StubResolver {
     fn claim(&self, key: &str) -> Claim {
         let mut slots = self.slots();
         match slots.get(key) {
-            Some(Slot::Ready { outcome, expires }) if *expires > Instant::now() => {
+            Some(Slot::Ready { outcome, expires }) if *expires > self.clock.now() => {
                 Claim::Hit(outcome.clone())
             }
             Some(Slot::Pending(rx)) => Claim::Wait(rx.clone()),
@@ -241,7 +269,7 @@ impl StubResolver {
             let mut slots = self.slots();
             match ttl {
                 Some(ttl) if ttl > 0 => {
-                    let expires = Instant::now() + Duration::from_secs(u64::from(ttl));
+                    let expires = self.clock.now() + Duration::from_secs(u64::from(ttl));
                     slots.insert(
                         key.to_string(),
                         Slot::Ready {
@@ -268,7 +296,7 @@ impl StubResolver {
         if slots.len() <= max {
             return;
         }
-        let now = Instant::now();
+        let now = self.clock.now();
         slots.retain(|_, s| !matches!(s, Slot::Ready { expires, .. } if *expires <= now));
         while slots.len() > max {
             let soonest = slots

@@ -287,7 +287,10 @@ async fn small_udp_client_gets_tc_for_a_big_rewritten_answer() {
     p.stop().await;
 }
 
-#[tokio::test]
+// Paused time: the 400 ms upstream timeouts are virtual, so "only four at once" is checked
+// before any of them can end, however busy the machine. Loopback delivers within the send
+// call, and the 2 ms polls are the next timers while the queries travel.
+#[tokio::test(start_paused = true)]
 async fn a_flood_is_bounded_by_the_in_flight_limit() {
     let up = start_upstream().await;
     let (udp, tcp) = bind_pair();
@@ -317,8 +320,11 @@ async fn a_flood_is_bounded_by_the_in_flight_limit() {
             .unwrap();
         client.send_to(&q, p.addr).await.unwrap();
     }
-    tokio::time::sleep(Duration::from_millis(250)).await;
+    wait_until("four queries upstream", WAIT, || up.udp() >= 4).await;
+    // Virtual: 300 ms on, still before the first timeout.
+    tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(up.udp(), 4, "in flight upstream while the first four wait");
+    assert_eq!(p.proxy.stats().upstream_packets, 4);
     // Then the backlog drains four at a time, each answered SERVFAIL.
     let mut buf = vec![0u8; 512];
     let first = tokio::time::timeout(WAIT, client.recv_from(&mut buf))
@@ -441,10 +447,12 @@ async fn the_connection_idle_longest_gives_way_to_a_new_one() {
     let (cfg, limits) = two_slots(up.addr);
     let p = start_limited(cfg, limits).await;
     let mut first = connect_from("127.0.0.1", p.addr).await;
+    // Virtual time (paused): lets the first connection be idle 1 s longer than the second.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let mut second = connect_from("127.0.0.1", p.addr).await;
     // The second is mid-message: waiting on its client too, but not as long.
     second.write_all(&[0]).await.unwrap();
+    // Virtual time, as above.
     tokio::time::sleep(Duration::from_secs(1)).await;
 
     let t0 = tokio::time::Instant::now();
@@ -483,6 +491,7 @@ async fn with_every_connection_being_answered_the_next_to_finish_gives_way() {
         write_frame(&mut s, &q.to_vec().unwrap()).await.unwrap();
         busy.push(s);
     }
+    // Virtual time: 100 ms into the upstream's 1 s attempts.
     tokio::time::sleep(Duration::from_millis(100)).await;
     let t0 = tokio::time::Instant::now();
     let mut s = connect_from("127.0.0.1", p.addr).await;

@@ -1,4 +1,7 @@
 //! `StubResolver` against a fake upstream: caching, TTL expiry, coalescing, errors.
+//!
+//! No test sleeps to let time pass: TTL expiry is decided on an injected [`ManualClock`] or in
+//! tokio's paused time; waiting for a lookup to get somewhere is a bounded poll.
 
 mod common;
 
@@ -8,6 +11,9 @@ use std::time::Duration;
 
 use common::*;
 use webpep_dns::{DnsError, StubConfig, StubResolver};
+
+/// A bound on hangs, not on speed.
+const WAIT: Duration = Duration::from_secs(10);
 
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
@@ -29,48 +35,116 @@ async fn second_lookup_is_answered_from_the_cache() {
     assert_eq!(up.udp(), 2);
 }
 
+fn v4_only() -> StubConfig {
+    StubConfig {
+        ipv6: false,
+        ..StubConfig::default()
+    }
+}
+
 #[tokio::test]
 async fn entries_expire_with_their_ttl() {
     let up = start_upstream().await;
-    let r = StubResolver::new(
-        up.addr,
-        StubConfig {
-            ipv6: false,
-            ..StubConfig::default()
-        },
-    );
+    let clock = ManualClock::new();
+    let r = StubResolver::with_clock(up.addr, v4_only(), clock.clone());
     assert_eq!(
         r.lookup("short.foo.com").await.unwrap(),
         vec![ip("192.0.2.9")]
     );
+    clock.advance(Duration::from_millis(999));
     assert_eq!(
         r.lookup("short.foo.com").await.unwrap(),
         vec![ip("192.0.2.9")]
     );
-    assert_eq!(r.stats().queries_sent, 1);
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(r.stats().queries_sent, 1, "still within the 1 s TTL");
+    clock.advance(Duration::from_millis(1));
     assert_eq!(
         r.lookup("short.foo.com").await.unwrap(),
         vec![ip("192.0.2.9")]
     );
     let s = r.stats();
-    assert_eq!(s.queries_sent, 2, "asked again after the 1 s TTL");
+    assert_eq!(s.queries_sent, 2, "asked again once the 1 s TTL is over");
     assert_eq!(s.cache_hits, 1);
+    assert_eq!(up.udp(), 2);
+}
+
+/// The default clock is tokio's: paused time moves the cache's expiry too.
+#[tokio::test]
+async fn the_default_clock_follows_tokio_time() {
+    let up = start_upstream().await;
+    let r = StubResolver::new(up.addr, v4_only());
+    r.lookup("short.foo.com").await.unwrap();
+    // Paused only while no exchange is under way: with time paused, tokio moves the clock to
+    // the next timer whenever every task waits, which could be the upstream's timeout.
+    tokio::time::pause();
+    r.lookup("short.foo.com").await.unwrap();
+    tokio::time::advance(Duration::from_millis(999)).await;
+    r.lookup("short.foo.com").await.unwrap();
+    assert_eq!(r.stats().queries_sent, 1);
+    tokio::time::advance(Duration::from_millis(1)).await;
+    tokio::time::resume();
+    r.lookup("short.foo.com").await.unwrap();
+    let s = r.stats();
+    assert_eq!((s.queries_sent, s.cache_hits), (2, 2));
 }
 
 #[tokio::test]
 async fn min_ttl_keeps_short_answers_longer() {
     let up = start_upstream().await;
     let cfg = StubConfig {
-        ipv6: false,
         min_ttl: 60,
-        ..StubConfig::default()
+        ..v4_only()
     };
-    let r = StubResolver::new(up.addr, cfg);
+    let clock = ManualClock::new();
+    let r = StubResolver::with_clock(up.addr, cfg, clock.clone());
     r.lookup("short.foo.com").await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    clock.advance(Duration::from_secs(59));
     r.lookup("short.foo.com").await.unwrap();
+    assert_eq!(r.stats().queries_sent, 1, "kept 60 s, not its 1 s TTL");
+    clock.advance(Duration::from_secs(1));
+    r.lookup("short.foo.com").await.unwrap();
+    assert_eq!(r.stats().queries_sent, 2);
+}
+
+#[tokio::test]
+async fn max_ttl_caps_long_answers() {
+    let up = start_upstream().await;
+    let cfg = StubConfig {
+        max_ttl: 5,
+        ..v4_only()
+    };
+    let clock = ManualClock::new();
+    let r = StubResolver::with_clock(up.addr, cfg, clock.clone());
+    r.lookup("img.foo.com").await.unwrap();
+    clock.advance(Duration::from_secs(4));
+    r.lookup("img.foo.com").await.unwrap();
     assert_eq!(r.stats().queries_sent, 1);
+    clock.advance(Duration::from_secs(1));
+    r.lookup("img.foo.com").await.unwrap();
+    assert_eq!(r.stats().queries_sent, 2, "its 60 s TTL capped at 5 s");
+}
+
+#[tokio::test]
+async fn not_found_is_remembered_for_the_negative_ttl() {
+    let up = start_upstream().await;
+    let cfg = StubConfig {
+        negative_ttl: 30,
+        ..v4_only()
+    };
+    let clock = ManualClock::new();
+    let r = StubResolver::with_clock(up.addr, cfg, clock.clone());
+    let not_found = |res: Result<Vec<IpAddr>, DnsError>| matches!(res, Err(DnsError::NotFound(_)));
+    assert!(not_found(r.lookup("nowhere.test").await));
+    clock.advance(Duration::from_secs(29));
+    assert!(not_found(r.lookup("nowhere.test").await));
+    assert_eq!(
+        r.stats().queries_sent,
+        1,
+        "the SOA allows 60 s; 30 s configured"
+    );
+    clock.advance(Duration::from_secs(1));
+    assert!(not_found(r.lookup("nowhere.test").await));
+    assert_eq!(r.stats().queries_sent, 2);
 }
 
 #[tokio::test]
@@ -99,7 +173,10 @@ async fn concurrent_lookups_of_one_name_share_one_query() {
     assert_eq!(up.udp(), 1);
 }
 
-#[tokio::test]
+// Paused time: the upstream's 300 ms delay is virtual, so the follower surely joins while the
+// leader is still waiting, however busy the machine (in real time a 300 ms stall would let the
+// leader finish first). Every exchange here is on loopback, delivered within the send call.
+#[tokio::test(start_paused = true)]
 async fn a_cancelled_leader_does_not_strand_its_followers() {
     let up = start_upstream().await;
     let r = Arc::new(StubResolver::new(
@@ -113,12 +190,13 @@ async fn a_cancelled_leader_does_not_strand_its_followers() {
         let r = r.clone();
         tokio::spawn(async move { r.lookup("delay.foo.com").await })
     };
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    wait_until("the leader asked", WAIT, || r.stats().queries_sent == 1).await;
     let follower = {
         let r = r.clone();
         tokio::spawn(async move { r.lookup("delay.foo.com").await })
     };
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    wait_until("the follower waits", WAIT, || r.stats().coalesced == 1).await;
+    assert_eq!(r.stats().queries_sent, 1, "the answer is 300 ms away");
     leader.abort();
     let got = tokio::time::timeout(Duration::from_secs(3), follower)
         .await
@@ -172,7 +250,9 @@ async fn nodata_for_one_family_keeps_the_other() {
     );
 }
 
-#[tokio::test]
+// Paused time: the timeouts are the test, and nothing answers, so tokio moving its clock to
+// the next timer whenever every task waits is just what should happen.
+#[tokio::test(start_paused = true)]
 async fn silent_upstream_is_an_error_that_is_not_cached() {
     let up = start_upstream().await;
     let cfg = StubConfig {

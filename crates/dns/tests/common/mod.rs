@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
@@ -174,6 +174,7 @@ pub async fn start_upstream() -> FakeUpstream {
                 let udp = udp.clone();
                 tokio::spawn(async move {
                     if delayed(&query) {
+                        // The scripted upstream's behaviour: `delay.foo.com` is slow to answer.
                         tokio::time::sleep(Duration::from_millis(300)).await;
                     }
                     if let Some(resp) = answer(&query, false) {
@@ -291,4 +292,43 @@ pub fn answers(m: &Message) -> Vec<(String, u32, String)> {
 
 pub fn row(owner: &str, ttl: u32, v: &str) -> (String, u32, String) {
     (owner.to_string(), ttl, v.to_string())
+}
+
+/// A clock for the stub resolver's cache that moves only when told to.
+pub struct ManualClock {
+    start: tokio::time::Instant,
+    offset: Mutex<Duration>,
+}
+
+impl ManualClock {
+    pub fn new() -> Arc<ManualClock> {
+        Arc::new(ManualClock {
+            start: tokio::time::Instant::now(),
+            offset: Mutex::new(Duration::ZERO),
+        })
+    }
+
+    pub fn advance(&self, by: Duration) {
+        *self.offset.lock().unwrap() += by;
+    }
+}
+
+impl webpep_dns::Clock for ManualClock {
+    fn now(&self) -> tokio::time::Instant {
+        self.start + *self.offset.lock().unwrap()
+    }
+}
+
+/// Polls `cond` until it holds, failing the test after `within` (generous: a bound on a
+/// hang, not a measure of speed).
+pub async fn wait_until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
+    let polled = async {
+        while !cond() {
+            // A polling interval, not a wait for something to have happened.
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    };
+    if tokio::time::timeout(within, polled).await.is_err() {
+        panic!("not within {within:?}: {what}");
+    }
 }
