@@ -11,88 +11,18 @@ use lol_html::send::{ElementContentHandlers, HtmlRewriter, Settings};
 use lol_html::{MemorySettings, Selector};
 use url::Url;
 
+use crate::css_text::{is_ident_byte, read_css_string, read_url_arg, starts_with_ci};
 use crate::media::{media_applies, Viewport};
+use crate::reference::url_kind;
+pub use crate::reference::{resolve, Discovered, Hint, Need, ResourceKind};
 use crate::selectors::ElementInfo;
-pub use crate::stylesheet::Need;
 use crate::stylesheet::{inline_font_use, scan_stylesheet, FontUse};
-
-/// What kind of resource a URL was discovered as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ResourceKind {
-    /// The page itself (and the targets of its redirects).
-    Document,
-    /// An iframe's document (its HTML is scanned too).
-    Iframe,
-    Stylesheet,
-    Script,
-    Image,
-    Font,
-    Other,
-}
-
-impl ResourceKind {
-    /// The HAR `_resourceType` (Chrome's names).
-    pub fn har_type(self) -> &'static str {
-        match self {
-            ResourceKind::Document | ResourceKind::Iframe => "document",
-            ResourceKind::Stylesheet => "stylesheet",
-            ResourceKind::Script => "script",
-            ResourceKind::Image => "image",
-            ResourceKind::Font => "font",
-            ResourceKind::Other => "other",
-        }
-    }
-
-    /// Whether the response is scanned as HTML.
-    pub fn is_html(self) -> bool {
-        matches!(self, ResourceKind::Document | ResourceKind::Iframe)
-    }
-}
-
-/// One embedded object found in a document or stylesheet.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Discovered {
-    pub url: Url,
-    pub kind: ResourceKind,
-    /// When a browser requests it ([`Need::Always`] for everything but what stylesheets
-    /// and `<style>` elements refer to).
-    pub need: Need,
-    /// What the markup says beyond the kind that today's browser weighs in its priority.
-    pub hint: Hint,
-}
-
-/// What a reference's markup says that Chromium weighs in its priority.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Hint {
-    #[default]
-    None,
-    /// An `<img>` not declared small: without both `width` and `height`, or with an area
-    /// over 10,000 px². Chromium gives the first five of a document medium priority.
-    LargeImage,
-    /// A `<script src>` that does not stop the parser (`async`, `defer`, `type=module`).
-    AsyncScript,
-}
 
 /// Whether `<img width height>` declares an image of at most 10,000 px² (Chromium's
 /// "small" image, which its first-five boost skips).
 fn declared_small(width: Option<&str>, height: Option<&str>) -> bool {
     let px = |v: Option<&str>| v.and_then(|v| v.trim().parse::<u64>().ok());
     matches!((px(width), px(height)), (Some(w), Some(h)) if w.saturating_mul(h) <= 10_000)
-}
-
-/// Resolve `raw` against `base`, keeping only http(s) URLs, without the fragment.
-pub fn resolve(base: &Url, raw: &str) -> Option<Url> {
-    let raw = raw.trim_matches(|c: char| c.is_ascii_whitespace());
-    if raw.is_empty() || raw.starts_with('#') {
-        return None;
-    }
-    let mut url = base.join(raw).ok()?;
-    if url.scheme() != "http" && url.scheme() != "https" {
-        return None;
-    }
-    url.set_fragment(None);
-    Some(url)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -649,120 +579,6 @@ pub fn pick_srcset(srcset: &str, src: Option<&str>) -> Option<String> {
 
 // ---------------------------------------------------------------------------------------------
 // CSS
-
-/// Split a CSS list (selectors, media queries, font sources) at commas outside
-/// parentheses, brackets and strings.
-pub(crate) fn split_top_level_commas(s: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let (mut depth, mut start, mut quote) = (0usize, 0usize, None::<char>);
-    let mut chars = s.char_indices();
-    while let Some((i, c)) = chars.next() {
-        match (quote, c) {
-            (Some(_), '\\') => {
-                chars.next();
-            }
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), _) => {}
-            (None, '"' | '\'') => quote = Some(c),
-            (None, '(' | '[') => depth += 1,
-            (None, ')' | ']') => depth = depth.saturating_sub(1),
-            (None, ',') if depth == 0 => {
-                out.push(&s[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    out.push(&s[start..]);
-    out
-}
-
-pub(crate) fn starts_with_ci(hay: &[u8], at: usize, needle: &[u8]) -> bool {
-    hay.len() >= at + needle.len() && hay[at..at + needle.len()].eq_ignore_ascii_case(needle)
-}
-
-pub(crate) fn is_ident_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b >= 0x80
-}
-
-/// Read a CSS string starting at the quote at `i`; returns (content, index after the string).
-pub(crate) fn read_css_string(s: &str, i: usize) -> (String, usize) {
-    let bytes = s.as_bytes();
-    let quote = bytes[i];
-    let mut out = String::new();
-    let mut j = i + 1;
-    let mut seg = j;
-    while j < bytes.len() {
-        match bytes[j] {
-            b'\\' => {
-                out.push_str(&s[seg..j]);
-                if j + 1 < bytes.len() && bytes[j + 1] != b'\n' {
-                    // Take the escaped character as is (hex escapes are rare in URLs).
-                    let ch_len = s[j + 1..].chars().next().map(char::len_utf8).unwrap_or(1);
-                    out.push_str(&s[j + 1..j + 1 + ch_len]);
-                    j += 1 + ch_len;
-                } else {
-                    j += 2;
-                }
-                seg = j.min(bytes.len());
-                continue;
-            }
-            b if b == quote => {
-                out.push_str(&s[seg..j]);
-                return (out, j + 1);
-            }
-            b'\n' => {
-                out.push_str(&s[seg..j]);
-                return (out, j);
-            }
-            _ => j += 1,
-        }
-    }
-    out.push_str(&s[seg.min(bytes.len())..]);
-    (out, bytes.len())
-}
-
-/// Read the argument of `url(` whose content starts at `i`; returns (url, index after `)`).
-pub(crate) fn read_url_arg(s: &str, mut i: usize) -> (String, usize) {
-    let bytes = s.as_bytes();
-    while i < bytes.len() && bytes[i].is_ascii_whitespace() {
-        i += 1;
-    }
-    if i < bytes.len() && (bytes[i] == b'"' || bytes[i] == b'\'') {
-        let (v, mut j) = read_css_string(s, i);
-        while j < bytes.len() && bytes[j] != b')' {
-            j += 1;
-        }
-        return (v, (j + 1).min(bytes.len()));
-    }
-    let start = i;
-    while i < bytes.len() && bytes[i] != b')' {
-        i += 1;
-    }
-    let v = s[start..i].trim().replace('\\', "");
-    (v, (i + 1).min(bytes.len()))
-}
-
-pub(crate) fn url_kind(url: &str, in_font_face: bool) -> ResourceKind {
-    if in_font_face {
-        return ResourceKind::Font;
-    }
-    let path = url
-        .split(['?', '#'])
-        .next()
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    if path.ends_with(".css") {
-        ResourceKind::Stylesheet
-    } else if [".woff", ".woff2", ".ttf", ".otf", ".eot"]
-        .iter()
-        .any(|e| path.ends_with(e))
-    {
-        ResourceKind::Font
-    } else {
-        ResourceKind::Image
-    }
-}
 
 /// Scan a stylesheet (or a `style` attribute) for `@import` and `url()` references.
 pub fn scan_css(css: &str, base: &Url) -> Vec<Discovered> {

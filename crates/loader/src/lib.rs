@@ -59,6 +59,7 @@
 
 mod config;
 mod content_coding;
+mod css_text;
 pub mod discover;
 pub mod dns;
 mod driver;
@@ -68,6 +69,7 @@ pub mod h1;
 mod har;
 pub mod media;
 mod net;
+pub mod reference;
 pub mod request_headers;
 mod result;
 pub mod selectors;

@@ -10,38 +10,11 @@ use std::sync::Arc;
 
 use url::Url;
 
-use crate::discover::{
-    read_css_string, read_url_arg, resolve, split_top_level_commas, starts_with_ci, url_kind,
-};
-use crate::discover::{Discovered, Hint, ResourceKind};
+use crate::css_text::{read_css_string, read_url_arg, split_top_level_commas, starts_with_ci};
 use crate::media::{media_applies, Viewport};
+use crate::reference::{resolve, url_kind, Discovered, Hint, ResourceKind};
+pub use crate::reference::{Face, Need};
 use crate::selectors::{parse_selector_list, Complex, ElementIndex};
-
-/// When a reference found in a page or stylesheet is requested.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Need {
-    /// As soon as the browser comes to it.
-    Always,
-    /// A style rule's `url()`: once an element matches one of the rule's selectors.
-    Rule(Arc<[Complex]>),
-    /// An `@font-face` source: once text is set in that face.
-    FontFace(Arc<Face>),
-    /// A stylesheet whose media do not apply: fetched (browsers fetch every stylesheet), but
-    /// nothing its rules use is requested.
-    Unused,
-}
-
-/// An `@font-face` rule's descriptors.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Face {
-    /// Lower case, without quotes.
-    pub family: Arc<str>,
-    /// Its weight range (one weight: both ends equal).
-    pub weight: (u16, u16),
-    pub italic: bool,
-    /// Its `unicode-range` covers Latin letters (or it has none).
-    pub latin: bool,
-}
 
 /// A rule that sets how text looks: its family names (lower case), weight and style.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,7 +96,7 @@ fn urls_in(value: &str) -> Vec<String> {
             b'"' | b'\'' => i = read_css_string(value, i).1,
             b'u' | b'U'
                 if starts_with_ci(b, i, b"url(")
-                    && (i == 0 || !crate::discover::is_ident_byte(b[i - 1])) =>
+                    && (i == 0 || !crate::css_text::is_ident_byte(b[i - 1])) =>
             {
                 let (v, j) = read_url_arg(value, i + 4);
                 out.push(v);
