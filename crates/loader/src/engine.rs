@@ -1,6 +1,11 @@
 //! The browser model's scheduler. One task polls everything (connection drivers and DNS
 //! lookups live in a `FuturesUnordered` owned by the [`Loader`]), so every socket is created on
 //! the caller's thread — in whatever network namespace that thread is in.
+//!
+//! Time: every scheduling decision (the page timeout, DNS answers' expiry, timings) reads
+//! tokio's clock (`tokio::time::Instant`), so a runtime in paused time runs a load in virtual
+//! time; the decisions that compare against "now" take it as an argument
+//! ([`DnsState::cached`]). Only the page's start date (`PageLoad::started`) is wall-clock.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
@@ -93,6 +98,21 @@ enum DnsState {
         reason: String,
         gen: u64,
     },
+}
+
+impl DnsState {
+    /// The addresses an answer gives at `now`: while it is fresh (looked up in this load, whose
+    /// connections keep using it) or its TTL has not run out. `None` when it must be asked.
+    fn cached(&self, now: Instant) -> Option<&[IpAddr]> {
+        match self {
+            DnsState::Resolved {
+                addrs,
+                expires,
+                fresh,
+            } if *fresh || *expires > now => Some(addrs),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -1034,13 +1054,11 @@ impl Loader {
         if let Some(ip) = self.hosts.get(&origin.host) {
             return Ok(Some(with(&[*ip])));
         }
-        let now = Instant::now();
-        match self.dns.get(&origin.host) {
-            Some(DnsState::Resolved {
-                addrs,
-                expires,
-                fresh,
-            }) if *fresh || *expires > now => return Ok(Some(with(addrs))),
+        let state = self.dns.get(&origin.host);
+        if let Some(addrs) = state.and_then(|s| s.cached(Instant::now())) {
+            return Ok(Some(with(addrs)));
+        }
+        match state {
             Some(DnsState::Pending { gen, .. }) if *gen == st.gen => return Ok(None),
             Some(DnsState::Failed { reason, gen }) if *gen == st.gen => {
                 return Err(FetchError::Dns {
@@ -1929,4 +1947,72 @@ pub async fn load_page(url: &str, cfg: &LoaderConfig) -> PageLoad {
     let page = loader.load(url).await;
     loader.close_connections();
     page
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(expires: Instant, fresh: bool) -> DnsState {
+        DnsState::Resolved {
+            addrs: vec![IpAddr::from([192, 0, 2, 1])],
+            expires,
+            fresh,
+        }
+    }
+
+    #[test]
+    fn a_dns_answer_is_used_until_its_expiry_or_while_fresh() {
+        let t = Instant::now();
+        let ttl = Duration::from_secs(30);
+        let stale = answer(t + ttl, false);
+        assert!(stale.cached(t).is_some());
+        assert!(stale.cached(t + ttl - Duration::from_millis(1)).is_some());
+        assert!(stale.cached(t + ttl).is_none(), "expired at its TTL");
+        // Looked up in this load: used by its connections whatever the TTL.
+        assert!(answer(t + ttl, true).cached(t + ttl * 10).is_some());
+        let pending = DnsState::Pending { trigger: 0, gen: 1 };
+        assert!(pending.cached(t).is_none());
+    }
+
+    /// The scheduler's clock is tokio's: in paused time a cached answer runs out when virtual
+    /// time passes its TTL, with no waiting.
+    #[tokio::test(start_paused = true)]
+    async fn dns_answers_expire_in_virtual_time() {
+        let mut loader = Loader::new(LoaderConfig::default());
+        loader.dns.insert(
+            "www.test".into(),
+            answer(Instant::now() + Duration::from_secs(30), false),
+        );
+        let cached = |l: &Loader| l.dns["www.test"].cached(Instant::now()).is_some();
+        tokio::time::advance(Duration::from_secs(29)).await;
+        assert!(cached(&loader));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(!cached(&loader));
+    }
+
+    /// The page timeout is decided in virtual time: a page whose server never answers ends at
+    /// exactly `page_timeout` on tokio's paused clock (ten minutes here, taken at once).
+    #[tokio::test(start_paused = true)]
+    async fn the_page_timeout_fires_in_virtual_time() {
+        // Connections complete in the kernel's backlog; nothing is ever read or answered.
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/", silent.local_addr().unwrap());
+        let cfg = LoaderConfig {
+            page_timeout: Duration::from_secs(600),
+            connect_timeout: Duration::from_secs(3600),
+            response_timeout: Duration::from_secs(3600),
+            ..LoaderConfig::default()
+        };
+        let t0 = Instant::now();
+        let page = load_page(&url, &cfg).await;
+        assert_eq!(t0.elapsed(), Duration::from_secs(600));
+        assert!(page.timed_out);
+        assert_eq!(page.objects.len(), 1);
+        assert!(
+            matches!(page.objects[0].error, Some(FetchError::PageTimeout)),
+            "{:?}",
+            page.objects[0].error
+        );
+    }
 }

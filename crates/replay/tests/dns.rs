@@ -238,7 +238,8 @@ fn resolver_caches_until_the_ttl_expires() {
     let m = ask_tcp(res.tcp, 13, "www.alpha.test.", RecordType::A);
     assert_eq!(a_records(&m).len(), 1);
     assert_eq!(dns.auth.stats().queries, 1);
-    // After the TTL, the upstream is asked again.
+    // After the TTL, the upstream is asked again. A wait for real time to pass: the replay
+    // resolver's cache reads `std::time::Instant` (no injectable clock yet).
     std::thread::sleep(Duration::from_millis(1100));
     let m = ask_udp(res.udp, 14, "www.alpha.test.", RecordType::A);
     assert_eq!(a_records(&m).len(), 1);

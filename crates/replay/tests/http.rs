@@ -375,8 +375,13 @@ fn idle_timeout_and_cancel_close_connections() {
     });
     let mut c = Client::connect(site.alpha);
     assert_eq!(c.get(ALPHA, "/").status, 200);
-    std::thread::sleep(Duration::from_millis(600));
+    // Reads until the server closes it (the client's read timeout, 5 s, bounds a hang).
     assert!(c.closed(), "idle connection closed");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while site.server.stats().per_connection[0].open && std::time::Instant::now() < deadline {
+        // A polling interval: the server records the close just after closing.
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert!(!site.server.stats().per_connection[0].open);
 
     // An open keep-alive connection does not keep the server from stopping.

@@ -120,6 +120,7 @@ impl FakeDns {
                     lock(&names).push(name);
                     let (udp, delay) = (udp.clone(), opts.delay);
                     tokio::spawn(async move {
+                        // The scripted resolver's behaviour: answers `delay` late.
                         tokio::time::sleep(delay).await;
                         let _ = udp.send_to(&reply, from).await;
                     });
@@ -145,6 +146,7 @@ impl FakeDns {
                         }
                         count.fetch_add(1, Ordering::SeqCst);
                         if let Some((_, reply)) = dns_answer(&q, &map, opts.ttl, false) {
+                            // The scripted resolver's behaviour, over TCP too.
                             tokio::time::sleep(opts.delay).await;
                             let mut out = (reply.len() as u16).to_be_bytes().to_vec();
                             out.extend_from_slice(&reply);
@@ -456,6 +458,7 @@ async fn serve_conn<S>(
             .get(&host, &path)
             .unwrap_or_else(|| Route::status(404));
         if !route.delay.is_zero() {
+            // The scripted origin's behaviour: this route answers late.
             tokio::time::sleep(route.delay).await;
         }
         // Requests that arrived meanwhile count as pipelined.
@@ -533,6 +536,7 @@ async fn serve_conn<S>(
             return;
         }
         if let Some(pause) = route.split {
+            // The scripted origin's behaviour: the response in two parts, apart.
             tokio::time::sleep(pause).await;
             if s.write_all(&out[cut..]).await.is_err() {
                 return;
@@ -708,6 +712,7 @@ async fn serve_h2(
                 == Some(e)
         });
         tokio::spawn(async move {
+            // The scripted origin's behaviour (HTTP/2): this route answers late.
             tokio::time::sleep(route.delay).await;
             if not_modified {
                 let Ok(resp) = http::Response::builder().status(304).body(()) else {
