@@ -18,12 +18,13 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::air::{self, ProbeSchedule};
-use crate::front::{admit, Arrival, Outcome};
+use crate::front::{admit, Outcome};
 use crate::http1::{self, BodyFraming, ChunkedDecoder, HeadError, RequestHead};
 use crate::limits::Limit;
 use crate::metrics::Metrics;
 use crate::reply::{write_reply, Reply, Written};
-use crate::server::Server;
+use crate::request::Arrival;
+use crate::state::Server;
 
 /// What the access log and the writer need to know about a request.
 #[derive(Debug, Clone)]

@@ -1,7 +1,7 @@
 //! Front ends: how a request gets into the pipeline. A front end reads a request from its
 //! transport and hands it to [`admit`], which decides its mode (explicit, transparent, URL,
 //! local, CONNECT) and applies the per-client rate limit and proxy authentication, the same
-//! for every transport. What follows ([`crate::server::Server::handle`], [`crate::proxy`])
+//! for every transport. What follows ([`Server::handle`], [`crate::proxy`])
 //! does not know where a request came from.
 //!
 //! Front ends today: the HTTP/1 listener ([`crate::conn`]: explicit, transparent and URL mode
@@ -20,38 +20,8 @@ use crate::http1::RequestHead;
 use crate::limits::{retry_after_secs, BufferLease, Limit};
 use crate::mode::{classify, Mode, ModeContext};
 use crate::reply::Reply;
-use crate::server::Server;
-
-/// A parsed request with its body and where it came from.
-#[derive(Debug)]
-pub struct ClientRequest {
-    /// Request line and headers.
-    pub head: RequestHead,
-    /// The body (bounded).
-    pub body: Bytes,
-    /// The client.
-    pub peer: SocketAddr,
-    /// The local address the client reached.
-    pub local: SocketAddr,
-    /// The original destination of an intercepted connection (SO_ORIGINAL_DST), when it is
-    /// not the proxy itself.
-    pub original_dst: Option<SocketAddr>,
-    /// The mode.
-    pub mode: Mode,
-    /// The budget the body holds while the request lives.
-    pub body_lease: Option<crate::limits::BufferLease>,
-}
-
-/// Where a request arrived, as its transport knows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Arrival {
-    /// The client.
-    pub peer: SocketAddr,
-    /// The local address the client reached.
-    pub local: SocketAddr,
-    /// The original destination of an intercepted connection, when not the proxy itself.
-    pub original_dst: Option<SocketAddr>,
-}
+use crate::request::{Arrival, ClientRequest};
+use crate::state::Server;
 
 /// What [`admit`] decided for one request.
 #[derive(Debug)]

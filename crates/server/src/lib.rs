@@ -33,9 +33,11 @@ pub mod origin;
 pub mod prefetch;
 pub mod proxy;
 pub mod reply;
+pub mod request;
 pub mod server;
 pub mod stage;
 pub mod stages;
+pub mod state;
 pub mod tls_relay;
 pub mod transform_pool;
 pub mod tunnel;
@@ -44,7 +46,8 @@ pub mod url_rewrite;
 pub use config::{ConfigError, ServerConfig};
 /// Re-exported for the CLI (CIDR flags).
 pub use ipnet;
-pub use server::{Server, ServerError};
+pub use server::ServerError;
+pub use state::Server;
 pub use tokio_util::sync::CancellationToken;
 /// Re-exported for the CLI (config overrides).
 pub use toml;

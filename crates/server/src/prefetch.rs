@@ -24,9 +24,9 @@ use tokio::sync::{watch, Semaphore};
 use url::Url;
 
 use crate::config::PrefetchConfig;
-use crate::front::ClientRequest;
 use crate::http1::RequestHead;
 use crate::mode::Mode;
+use crate::request::ClientRequest;
 
 /// Nesting below a document a client asked for: its objects (1), the objects of those that
 /// are documents themselves (2: a stylesheet's images and imports, a frame's objects), and

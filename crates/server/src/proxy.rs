@@ -18,7 +18,6 @@ use webpep_cache::{CachedResponse, Lookup};
 use webpep_optimize::compress;
 use webpep_optimize::rewrite::InlineKind;
 
-use crate::front::ClientRequest;
 use crate::http1::{add_via, strip_hop_by_hop, via_has};
 use crate::metrics::Metrics;
 use crate::mode::Mode;
@@ -26,8 +25,9 @@ use crate::optimize::{content_coding, Applied};
 use crate::origin::{connect_error, error_reason};
 use crate::prefetch::Below;
 use crate::reply::{Body, Reply};
-use crate::server::Server;
+use crate::request::ClientRequest;
 use crate::stage::{StageCtx, Timing};
+use crate::state::Server;
 use crate::transform_pool::Priority;
 
 /// Everything the phases share about one request.

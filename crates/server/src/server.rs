@@ -12,16 +12,17 @@ use crate::acl::Acl;
 use crate::auth::Authenticator;
 use crate::config::{first_nameserver, ServerConfig};
 use crate::conn::{answer_and_close, serve_connection};
-use crate::front::ClientRequest;
 use crate::http1;
 use crate::limits::{Buffers, ClientLimits};
 use crate::metrics::Metrics;
 use crate::mode::Mode;
-use crate::origin::{build_client, Dialer, OriginClient, Resolve, StubResolve, SystemResolve};
+use crate::origin::{build_client, Dialer, Resolve, StubResolve, SystemResolve};
 use crate::prefetch::Prefetcher;
 use crate::reply::Reply;
+use crate::request::ClientRequest;
 use crate::stage::{StageFactory, Stages};
 use crate::stages::default_stages;
+pub use crate::state::Server;
 use crate::transform_pool::TransformPool;
 
 /// Why the server could not be built.
@@ -36,38 +37,6 @@ pub enum ServerError {
     /// `[auth] users-file` is missing, unreadable or has a bad line.
     #[error("auth.users-file: {0}")]
     Auth(#[from] crate::auth::UsersFileError),
-}
-
-/// The edge proxy.
-pub struct Server {
-    pub(crate) cfg: ServerConfig,
-    pub(crate) acl: Arc<Acl>,
-    /// Proxy authentication, when `[auth] users-file` is set.
-    pub(crate) auth: Option<Authenticator>,
-    pub(crate) dialer: Dialer,
-    pub(crate) client: OriginClient,
-    pub(crate) cache: Option<webpep_cache::AsyncHttpCache>,
-    /// The stages the configuration turns on, in order ([`crate::stage`]).
-    pub(crate) stages: Stages,
-    pub(crate) metrics: Metrics,
-    /// Per-client connection and rate limits.
-    pub(crate) limits: ClientLimits,
-    /// The budget of bodies held in memory (`max-buffered-bytes`).
-    pub(crate) buffers: Arc<Buffers>,
-    /// Names this process in `Via` (loop detection).
-    pub(crate) instance: String,
-    /// Where transforms run, at most `[limits] transform-workers` at once.
-    pub(crate) transform_pool: TransformPool,
-    /// Prefetch of pages' objects (`[prefetch]`; only with the cache).
-    pub(crate) prefetch: Option<Arc<Prefetcher>>,
-}
-
-impl std::fmt::Debug for Server {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Server")
-            .field("cfg", &self.cfg)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Server {

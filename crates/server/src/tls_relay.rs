@@ -14,7 +14,7 @@ use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
-use crate::server::Server;
+use crate::state::Server;
 
 /// The TLS record type of a handshake message: the first byte a TLS client sends.
 pub const HANDSHAKE_RECORD: u8 = 22;

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
 use crate::reply::{write_reply, Reply, Written};
-use crate::server::Server;
+use crate::state::Server;
 
 /// Runs a tunnel to `host:port` on the client's socket halves. `leftover` holds bytes the
 /// client sent after the CONNECT head (they go to the destination first).

@@ -1,0 +1,48 @@
+//! The edge proxy's shared state: what every front end, the pipeline and the transports
+//! hold through `Arc<Server>`. Building it and serving on sockets are in [`crate::server`];
+//! this module imports only what the state is made of, so the modules that use the state
+//! import it without importing each other.
+
+use std::sync::Arc;
+
+use crate::acl::Acl;
+use crate::auth::Authenticator;
+use crate::config::ServerConfig;
+use crate::limits::{Buffers, ClientLimits};
+use crate::metrics::Metrics;
+use crate::origin::{Dialer, OriginClient};
+use crate::prefetch::Prefetcher;
+use crate::stage::Stages;
+use crate::transform_pool::TransformPool;
+
+/// The edge proxy.
+pub struct Server {
+    pub(crate) cfg: ServerConfig,
+    pub(crate) acl: Arc<Acl>,
+    /// Proxy authentication, when `[auth] users-file` is set.
+    pub(crate) auth: Option<Authenticator>,
+    pub(crate) dialer: Dialer,
+    pub(crate) client: OriginClient,
+    pub(crate) cache: Option<webpep_cache::AsyncHttpCache>,
+    /// The stages the configuration turns on, in order ([`crate::stage`]).
+    pub(crate) stages: Stages,
+    pub(crate) metrics: Metrics,
+    /// Per-client connection and rate limits.
+    pub(crate) limits: ClientLimits,
+    /// The budget of bodies held in memory (`max-buffered-bytes`).
+    pub(crate) buffers: Arc<Buffers>,
+    /// Names this process in `Via` (loop detection).
+    pub(crate) instance: String,
+    /// Where transforms run, at most `[limits] transform-workers` at once.
+    pub(crate) transform_pool: TransformPool,
+    /// Prefetch of pages' objects (`[prefetch]`; only with the cache).
+    pub(crate) prefetch: Option<Arc<Prefetcher>>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("cfg", &self.cfg)
+            .finish_non_exhaustive()
+    }
+}
