@@ -134,6 +134,7 @@ fn demo_text(r: &Results, absent: &[(&str, String)]) -> String {
         r.air_table(),
         r.link_table(),
         r.tls_upgrade_note(),
+        r.not_applicable_note(),
         // What the papers measured for the same pages and configurations (000 Tables 1, 6,
         // 7, 9).
         r.paper_table(),
@@ -323,6 +324,8 @@ mod tests {
             air_totals: Vec::new(),
             ablations: Vec::new(),
             paper: Vec::new(),
+            not_applicable: Vec::new(),
+            complete: true,
         }
         .finish()
     }

@@ -293,6 +293,10 @@ pub fn run_cmd(args: LabArgs) -> Result<u8> {
             if !tls.is_empty() {
                 print!("\n{tls}");
             }
+            let na = results.not_applicable_note();
+            if !na.is_empty() {
+                print!("\n{na}");
+            }
             let ab = results.ablation_table();
             if !ab.is_empty() {
                 print!("\n{ab}");

@@ -675,6 +675,29 @@ fn verdict(r: &Results) -> String {
         );
     }
     h.push_str("</p>");
+    if !r.not_applicable.is_empty() {
+        // Configurations that could not load a page at all: named with why, never silent.
+        let rows: Vec<String> = r
+            .not_applicable
+            .iter()
+            .map(|n| {
+                format!(
+                    "<li>{} {}: {}</li>",
+                    esc(&n.page),
+                    esc(&n.config),
+                    esc(&n.reason)
+                )
+            })
+            .collect();
+        let _ = write!(
+            h,
+            "<p class=\"warn\">Not applicable (not loaded, left out of every figure):</p><ul>{}</ul>",
+            rows.concat()
+        );
+    }
+    if !r.complete {
+        h.push_str("<p class=\"warn\">This run did not finish: the figures are those of the loads made so far.</p>");
+    }
 
     let _ = write!(
         h,
@@ -966,6 +989,8 @@ mod tests {
             air_totals: Vec::new(),
             ablations: Vec::new(),
             paper: Vec::new(),
+            not_applicable: Vec::new(),
+            complete: true,
             profile: "gprs".into(),
             time_scale: 10.0,
             seed: 1,
@@ -1053,6 +1078,8 @@ mod tests {
             air_totals: Vec::new(),
             ablations: Vec::new(),
             paper: Vec::new(),
+            not_applicable: Vec::new(),
+            complete: true,
         }
         .finish()
     }

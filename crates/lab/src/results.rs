@@ -248,6 +248,26 @@ pub struct Results {
     /// over `gprs` only; filled by [`Results::finish`]).
     #[serde(default)]
     pub paper: Vec<PaperRow>,
+    /// Pages a configuration could not load at all (e.g. URL rewriting of an https page),
+    /// with why; the run went on without them.
+    #[serde(default)]
+    pub not_applicable: Vec<NotApplicable>,
+    /// False while the run is still going (the file is rewritten after every load, so an
+    /// interrupted run keeps what it measured).
+    #[serde(default = "finished_run")]
+    pub complete: bool,
+}
+
+fn finished_run() -> bool {
+    true
+}
+
+/// A page a configuration could not load, and why (its loads are not in `loads`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotApplicable {
+    pub page: String,
+    pub config: String,
+    pub reason: String,
 }
 
 /// Summarizes loads per (page, config), in first-seen order.
@@ -1077,6 +1097,19 @@ impl Results {
         wrap(&t, CONSOLE_WIDTH)
     }
 
+    /// The pages configurations could not load, with why (empty when there are none).
+    pub fn not_applicable_note(&self) -> String {
+        if self.not_applicable.is_empty() {
+            return String::new();
+        }
+        let mut t =
+            String::from("Not applicable (not loaded, and left out of every table above):\n");
+        for n in &self.not_applicable {
+            t += &format!("  {} {}: {}\n", n.page, n.config, n.reason);
+        }
+        wrap(&t, CONSOLE_WIDTH)
+    }
+
     /// Configurations whose loads lost objects, for the `!` of the per-configuration tables.
     fn config_label(&self, config: &str) -> String {
         let bad = self
@@ -1219,6 +1252,46 @@ impl Results {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_results_file_without_the_new_fields_reads_as_a_whole_run() {
+        let r = Results {
+            profile: "gprs".into(),
+            time_scale: 1.0,
+            seed: 1,
+            baseline: "http11".into(),
+            link_down_kbps: 38.0,
+            link_rtt_ms: 600.0,
+            configs: BTreeMap::new(),
+            loads: Vec::new(),
+            summary: Vec::new(),
+            air_totals: Vec::new(),
+            ablations: Vec::new(),
+            paper: Vec::new(),
+            not_applicable: vec![NotApplicable {
+                page: "secure".into(),
+                config: "transparent-url".into(),
+                reason: "page URL https://x/ cannot be URL-rewritten".into(),
+            }],
+            complete: false,
+        };
+        let mut v = serde_json::to_value(&r).unwrap();
+        let back: Results = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!((back.complete, back.not_applicable.len()), (false, 1));
+        let note = r.not_applicable_note();
+        assert!(note.starts_with("Not applicable"), "{note}");
+        assert!(
+            note.contains("secure transparent-url: page URL https://x/ cannot be"),
+            "{note}"
+        );
+        // A file from before these fields: a whole run with nothing left out.
+        let o = v.as_object_mut().unwrap();
+        o.remove("complete");
+        o.remove("not_applicable");
+        let old: Results = serde_json::from_value(v).unwrap();
+        assert!(old.complete && old.not_applicable.is_empty());
+        assert_eq!(old.not_applicable_note(), "");
+    }
+
     fn load(page: &str, config: &str, plt: f64) -> LoadRecord {
         LoadRecord {
             page: page.into(),
@@ -1262,6 +1335,8 @@ mod tests {
             air_totals: Vec::new(),
             ablations: Vec::new(),
             paper: Vec::new(),
+            not_applicable: Vec::new(),
+            complete: true,
         }
     }
 

@@ -17,7 +17,7 @@ use crate::edge_proxy::EdgeProxy;
 use crate::hosting::Hosting;
 use crate::nsrt::run_in;
 use crate::report;
-use crate::results::{summarize, BreakdownMs, LinkUse, LoadRecord, Results};
+use crate::results::{summarize, BreakdownMs, LinkUse, LoadRecord, NotApplicable, Results};
 use crate::topology::{TcpEra, Topology, TopologyConfig};
 use crate::{LabError, Result};
 
@@ -274,20 +274,37 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
     };
 
     let mut loads = Vec::new();
+    let mut not_applicable: Vec<NotApplicable> = Vec::new();
     for page in &pages {
         for (cname, cfg) in &opts.configs {
             for r in 0..opts.repeat {
                 progress.starting(&page.id, cname, r);
+                let measured = match &chromium_binary {
+                    Some(b) if cfg.browser() == Browser::Chromium => {
+                        measure_chromium(&topo, &hosting, page, cfg, opts, r, b)
+                    }
+                    _ => measure(&topo, &hosting, page, cfg, opts, r),
+                };
                 let Measured {
                     load,
                     down,
                     up,
                     inlined,
-                } = match &chromium_binary {
-                    Some(b) if cfg.browser() == Browser::Chromium => {
-                        measure_chromium(&topo, &hosting, page, cfg, opts, r, b)?
+                } = match measured {
+                    Ok(m) => m,
+                    Err(e) => {
+                        // This configuration cannot load this page (URL rewriting of an https
+                        // page, a peer or tool missing): noted with why, its other repeats
+                        // skipped, and the run goes on with the rest.
+                        let na = NotApplicable {
+                            page: page.id.clone(),
+                            config: cname.clone(),
+                            reason: e.to_string(),
+                        };
+                        progress.not_applicable(&na, opts.repeat - r);
+                        not_applicable.push(na);
+                        break;
                     }
-                    _ => measure(&topo, &hosting, page, cfg, opts, r)?,
                 };
                 let har_name = format!("{}-{}-{r}.har", safe(&page.id), safe(cname));
                 let har = load.to_har(&page.id);
@@ -331,6 +348,9 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
                 if let Some(l) = loads.last() {
                     progress.loaded(l);
                 }
+                // Rewritten after every load: an interrupted run keeps what it measured.
+                let partial = results_of(opts, &loads, &not_applicable, false);
+                write_results(opts, &partial, false)?;
             }
         }
     }
@@ -338,8 +358,31 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
     drop(hosting);
     drop(topo);
 
-    let summary = summarize(&loads, &opts.baseline);
-    let results = Results {
+    if loads.is_empty() && !not_applicable.is_empty() {
+        let why: Vec<String> = not_applicable
+            .iter()
+            .map(|n| format!("{} {}: {}", n.page, n.config, n.reason))
+            .collect();
+        return Err(LabError::BadInput(format!(
+            "no configuration could load any page: {}",
+            why.join("; ")
+        )));
+    }
+    let results = results_of(opts, &loads, &not_applicable, true);
+    write_results(opts, &results, true)?;
+    Ok(results)
+}
+
+/// The run's results from the loads so far.
+fn results_of(
+    opts: &RunOptions,
+    loads: &[LoadRecord],
+    not_applicable: &[NotApplicable],
+    complete: bool,
+) -> Results {
+    let k = opts.time_scale;
+    let summary = summarize(loads, &opts.baseline);
+    Results {
         profile: opts.profile.profile.name.clone(),
         time_scale: k,
         seed: opts.seed,
@@ -351,21 +394,33 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
             .iter()
             .map(|(n, c)| (n.clone(), c.summary()))
             .collect::<BTreeMap<_, _>>(),
-        loads,
+        loads: loads.to_vec(),
         summary,
         air_totals: Vec::new(),
         ablations: Vec::new(),
         paper: Vec::new(),
+        not_applicable: not_applicable.to_vec(),
+        complete,
     }
-    .finish();
-    let json = serde_json::to_vec_pretty(&results)
+    .finish()
+}
+
+/// Writes `results.json` (through a temporary file, so a reader never sees half of it) and,
+/// with `report`, `report.html`.
+fn write_results(opts: &RunOptions, results: &Results, report: bool) -> Result<()> {
+    let json = serde_json::to_vec_pretty(results)
         .map_err(|e| LabError::Other(format!("results.json: {e}")))?;
-    write(&opts.out.join("results.json"), &json)?;
-    write(
-        &opts.out.join("report.html"),
-        report::html(&results).as_bytes(),
-    )?;
-    Ok(results)
+    let tmp = opts.out.join("results.json.tmp");
+    write(&tmp, &json)?;
+    std::fs::rename(&tmp, opts.out.join("results.json"))
+        .map_err(|e| LabError::Other(format!("results.json: {e}")))?;
+    if report {
+        write(
+            &opts.out.join("report.html"),
+            report::html(results).as_bytes(),
+        )?;
+    }
+    Ok(())
 }
 
 /// A run's progress on stderr, so that a run of minutes is never silent: a bar on a
@@ -445,6 +500,27 @@ impl Progress {
                     self.started.elapsed(),
                 );
                 // Progress is best effort: a closed stderr must not stop the run.
+                let _ = writeln!(w, "{line}");
+                let _ = w.flush();
+            }
+            ProgressOut::Off => {}
+        }
+    }
+
+    /// A configuration could not load a page: `skipped` loads (this one and its later
+    /// repeats) will not be made.
+    pub fn not_applicable(&mut self, na: &NotApplicable, skipped: usize) {
+        self.done += skipped;
+        let line = format!(
+            "[{}/{}] {} {}: not applicable: {}",
+            self.done, self.total, na.page, na.config, na.reason
+        );
+        match &mut self.out {
+            ProgressOut::Bar(b) => {
+                b.inc(skipped as u64);
+                b.println(line);
+            }
+            ProgressOut::Lines(w) => {
                 let _ = writeln!(w, "{line}");
                 let _ = w.flush();
             }

@@ -103,6 +103,8 @@ fn results(loads: Vec<LoadRecord>, configs: &[&str]) -> Results {
         air_totals: Vec::new(),
         ablations: Vec::new(),
         paper: Vec::new(),
+        not_applicable: Vec::new(),
+        complete: true,
     }
     .finish()
 }

@@ -908,3 +908,91 @@ fn real_chromium_loads_the_page_direct_and_through_the_edge_proxy() {
         .collect();
     assert!(left.is_empty(), "browser directories left behind");
 }
+
+/// The small corpus plus a page served only over https, which the URL-rewriting mode cannot
+/// serve (it rewrites http:// URLs).
+fn corpus_with_an_https_page(dir: &Path) -> Corpus {
+    let small = small_corpus(&dir.join("small"));
+    let mut w = CorpusWriter::create(dir).unwrap();
+    let mut pages = small.manifest.pages.clone();
+    for p in &mut pages {
+        for o in &mut p.objects {
+            for v in &mut o.versions {
+                let body = small.body(&v.body).unwrap();
+                *v = w.version(&body, LM).unwrap();
+            }
+        }
+    }
+    let html = b"<html><body><p>secure</p><img src=\"/s.gif\"></body></html>";
+    pages.push(Page {
+        id: "secure".into(),
+        url: "https://www.small.test/".into(),
+        source: "test".into(),
+        objects: vec![
+            Object {
+                url: "https://www.small.test/".into(),
+                content_type: "text/html".into(),
+                status: 200,
+                headers: vec![],
+                versions: vec![w.version(html, LM).unwrap()],
+            },
+            Object {
+                url: "https://www.small.test/s.gif".into(),
+                content_type: "image/gif".into(),
+                status: 200,
+                headers: vec![],
+                versions: vec![w.version(&[7u8; 500], LM).unwrap()],
+            },
+        ],
+    });
+    w.finish(&Manifest {
+        format_version: FORMAT_VERSION,
+        name: "small-https".into(),
+        description: String::new(),
+        domains: small.manifest.domains.clone(),
+        pages,
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_configuration_that_cannot_load_a_page_does_not_stop_the_run() {
+    if !netns_available("a_configuration_that_cannot_load_a_page_does_not_stop_the_run") {
+        return;
+    }
+    let dir = TestDir::new("run-na");
+    let corpus = corpus_with_an_https_page(&dir.join("corpus"));
+    let opts = options(corpus, &dir, &["http11", "transparent-url"]);
+    let r = run(&opts).expect("the run completes");
+    eprintln!("{}", r.not_applicable_note());
+    // Every load but transparent-url on the https page, each with every object.
+    let made: Vec<(&str, &str)> = r
+        .loads
+        .iter()
+        .map(|l| (l.page.as_str(), l.config.as_str()))
+        .collect();
+    assert_eq!(
+        made,
+        [
+            ("small", "http11"),
+            ("small", "transparent-url"),
+            ("secure", "http11")
+        ]
+    );
+    assert!(r.loads.iter().all(|l| l.errors == 0), "{:?}", r.loads);
+    assert_eq!(r.not_applicable.len(), 1);
+    let na = &r.not_applicable[0];
+    assert_eq!(
+        (na.page.as_str(), na.config.as_str()),
+        ("secure", "transparent-url")
+    );
+    assert!(na.reason.contains("URL-rewritten"), "{}", na.reason);
+    // The files say the same, the run is marked whole, and the report names what was left out.
+    let text = std::fs::read_to_string(dir.join("out/results.json")).unwrap();
+    let back: Results = serde_json::from_str(&text).unwrap();
+    assert!(back.complete);
+    assert_eq!(back.not_applicable, r.not_applicable);
+    let html = std::fs::read_to_string(dir.join("out/report.html")).unwrap();
+    assert!(html.contains("Not applicable"), "report names it");
+    assert!(r.not_applicable_note().contains("secure transparent-url"));
+}
