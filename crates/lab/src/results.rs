@@ -158,7 +158,8 @@ impl PairedChange {
         }
         let ci95 = (s.n >= 2).then(|| {
             let half = t975(s.n - 1) * s.sd / (s.n as f64).sqrt();
-            [s.mean - half, s.mean + half]
+            // A load cannot take less than no time: a change below −100 % is impossible.
+            [(s.mean - half).max(-1.0), s.mean + half]
         });
         Some(PairedChange {
             mean: s.mean,
@@ -1251,6 +1252,16 @@ impl Results {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn intervals_stop_at_what_is_possible() {
+        // Two loads, −95 % and −5 %: Student's interval would reach below −100 %.
+        let p = PairedChange::of(&[-0.95, -0.05]).unwrap();
+        let [lo, hi] = p.ci95.unwrap();
+        assert_eq!(lo, -1.0);
+        assert!(hi > 1.0, "{hi}");
+        assert!(p.text().starts_with("-50% [-100, +"), "{}", p.text());
+    }
 
     #[test]
     fn a_results_file_without_the_new_fields_reads_as_a_whole_run() {

@@ -190,9 +190,23 @@ fn loader_config(c: &LabConfig, hosting: &Hosting, k: f64) -> LoaderConfig {
     let scaled = |s: f64| Duration::from_secs_f64(s / k);
     lc.connect_timeout = scaled(75.0);
     lc.response_timeout = scaled(120.0);
-    lc.page_timeout = scaled(1800.0);
+    lc.page_timeout = scaled(PAGE_TIMEOUT_MIN_S);
     lc.dns_timeout = scaled(10.0);
     lc
+}
+
+/// The shortest page timeout (unscaled s): half an hour, as before the timeout followed the
+/// page's size.
+const PAGE_TIMEOUT_MIN_S: f64 = 1800.0;
+
+/// The page timeout (unscaled s) for a page of `bytes` in `objects` objects over a link of
+/// `down_kbps` and `rtt_ms`: four times the time the page needs if its bytes went at the
+/// link's full rate and each object cost one round trip of its own, and never under half an
+/// hour. A fixed half hour cut large real pages over gprs short of what the link itself needs.
+fn page_timeout_s(bytes: u64, objects: usize, down_kbps: f64, rtt_ms: f64) -> f64 {
+    let serial =
+        bytes as f64 * 8.0 / (down_kbps.max(0.001) * 1000.0) + objects as f64 * rtt_ms / 1000.0;
+    (4.0 * serial).max(PAGE_TIMEOUT_MIN_S)
 }
 
 fn safe(s: &str) -> String {
@@ -619,6 +633,19 @@ fn prepare(
     );
     hosting.replay.set_visit(0);
     let mut lc = loader_config(cfg, hosting, k);
+    let bytes: u64 = page
+        .objects
+        .iter()
+        .filter_map(|o| o.versions.first())
+        .map(|v| v.size)
+        .sum();
+    let limit = page_timeout_s(
+        bytes,
+        page.objects.len(),
+        opts.profile.down_kbps(),
+        opts.profile.rtt_ms(),
+    );
+    lc.page_timeout = Duration::from_secs_f64(limit / k);
     let proxy = match cfg.proxy {
         ProxyMode::None => None,
         _ => Some(EdgeProxy::start(topo, cfg, opts.tcp, &opts.out, k)?),
@@ -752,6 +779,20 @@ fn measure(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_page_timeout_follows_the_page_over_the_link() {
+        // Small pages keep half an hour.
+        assert_eq!(page_timeout_s(60_000, 10, 38.0, 2800.0), 1800.0);
+        // 8.27 MB in 244 objects over gprs: 1741 s at the full rate and 683 s of round trips,
+        // so four times that, not half an hour.
+        let t = page_timeout_s(8_270_000, 244, 38.0, 2800.0);
+        assert!(
+            (t - 4.0 * (8_270_000.0 * 8.0 / 38_000.0 + 244.0 * 2.8)).abs() < 1e-6,
+            "{t}"
+        );
+        assert!(t > 9000.0);
+    }
 
     #[test]
     fn webp_goes_first_in_the_accept_header() {
