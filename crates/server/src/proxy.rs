@@ -287,7 +287,7 @@ async fn run(ex: &Exchange) -> Reply {
             Metrics::add(&metrics.prefetch_joined, 1);
         }
     }
-    let now = SystemTime::now();
+    let now = ex.server.clock.now();
     // Phase: a stored transformed variant for exactly this kind of client.
     if !ex.variant.is_empty() {
         if let Lookup::Fresh(c) = cache.lookup(&ex.parts, &ex.variant, now).await {
@@ -428,7 +428,7 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
         &metrics.origin_bytes_out,
         request_head_bytes(&origin_req) + ex.req.body.len() as u64,
     );
-    let request_time = SystemTime::now();
+    let request_time = server.clock.now();
     let asked = tokio::time::Instant::now();
     let o = &server.cfg.origin;
     // Resolving and connecting (within connect-timeout) count towards response-timeout.
@@ -446,7 +446,7 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
             )
         }
     };
-    let response_time = SystemTime::now();
+    let response_time = server.clock.now();
     TimingCell::set(&ex.timing.origin, asked.elapsed());
     let (mut rparts, incoming) = resp.into_parts();
     // The head is received whatever the status: a 304 or a HEAD answer is all head (only

@@ -22,7 +22,7 @@ use crate::reply::Reply;
 use crate::request::ClientRequest;
 use crate::stage::{StageFactory, Stages};
 use crate::stages::default_stages;
-pub use crate::state::Server;
+pub use crate::state::{Clock, Server, SystemClock};
 use crate::transform_pool::TransformPool;
 
 /// Why the server could not be built.
@@ -99,12 +99,26 @@ impl Server {
                 cfg.limits.transform_workers,
                 cfg.limits.transform_memory,
             ),
+            clock: Arc::new(SystemClock),
             prefetch: (cfg.prefetch.enabled && cfg.cache.enabled)
                 .then(|| Arc::new(Prefetcher::new(&cfg.prefetch))),
             buffers: Buffers::new(&cfg.limits),
             cfg,
             limits,
         }))
+    }
+
+    /// The same server reading the wall-clock time from `clock` (the cache's request and
+    /// response times, freshness and `Age`). For tests; call it before the server is shared.
+    ///
+    /// # Panics
+    ///
+    /// If another `Arc` to the server exists (it is serving, or was cloned).
+    pub fn with_clock(mut self: Arc<Self>, clock: Arc<dyn Clock>) -> Arc<Self> {
+        Arc::get_mut(&mut self)
+            .expect("Server::with_clock before the server is shared")
+            .clock = clock;
+        self
     }
 
     /// The configuration in use.

@@ -4,6 +4,7 @@
 //! import it without importing each other.
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use crate::acl::Acl;
 use crate::auth::Authenticator;
@@ -14,6 +15,24 @@ use crate::origin::{Dialer, OriginClient};
 use crate::prefetch::Prefetcher;
 use crate::stage::Stages;
 use crate::transform_pool::TransformPool;
+
+/// Where the pipeline reads the wall-clock time: the cache's request and response times and
+/// its freshness decisions. Injectable ([`Server::with_clock`]) so that a test moves time on
+/// by setting a clock, not by sleeping.
+pub trait Clock: Send + Sync {
+    /// The time now.
+    fn now(&self) -> SystemTime;
+}
+
+/// The default clock: the system's.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> SystemTime {
+        SystemTime::now()
+    }
+}
 
 /// The edge proxy.
 pub struct Server {
@@ -37,6 +56,8 @@ pub struct Server {
     pub(crate) transform_pool: TransformPool,
     /// Prefetch of pages' objects (`[prefetch]`; only with the cache).
     pub(crate) prefetch: Option<Arc<Prefetcher>>,
+    /// The wall clock of the pipeline ([`SystemClock`] unless [`Server::with_clock`]).
+    pub(crate) clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for Server {
