@@ -437,7 +437,14 @@ impl Loader {
         }
         let deadline = t0 + self.cfg.page_timeout;
         loop {
+            let done_before = st.objs.iter().filter(|o| o.done).count();
             self.pump(&mut st);
+            // An object can fail inside the pump with no event to follow (its host's lookup
+            // had failed): the parser it held, or the tight phase it was part of, goes on now,
+            // as a browser's does past a script that failed to load.
+            if st.objs.iter().filter(|o| o.done).count() != done_before {
+                continue;
+            }
             if st.all_done() {
                 // Nothing is in flight, so no parser will get further: lay out what waits.
                 if self.lay_out_all(&mut st) {

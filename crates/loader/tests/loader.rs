@@ -2001,3 +2001,41 @@ async fn tight_mode_holds_low_priority_requests_until_the_head_scripts_have_arri
         }
     }
 }
+
+/// A blocking script whose host does not resolve fails, and the parser goes on as a
+/// browser's does: everything after it is requested and loads, and the failure is counted.
+#[tokio::test(flavor = "current_thread")]
+async fn a_blocking_script_whose_host_does_not_resolve_does_not_stop_the_parser() {
+    let (routes, srv, dns) = www_test().await;
+    let port = srv.addr.port();
+    routes.add(
+        "www.test",
+        "/",
+        Route::html(format!(
+            "<html><head><script src=\"http://nowhere.test:{port}/a.js\"></script></head>\
+             <body><img src=/one.gif><script src=/b.js></script><img src=/two.gif></body></html>"
+        )),
+    );
+    routes.add("www.test", "/b.js", Route::image(100));
+    routes.add("www.test", "/one.gif", Route::image(100));
+    routes.add("www.test", "/two.gif", Route::image(100));
+    for serial_dns in [true, false] {
+        let mut c = cfg(Policy::Http11 { per_host: 2 }, &dns);
+        c.blocking_scripts = true;
+        c.serial_dns = serial_dns;
+        c.page_timeout = Duration::from_secs(5);
+        let p = load_page(&format!("http://www.test:{port}/"), &c).await;
+        assert!(!p.timed_out, "serial_dns {serial_dns}: {:#?}", p.objects);
+        assert_eq!(
+            p.objects.len(),
+            5,
+            "serial_dns {serial_dns}: {:#?}",
+            p.objects
+        );
+        assert_eq!(p.errors(), 1, "the script's lookup, counted");
+        for path in ["/one.gif", "/b.js", "/two.gif"] {
+            let o = object(&p, path).unwrap_or_else(|| panic!("{path} requested"));
+            assert_eq!(o.status, Some(200), "{path}");
+        }
+    }
+}
