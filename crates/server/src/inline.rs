@@ -32,6 +32,8 @@ pub struct Page {
     /// The client shows `data:` URIs in `<img src>` ([`data_uri_images`]), and `[inline]
     /// images` is on.
     pub images: bool,
+    /// When the page was served (the server's clock): what freshness is judged at.
+    pub at: SystemTime,
 }
 
 /// Whether the browser that sent `request` shows `<img src="data:...">`: every browser
@@ -69,20 +71,15 @@ fn charset(headers: &HeaderMap) -> String {
 }
 
 /// How much longer a response stays fresh: its freshness lifetime less its `Age`.
-fn fresh_for(status: StatusCode, headers: &HeaderMap) -> Duration {
-    let life = freshness_lifetime(
-        status,
-        headers,
-        SystemTime::now(),
-        &HeuristicConfig::default(),
-    );
+fn fresh_for(status: StatusCode, headers: &HeaderMap, now: SystemTime) -> Duration {
+    let life = freshness_lifetime(status, headers, now, &HeuristicConfig::default());
     life.saturating_sub(age_value(headers))
 }
 
 /// The page, when it may get inlined resources: an HTML document (`text/html`; XHTML parses
 /// scripts differently), `200`, transformable (no `no-transform`), without a
 /// Content-Security-Policy (inline code may be blocked where files were allowed).
-pub fn page(status: StatusCode, headers: &HeaderMap) -> Option<Page> {
+pub fn page(status: StatusCode, headers: &HeaderMap, now: SystemTime) -> Option<Page> {
     let csp = headers.contains_key("content-security-policy")
         || headers.contains_key("content-security-policy-report-only");
     if status != StatusCode::OK
@@ -95,8 +92,9 @@ pub fn page(status: StatusCode, headers: &HeaderMap) -> Option<Page> {
     let charset = charset(headers);
     Some(Page {
         utf8: charset == "utf-8" || charset == "utf8",
-        fresh_for: fresh_for(status, headers),
+        fresh_for: fresh_for(status, headers, now),
         images: false,
+        at: now,
     })
 }
 
@@ -153,7 +151,7 @@ pub fn resource_text(
         || content_coding(headers).is_some()
         || !kind_matches(kind, headers)
         || !shareable(headers)
-        || fresh_for(status, headers) < page.fresh_for
+        || fresh_for(status, headers, page.at) < page.fresh_for
     {
         return None;
     }
@@ -222,6 +220,11 @@ pub fn select(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The time the tests judge freshness at (November 2025; after their Last-Modified).
+    fn now() -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_764_000_000)
+    }
     use http::HeaderValue;
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
@@ -240,20 +243,22 @@ mod tests {
             ("age", "10"),
         ]);
         assert_eq!(
-            page(StatusCode::OK, &ok),
+            page(StatusCode::OK, &ok, now()),
             Some(Page {
                 utf8: true,
                 fresh_for: Duration::from_secs(50),
                 images: false,
+                at: now(),
             })
         );
         let latin = headers(&[("content-type", "text/html; charset=iso-8859-1")]);
         assert_eq!(
-            page(StatusCode::OK, &latin),
+            page(StatusCode::OK, &latin, now()),
             Some(Page {
                 utf8: false,
                 fresh_for: Duration::ZERO,
                 images: false,
+                at: now(),
             })
         );
         for bad in [
@@ -273,9 +278,9 @@ mod tests {
             ]),
             HeaderMap::new(),
         ] {
-            assert_eq!(page(StatusCode::OK, &bad), None, "{bad:?}");
+            assert_eq!(page(StatusCode::OK, &bad, now()), None, "{bad:?}");
         }
-        assert_eq!(page(StatusCode::NOT_FOUND, &ok), None);
+        assert_eq!(page(StatusCode::NOT_FOUND, &ok, now()), None);
     }
 
     #[test]
@@ -284,6 +289,7 @@ mod tests {
             utf8: true,
             fresh_for: Duration::from_secs(60),
             images: true,
+            at: now(),
         };
         let cfg = limits(100);
         let u = Url::parse("http://s.a.com/c/m.css").unwrap();
@@ -368,6 +374,7 @@ mod tests {
             utf8: false,
             fresh_for: Duration::from_secs(60),
             images: true,
+            at: now(),
         };
         let cfg = limits(100);
         let u = Url::parse("http://i.a.com/a.gif").unwrap();

@@ -827,7 +827,7 @@ async fn inline_phase(
     if !cfg.enabled || ex.below.is_some() || ex.parts.method != Method::GET || body.is_empty() {
         return None;
     }
-    let mut page = crate::inline::page(status, headers)?;
+    let mut page = crate::inline::page(status, headers, ex.server.clock.now())?;
     page.images = cfg.images && crate::inline::data_uri_images(&ex.req.head.headers);
     let page_url = url::Url::parse(&ex.parts.uri.to_string()).ok()?;
     let server = ex.server.clone();
