@@ -9,9 +9,8 @@
 use std::time::{Duration, SystemTime};
 
 use http::header::{
-    HeaderName, AGE, AUTHORIZATION, CONNECTION, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE,
-    CONTENT_TYPE, DATE, ETAG, EXPIRES, HOST, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED,
-    SET_COOKIE, TE, TRAILER, TRANSFER_ENCODING, UPGRADE, VARY,
+    HeaderName, AGE, AUTHORIZATION, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE,
+    DATE, ETAG, EXPIRES, HOST, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED, SET_COOKIE, VARY,
 };
 use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 
@@ -380,34 +379,10 @@ pub fn resolve_same_origin(target: &str, reference: &str) -> Option<String> {
     same.then_some(key)
 }
 
-/// Hop-by-hop fields (RFC 9110 §7.6.1) including those named in Connection: never stored (§3.1).
+/// Hop-by-hop fields (RFC 9110 §7.6.1) including those named in Connection: never stored
+/// (§3.1). The others keep their order. The rule is the proxy's own (`webpep_http1`).
 pub fn strip_hop_by_hop(headers: &HeaderMap) -> HeaderMap {
-    let mut named: Vec<String> = Vec::new();
-    for value in headers.get_all(CONNECTION) {
-        if let Ok(text) = value.to_str() {
-            named.extend(split_list(text).iter().map(|s| s.to_ascii_lowercase()));
-        }
-    }
-    let fixed = [
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "proxy-authenticate",
-        "proxy-authorization",
-        TE.as_str(),
-        TRAILER.as_str(),
-        TRANSFER_ENCODING.as_str(),
-        UPGRADE.as_str(),
-    ];
-    let mut out = HeaderMap::with_capacity(headers.len());
-    for (name, value) in headers {
-        let n = name.as_str();
-        if fixed.contains(&n) || named.iter().any(|c| c == n) {
-            continue;
-        }
-        out.append(name.clone(), value.clone());
-    }
-    out
+    webpep_http1::without_hop_by_hop(headers)
 }
 
 /// The validators of a stored response as request headers for the origin (§4.3.1).

@@ -1,25 +1,29 @@
-//! HTTP/1.x request parsing (on `httparse`, with strict limits) and response serialization.
-//! Pure functions: the connection loop lives in `server.rs`.
+//! What the replay server reads of an HTTP/1.x request and how it writes its responses, on
+//! the project's one HTTP/1 codec (`webpep_http1`, shared with the edge proxy and the loader:
+//! head parsing, body framing, keep-alive and field rules). The connection loop (pipelined
+//! requests answered in order, `close_after`) lives in `server.rs`.
+
+use http::header::{HOST, IF_MODIFIED_SINCE, IF_NONE_MATCH};
+use http::{HeaderMap, Version};
+use webpep_http1::{self as codec, BodyFraming, HeadError};
 
 use crate::content::{reason, status_has_no_body, Reply};
 
 /// Most header fields accepted in one request (more → 431).
-pub(crate) const MAX_HEADERS: usize = 128;
+pub(crate) use webpep_http1::MAX_HEADERS;
 
-/// One parsed request head.
+/// What the replay server reads of one request head.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Head {
     pub method: String,
     pub target: String,
-    /// 0 for HTTP/1.0, 1 for HTTP/1.1.
-    pub minor: u8,
+    pub version: Version,
     pub host: Option<String>,
-    pub conn_close: bool,
-    pub conn_keep_alive: bool,
     pub if_none_match: Option<String>,
     pub if_modified_since: Option<String>,
     pub content_length: u64,
     pub chunked: bool,
+    keep_alive: bool,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -36,136 +40,96 @@ pub(crate) enum Parse {
 
 /// Parses the request head at the start of `buf`, allowing at most `max_head` bytes.
 pub(crate) fn parse(buf: &[u8], max_head: usize) -> Parse {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut headers);
-    let n = match req.parse(buf) {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) => {
-            return if buf.len() > max_head {
-                Parse::TooLarge
-            } else {
-                Parse::Partial
-            };
-        }
-        Err(httparse::Error::TooManyHeaders) => return Parse::TooLarge,
-        Err(e) => return Parse::Invalid(format!("malformed request: {e}")),
+    let head = match codec::parse_request_head(buf, max_head) {
+        Ok(Some(head)) => head,
+        Ok(None) => return Parse::Partial,
+        Err(HeadError::TooLarge) => return Parse::TooLarge,
+        Err(e) => return Parse::Invalid(e.to_string()),
     };
-    if n > max_head {
-        return Parse::TooLarge;
-    }
-    let (Some(method), Some(target), Some(minor)) = (req.method, req.path, req.version) else {
-        return Parse::Invalid("incomplete request line".into());
+    let host = match host(&head.headers) {
+        Ok(host) => host,
+        Err(why) => return Parse::Invalid(why),
     };
-    let mut head = Head {
-        method: method.to_string(),
-        target: target.to_string(),
-        minor,
-        host: None,
-        conn_close: false,
-        conn_keep_alive: false,
-        if_none_match: None,
-        if_modified_since: None,
-        content_length: 0,
-        chunked: false,
+    let (content_length, chunked) = match codec::request_body_framing(&head.headers) {
+        Ok(BodyFraming::None) => (0, false),
+        Ok(BodyFraming::Length(n)) => (n, false),
+        Ok(BodyFraming::Chunked) => (0, true),
+        Err(e) => return Parse::Invalid(e.to_string()),
     };
-    let mut seen_length: Option<u64> = None;
-    for h in req.headers.iter() {
-        let name = h.name;
-        let value = match std::str::from_utf8(h.value) {
-            Ok(v) => v.trim(),
-            Err(_) => {
-                // Opaque bytes are allowed in fields we do not read.
-                if name.eq_ignore_ascii_case("host") || name.eq_ignore_ascii_case("content-length")
-                {
-                    return Parse::Invalid(format!("{name} is not text"));
-                }
-                continue;
-            }
-        };
-        if name.eq_ignore_ascii_case("host") {
-            if head.host.is_some() {
-                return Parse::Invalid("more than one Host".into());
-            }
-            if value.is_empty() || value.contains(|c: char| c.is_whitespace() || c == '/') {
-                return Parse::Invalid(format!("bad Host {value:?}"));
-            }
-            head.host = Some(value.to_string());
-        } else if name.eq_ignore_ascii_case("connection") {
-            for token in value.split(',') {
-                let t = token.trim();
-                if t.eq_ignore_ascii_case("close") {
-                    head.conn_close = true;
-                } else if t.eq_ignore_ascii_case("keep-alive") {
-                    head.conn_keep_alive = true;
-                }
-            }
-        } else if name.eq_ignore_ascii_case("if-none-match") {
-            head.if_none_match = Some(match head.if_none_match.take() {
-                Some(prev) => format!("{prev}, {value}"),
-                None => value.to_string(),
-            });
-        } else if name.eq_ignore_ascii_case("if-modified-since") {
-            head.if_modified_since = Some(value.to_string());
-        } else if name.eq_ignore_ascii_case("content-length") {
-            let Ok(len) = value.parse::<u64>() else {
-                return Parse::Invalid(format!("bad Content-Length {value:?}"));
-            };
-            if seen_length.is_some_and(|l| l != len) {
-                return Parse::Invalid("conflicting Content-Length".into());
-            }
-            seen_length = Some(len);
-            head.content_length = len;
-        } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            head.chunked = true;
-        }
+    let texts = |name| {
+        head.headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| std::str::from_utf8(v.as_bytes()).ok())
+            .map(str::trim)
+            .collect::<Vec<_>>()
+    };
+    let if_none_match = texts(IF_NONE_MATCH);
+    let if_modified_since = texts(IF_MODIFIED_SINCE);
+    Parse::Complete(
+        Head {
+            method: head.method.as_str().to_string(),
+            keep_alive: codec::request_keeps_alive(head.version, &head.headers),
+            target: head.target,
+            version: head.version,
+            host,
+            if_none_match: (!if_none_match.is_empty()).then(|| if_none_match.join(", ")),
+            if_modified_since: if_modified_since.last().map(|v| v.to_string()),
+            content_length,
+            chunked,
+        },
+        head.head_len,
+    )
+}
+
+/// The one Host of a request, if any: a name (and port) without spaces or slashes.
+fn host(headers: &HeaderMap) -> Result<Option<String>, String> {
+    let mut all = headers.get_all(HOST).iter();
+    let Some(value) = all.next() else {
+        return Ok(None);
+    };
+    if all.next().is_some() {
+        return Err("more than one Host".into());
     }
-    if head.chunked && seen_length.is_some() {
-        return Parse::Invalid("both Transfer-Encoding and Content-Length".into());
+    let value = std::str::from_utf8(value.as_bytes())
+        .map_err(|_| "Host is not text".to_string())?
+        .trim();
+    if value.is_empty() || value.contains(|c: char| c.is_whitespace() || c == '/') {
+        return Err(format!("bad Host {value:?}"));
     }
-    Parse::Complete(head, n)
+    Ok(Some(value.to_string()))
 }
 
 impl Head {
     /// Whether the connection stays open after this request (before any server policy).
     pub(crate) fn keep_alive(&self) -> bool {
-        if self.minor == 0 {
-            self.conn_keep_alive && !self.conn_close
-        } else {
-            !self.conn_close
-        }
+        self.keep_alive
     }
 }
 
 /// Appends `reply` as an HTTP/1.1 response to `out`. `head_only` for HEAD; `close` adds
-/// `Connection: close`; `keep_alive_10` adds `Connection: keep-alive` (an HTTP/1.0 client that
-/// asked for it).
+/// `Connection: close`; a connection to an HTTP/1.0 `client` that stays open gets
+/// `Connection: keep-alive`.
 pub(crate) fn write_reply(
     out: &mut Vec<u8>,
     reply: &Reply,
     head_only: bool,
     close: bool,
-    keep_alive_10: bool,
+    client: Version,
 ) {
-    out.extend_from_slice(
-        format!("HTTP/1.1 {} {}\r\n", reply.status, reason(reply.status)).as_bytes(),
-    );
+    codec::write_status_line(out, Version::HTTP_11, reply.status, reason(reply.status));
     for (name, value) in &reply.headers {
-        if !valid_name(name) || !valid_value(value) {
+        if !codec::valid_field_name(name) || !codec::valid_field_value(value) {
             tracing::warn!(%name, "replay: dropping a header that cannot be sent");
             continue;
         }
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
+        codec::write_field(out, name, value.as_bytes());
     }
     if let Some(len) = reply.content_length {
-        out.extend_from_slice(format!("Content-Length: {len}\r\n").as_bytes());
+        codec::write_field(out, "Content-Length", len.to_string().as_bytes());
     }
-    if close {
-        out.extend_from_slice(b"Connection: close\r\n");
-    } else if keep_alive_10 {
-        out.extend_from_slice(b"Connection: keep-alive\r\n");
+    if let Some(v) = codec::connection_value(!close, client) {
+        codec::write_field(out, "Connection", v.as_bytes());
     }
     out.extend_from_slice(b"\r\n");
     if !head_only && !status_has_no_body(reply.status) {
@@ -173,22 +137,10 @@ pub(crate) fn write_reply(
     }
 }
 
-pub(crate) fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-}
-
-pub(crate) fn valid_value(value: &str) -> bool {
-    value
-        .bytes()
-        .all(|b| b == b'\t' || (b >= 0x20 && b != 0x7f))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
 
     fn head(buf: &[u8]) -> (Head, usize) {
         match parse(buf, 64 * 1024) {
@@ -199,14 +151,20 @@ mod tests {
 
     #[test]
     fn parses_a_get() {
-        let req = b"GET /a?b HTTP/1.1\r\nHost: X.test\r\nIf-None-Match: \"1\"\r\nIf-None-Match: \"2\"\r\n\r\nGET";
+        let req = b"GET /a?b HTTP/1.1\r\nHost: X.test\r\nIf-None-Match: \"1\"\r\nIf-None-Match: \"2\"\r\nIf-Modified-Since: a\r\nIf-Modified-Since: b\r\n\r\nGET";
         let (h, n) = head(req);
         assert_eq!(n, req.len() - 3);
         assert_eq!(h.method, "GET");
         assert_eq!(h.target, "/a?b");
         assert_eq!(h.host.as_deref(), Some("X.test"));
         assert_eq!(h.if_none_match.as_deref(), Some("\"1\", \"2\""));
+        assert_eq!(h.if_modified_since.as_deref(), Some("b"));
+        assert_eq!((h.content_length, h.chunked), (0, false));
         assert!(h.keep_alive());
+        let (h, _) = head(b"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\n");
+        assert_eq!((h.host, h.content_length, h.chunked), (None, 5, false));
+        let (h, _) = head(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n");
+        assert!(h.chunked);
     }
 
     #[test]
@@ -220,70 +178,46 @@ mod tests {
             .keep_alive());
     }
 
-    /// Mutated and random inputs never panic, and a complete parse never claims more bytes
-    /// than it was given.
+    /// The codec's verdicts become 400 and 431; the Host and framing rules add 400s.
     #[test]
-    fn arbitrary_bytes_do_not_panic() {
-        let seed = b"GET /a?b HTTP/1.1\r\nHost: x.test\r\nContent-Length: 5\r\nIf-None-Match: \"1\"\r\n\r\nhello";
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
-        for round in 0..20_000 {
-            let mut buf = seed.to_vec();
-            if round % 3 == 0 {
-                buf = (0..(next() % 200)).map(|_| next() as u8).collect();
-            } else {
-                for _ in 0..(1 + next() % 4) {
-                    let i = (next() as usize) % buf.len();
-                    match next() % 3 {
-                        0 => buf[i] = next() as u8,
-                        1 => buf.truncate(i),
-                        _ => buf.insert(i, next() as u8),
-                    }
-                    if buf.is_empty() {
-                        break;
-                    }
-                }
-            }
-            if let Parse::Complete(_, n) = parse(&buf, 1024) {
-                assert!(n <= buf.len());
-            }
-        }
+    fn errors_are_invalid_or_too_large() {
+        assert_eq!(parse(b"GET / HTTP/1.1\r\nHost: a", 1024), Parse::Partial);
+        let invalid = |req: &str| matches!(parse(req.as_bytes(), 1024), Parse::Invalid(_));
+        assert!(invalid("GET / HTTP/2.0\r\n\r\n"));
+        assert!(invalid("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"));
+        assert!(invalid("GET / HTTP/1.1\r\nHost: a/b\r\n\r\n"));
+        assert!(invalid("GET / HTTP/1.1\r\nHost: \r\n\r\n"));
+        assert!(invalid("GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n"));
+        let big = format!("GET / HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(2000));
+        assert_eq!(parse(big.as_bytes(), 1024), Parse::TooLarge);
+        let fields: String = (0..200).map(|i| format!("X{i}: y\r\n")).collect();
+        let many = format!("GET / HTTP/1.1\r\n{fields}\r\n");
+        assert_eq!(parse(many.as_bytes(), 64 * 1024), Parse::TooLarge);
     }
 
     #[test]
-    fn limits_and_errors() {
-        assert_eq!(parse(b"GET / HTTP/1.1\r\nHost: a", 1024), Parse::Partial);
-        assert!(matches!(
-            parse(b"\x00\x01garbage\r\n\r\n", 1024),
-            Parse::Invalid(_)
-        ));
-        assert!(matches!(
-            parse(b"GET / HTTP/2.0\r\n\r\n", 1024),
-            Parse::Invalid(_)
-        ));
-        assert!(matches!(
-            parse(b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 1024),
-            Parse::Invalid(_)
-        ));
-        assert!(matches!(
-            parse(b"GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n", 1024),
-            Parse::Invalid(_)
-        ));
-        let mut big = b"GET / HTTP/1.1\r\nX: ".to_vec();
-        big.extend(std::iter::repeat_n(b'a', 2000));
-        assert_eq!(parse(&big, 1024), Parse::TooLarge);
-        big.extend_from_slice(b"\r\n\r\n");
-        assert_eq!(parse(&big, 1024), Parse::TooLarge);
-        let mut many = b"GET / HTTP/1.1\r\n".to_vec();
-        for i in 0..200 {
-            many.extend_from_slice(format!("X{i}: y\r\n").as_bytes());
-        }
-        many.extend_from_slice(b"\r\n");
-        assert_eq!(parse(&many, 64 * 1024), Parse::TooLarge);
+    fn replies() {
+        let reply = Reply {
+            status: 200,
+            headers: vec![
+                ("Content-Type".into(), "text/plain".into()),
+                ("Bad Name".into(), "x".into()),
+                ("X-Bad".into(), "a\r\nb".into()),
+            ],
+            body: Bytes::from_static(b"hi"),
+            content_length: Some(2),
+        };
+        let mut out = Vec::new();
+        write_reply(&mut out, &reply, false, false, Version::HTTP_11);
+        assert_eq!(
+            out,
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nhi"
+        );
+        let mut out = Vec::new();
+        write_reply(&mut out, &reply, true, false, Version::HTTP_10);
+        assert!(out.ends_with(b"Content-Length: 2\r\nConnection: keep-alive\r\n\r\n"));
+        let mut out = Vec::new();
+        write_reply(&mut out, &reply, false, true, Version::HTTP_10);
+        assert!(out.ends_with(b"Connection: close\r\n\r\nhi"));
     }
 }

@@ -2,8 +2,9 @@
 //!
 //! One listener per virtual domain address (port 80 plain, 443 TLS); every listener serves the
 //! whole corpus, selected by Host (or absolute URI, or TLS SNI, or the listener's domain).
-//! HTTP/1.x is implemented here on `httparse` (keep-alive, pipelined requests answered in order,
-//! HTTP/1.0, `close_after`, strict limits); HTTP/2 over TLS uses hyper's server.
+//! HTTP/1.x is served here on the project's one HTTP/1 codec, `webpep_http1` (keep-alive,
+//! pipelined requests answered in order, HTTP/1.0, `close_after`, strict limits); HTTP/2 over
+//! TLS uses hyper's server.
 
 use std::convert::Infallible;
 use std::io;
@@ -617,7 +618,7 @@ impl ReplayServer {
                                 &reply,
                                 head.method == "HEAD",
                                 close,
-                                head.minor == 0 && !close,
+                                head.version,
                             );
                             None
                         }
@@ -625,7 +626,7 @@ impl ReplayServer {
                 };
                 if let Some(reply) = error {
                     self.count(conn, reply.status);
-                    h1::write_reply(&mut out, &reply, false, true, false);
+                    h1::write_reply(&mut out, &reply, false, true, http::Version::HTTP_11);
                     close = true;
                 }
                 if close {
