@@ -1,10 +1,12 @@
 #![no_main]
-//! The edge proxy's request parser: arbitrary bytes → head parse, body framing, mode
-//! classification, chunked decoding, hop-by-hop stripping. Nothing may panic, and the
-//! parser's answers must be consistent with its limits.
+//! Requests as a server reads them, with the one HTTP/1 codec (`webpep_http1`, the edge
+//! proxy's and the replay server's): arbitrary bytes → head parse, body framing, the proxy's
+//! mode classification, chunked decoding, keep-alive, hop-by-hop stripping (in place and as
+//! the cache's copy). Nothing may panic, and the parser's answers must be consistent with its
+//! limits.
 
 use libfuzzer_sys::fuzz_target;
-use webpep_server::http1::{self, BodyFraming, ChunkedDecoder};
+use webpep_http1::{self as http1, BodyFraming, ChunkedDecoder};
 use webpep_server::mode::{classify, ModeContext};
 
 fuzz_target!(|data: &[u8]| {
@@ -31,6 +33,9 @@ fuzz_target!(|data: &[u8]| {
             let mut h = head.headers.clone();
             http1::strip_hop_by_hop(&mut h);
             assert!(!h.contains_key("connection") && !h.contains_key("transfer-encoding"));
+            let copy = http1::without_hop_by_hop(&head.headers);
+            assert_eq!(copy.len(), h.len(), "both strips remove the same fields");
+            assert!(copy.keys().all(|k| h.contains_key(k)));
         }
         Ok(None) => assert!(data.len() <= max),
         Err(_) => {}

@@ -1,5 +1,6 @@
 //! Fuzzes what the browser model reads from servers (`webpep_loader`): the HTTP/1.x
-//! response-head parser, body framing and the incremental body decoder (`h1`), DNS replies
+//! response-head parser, body framing and the incremental body decoder (the one HTTP/1
+//! codec, `webpep_http1`, as the loader uses it), DNS replies
 //! (`dns::parse_reply`), object discovery in HTML and CSS (`discover`), and what a layout
 //! takes of a stylesheet (`stylesheet`, `selectors`, `media`). None may panic; the body
 //! decoder and the HTML scanner (references and elements) must not depend on how the bytes
@@ -11,7 +12,8 @@
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
 use url::Url;
-use webpep_loader::{discover, dns, h1, media, selectors, stylesheet, Viewport};
+use webpep_http1 as h1;
+use webpep_loader::{discover, dns, media, selectors, stylesheet, Viewport};
 
 const MAX_HEAD: usize = 8192;
 
@@ -27,7 +29,7 @@ struct Body {
 /// Decodes `input` with `framing`, handing it over `step` bytes at a time, as reads would.
 /// `None`: the decoder failed (the loader then records the object as an error, so what came
 /// out before is not a body).
-fn decode(framing: h1::Framing, input: &[u8], step: usize) -> Option<Body> {
+fn decode(framing: h1::ResponseFraming, input: &[u8], step: usize) -> Option<Body> {
     let mut dec = h1::BodyDecoder::new(framing);
     let mut buf = BytesMut::new();
     let mut bytes = Vec::new();
@@ -50,7 +52,7 @@ fn decode(framing: h1::Framing, input: &[u8], step: usize) -> Option<Body> {
 }
 
 fn response(data: &[u8], step: usize) {
-    let head = match h1::parse_head(data, MAX_HEAD) {
+    let head = match h1::parse_response_head(data, MAX_HEAD) {
         Ok(Some(h)) => h,
         Ok(None) => {
             assert!(
@@ -63,7 +65,7 @@ fn response(data: &[u8], step: usize) {
     };
     assert!(head.len <= data.len() && head.len <= MAX_HEAD);
     for method in ["GET", "HEAD"] {
-        let Ok(framing) = h1::framing(&head, method) else {
+        let Ok(framing) = h1::response_body_framing(&head, method) else {
             continue;
         };
         let rest = &data[head.len..];
@@ -82,7 +84,7 @@ fn response(data: &[u8], step: usize) {
             body.bytes.len() <= body.wire,
             "a body longer than its wire bytes"
         );
-        if let h1::Framing::Length(l) = framing {
+        if let h1::ResponseFraming::Length(l) = framing {
             assert!(body.bytes.len() as u64 <= l);
             assert_eq!(body.done, body.bytes.len() as u64 == l);
         }
