@@ -159,6 +159,29 @@ fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
+/// Whether a request's `Accept-Encoding` accepts `coding` (a token; `x-gzip` counts as
+/// `gzip`): its own weight, else that of `*`, is above 0 (RFC 9110 §12.5.3).
+pub fn accepts(accept_encoding: Option<&str>, coding: &str) -> bool {
+    let Some(header) = accept_encoding else {
+        return false;
+    };
+    let coding = coding.trim().to_ascii_lowercase();
+    let coding = if coding == "x-gzip" {
+        "gzip".to_string()
+    } else {
+        coding
+    };
+    let elements = parse_accept_encoding(header);
+    let weight = |name: &str| {
+        elements
+            .iter()
+            .filter(|(t, _)| t == name || (name == "gzip" && t == "x-gzip"))
+            .map(|(_, q)| *q)
+            .reduce(f32::max)
+    };
+    weight(&coding).or_else(|| weight("*")).unwrap_or(0.0) > 0.0
+}
+
 /// Chooses the coding for a response from the request's `Accept-Encoding` (RFC 9110 §12.5.3).
 ///
 /// - No header: `Identity` (the client stated no preference; not compressing is always safe).
@@ -564,6 +587,22 @@ pub fn compress_response(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn accepts_follows_weights_and_the_star() {
+        assert!(accepts(Some("gzip, br"), "gzip"));
+        assert!(accepts(Some("x-gzip"), "gzip"));
+        assert!(accepts(Some("gzip"), "x-gzip"));
+        assert!(!accepts(Some("gzip;q=0"), "gzip"));
+        assert!(!accepts(Some("gzip;q=0.000, br"), "gzip"));
+        assert!(accepts(Some("*"), "zstd"));
+        assert!(!accepts(Some("*;q=0"), "zstd"));
+        // The coding's own weight wins over the star's.
+        assert!(!accepts(Some("*, br;q=0"), "br"));
+        assert!(accepts(Some("*;q=0, br"), "br"));
+        assert!(!accepts(None, "gzip"));
+        assert!(!accepts(Some("deflate"), "gzip"));
+    }
 
     #[test]
     fn qvalue_grammar() {

@@ -306,7 +306,7 @@ async fn run(ex: &Exchange) -> Reply {
         }
         Lookup::Stale(c) => {
             count(&metrics.cache_stale);
-            if only_if_cached(&ex.parts.headers) {
+            if webpep_cache::only_if_cached(&ex.parts) {
                 return Reply::text(
                     StatusCode::GATEWAY_TIMEOUT,
                     "only-if-cached: not fresh in cache",
@@ -316,20 +316,12 @@ async fn run(ex: &Exchange) -> Reply {
         }
         Lookup::Miss => {
             count(&metrics.cache_misses);
-            if only_if_cached(&ex.parts.headers) {
+            if webpep_cache::only_if_cached(&ex.parts) {
                 return Reply::text(StatusCode::GATEWAY_TIMEOUT, "only-if-cached: not in cache");
             }
             fetch_and_process(ex, None).await
         }
     }
-}
-
-fn only_if_cached(h: &HeaderMap) -> bool {
-    h.get_all(header::CACHE_CONTROL)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|d| d.trim().eq_ignore_ascii_case("only-if-cached"))
 }
 
 /// A cached (and possibly just transformed) response for the client, answering the
@@ -1251,21 +1243,7 @@ fn client_decodable(ex: &Exchange, t: Transformed) -> Transformed {
         .headers
         .get(header::ACCEPT_ENCODING)
         .and_then(|v| v.to_str().ok());
-    let accepted = ce.split(',').all(|c| {
-        let c = c.trim();
-        let token = if c == "x-gzip" { "gzip" } else { c };
-        client_ae.is_some_and(|ae| {
-            ae.split(',').any(|a| {
-                let mut it = a.split(';');
-                let name = it.next().unwrap_or("").trim();
-                let refused = it.any(|p| {
-                    let p = p.trim().replace(' ', "");
-                    p == "q=0" || p == "q=0.0" || p == "q=0.00" || p == "q=0.000"
-                });
-                (name.eq_ignore_ascii_case(token) || name == "*") && !refused
-            })
-        })
-    });
+    let accepted = ce.split(',').all(|c| compress::accepts(client_ae, c));
     if accepted || !proxy_chose_codings(ex) {
         return t;
     }
