@@ -2,7 +2,6 @@
 
 mod common;
 
-use std::time::Duration;
 
 use common::*;
 use webpep_optimize::compress::{self, Coding, CompressConfig};
