@@ -192,6 +192,8 @@ fn loader_config(c: &LabConfig, hosting: &Hosting, k: f64) -> LoaderConfig {
     lc.response_timeout = scaled(120.0);
     lc.page_timeout = scaled(PAGE_TIMEOUT_MIN_S);
     lc.dns_timeout = scaled(10.0);
+    // Timeouts in recorded errors read in link time, as every other time of the record.
+    lc.time_scale = k;
     lc
 }
 

@@ -142,6 +142,10 @@ pub struct LoaderConfig {
     pub response_timeout: Duration,
     /// The whole page load; objects unfinished then are recorded as errors.
     pub page_timeout: Duration,
+    /// How many times faster than the real link the load runs (the lab's time scale k):
+    /// durations in recorded errors are multiplied by it, so they read in the same unscaled
+    /// link time as the rest of the record. 1 outside the lab.
+    pub time_scale: f64,
     /// Wait for one DNS answer before retrying.
     pub dns_timeout: Duration,
     /// DNS queries sent per lookup before giving up (at least 1).
@@ -234,6 +238,7 @@ impl Default for LoaderConfig {
             connect_timeout: Duration::from_secs(30),
             response_timeout: Duration::from_secs(60),
             page_timeout: Duration::from_secs(600),
+            time_scale: 1.0,
             dns_timeout: Duration::from_secs(5),
             dns_attempts: 2,
             dns_min_ttl: Duration::ZERO,

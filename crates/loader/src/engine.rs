@@ -1437,7 +1437,15 @@ impl Loader {
                         }
                     }
                     Err(e) => DnsState::Failed {
-                        reason: e.clone(),
+                        // The wait per query, in the record's (unscaled) time.
+                        reason: if e.starts_with("no answer") || e.starts_with("no TCP answer") {
+                            format!(
+                                "{e}, each waited {:?}",
+                                self.cfg.dns_timeout.mul_f64(self.cfg.time_scale.max(0.0))
+                            )
+                        } else {
+                            e.clone()
+                        },
                         gen,
                     },
                 };
@@ -1811,7 +1819,7 @@ impl Loader {
             .objs
             .iter()
             .enumerate()
-            .map(|(id, o)| object_timing(id, o, t0))
+            .map(|(id, o)| object_timing(id, o, t0, self.cfg.time_scale))
             .collect();
         let dns_lookups = st
             .lookups
@@ -1882,7 +1890,7 @@ fn finish_failed(o: &mut Obj, now: Instant) {
     o.scanner = None;
 }
 
-fn object_timing(id: usize, o: &Obj, t0: Instant) -> ObjectTiming {
+fn object_timing(id: usize, o: &Obj, t0: Instant, time_scale: f64) -> ObjectTiming {
     let end = o.end.unwrap_or(o.queued);
     let send_start = o.sent.send_start.unwrap_or(end).max(o.queued);
     let send_end = o
@@ -1944,7 +1952,7 @@ fn object_timing(id: usize, o: &Obj, t0: Instant) -> ObjectTiming {
         conditional: o.conditional,
         cache_hit: o.conditional && resp.is_some_and(|r| r.status == 304),
         retries: o.retries,
-        error: o.error.clone(),
+        error: o.error.clone().map(|e| e.scaled(time_scale)),
     }
 }
 

@@ -67,6 +67,22 @@ pub enum FetchError {
 }
 
 impl FetchError {
+    /// The error with its durations multiplied by `k` (a load run `k` times faster than the
+    /// link states its timeouts in the link's own time).
+    pub fn scaled(self, k: f64) -> FetchError {
+        if !(k.is_finite() && k > 0.0) || k == 1.0 {
+            return self;
+        }
+        match self {
+            FetchError::ConnectTimeout { addr, after } => FetchError::ConnectTimeout {
+                addr,
+                after: after.mul_f64(k),
+            },
+            FetchError::ResponseTimeout(d) => FetchError::ResponseTimeout(d.mul_f64(k)),
+            other => other,
+        }
+    }
+
     /// A short, stable name for the kind of failure (for tables and counters).
     pub fn kind(&self) -> &'static str {
         match self {
@@ -106,4 +122,30 @@ pub enum ConfigError {
     BadPolicyParameter(String),
     #[error("CA certificate PEM: {0}")]
     CaPem(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_are_stated_in_link_time() {
+        let e = FetchError::ResponseTimeout(Duration::from_millis(1200)).scaled(10.0);
+        assert_eq!(e, FetchError::ResponseTimeout(Duration::from_secs(12)));
+        assert_eq!(e.to_string(), "no response progress within 12s");
+        let addr: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        let e = FetchError::ConnectTimeout {
+            addr,
+            after: Duration::from_millis(7500),
+        }
+        .scaled(10.0);
+        assert!(e.to_string().ends_with("timed out after 75s"), "{e}");
+        // Other errors, and a scale of 1, are left as they are.
+        assert_eq!(
+            FetchError::PageTimeout.scaled(10.0),
+            FetchError::PageTimeout
+        );
+        let d = FetchError::ResponseTimeout(Duration::from_secs(3));
+        assert_eq!(d.clone().scaled(1.0), d);
+    }
 }
