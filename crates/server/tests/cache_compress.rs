@@ -2,7 +2,6 @@
 
 mod common;
 
-
 use common::*;
 use webpep_optimize::compress::{self, Coding, CompressConfig};
 

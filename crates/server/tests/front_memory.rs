@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::*;
-use webpep_server::request::Arrival;
 use webpep_server::reply::{Body, Reply};
+use webpep_server::request::Arrival;
 use webpep_server::{Server, ServerConfig};
 
 fn arrival(peer: &str) -> Arrival {
