@@ -46,7 +46,7 @@ pub mod server;
 pub mod tls;
 
 pub use dns::{AuthDns, AuthDnsStats, DnsError, Transport, DEFAULT_TTL};
-pub use resolver::{CachingResolver, ResolverConfig, ResolverStats};
+pub use resolver::{CachingResolver, Clock, ResolverConfig, ResolverStats, TokioClock};
 pub use server::{
     ConnectionStats, Listener, Protocol, ReplayConfig, ReplayError, ReplayServer, ReplayStats,
 };

@@ -9,12 +9,13 @@ use std::hash::{BuildHasher, Hasher};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::{RData, Record};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
@@ -22,6 +23,25 @@ use crate::dns::{
     encode_for, name_key, parse_query, response_to, serve_tcp, serve_udp, DnsError, Handler,
     Transport, EDNS_PAYLOAD,
 };
+
+/// Where the resolver's cache reads the time: when answers were stored, how old they are,
+/// whether they have expired. Injectable ([`CachingResolver::with_clock`]) so that tests decide
+/// TTL expiry without waiting for it.
+pub trait Clock: Send + Sync {
+    /// The time now.
+    fn now(&self) -> Instant;
+}
+
+/// The default clock: tokio's, so a runtime with paused time (`tokio::time::pause`,
+/// `advance`) drives the cache's expiry too.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TokioClock;
+
+impl Clock for TokioClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
 
 /// How the resolver forwards and caches.
 #[derive(Clone, Debug)]
@@ -90,6 +110,7 @@ struct Inner {
     cache: Mutex<HashMap<Key, Entry>>,
     counters: Counters,
     ids: AtomicU64,
+    clock: Arc<dyn Clock>,
 }
 
 /// The caching resolver. Cheap to clone.
@@ -102,13 +123,20 @@ pub struct CachingResolver {
 }
 
 impl CachingResolver {
+    /// A resolver whose cache runs on tokio's clock ([`TokioClock`]).
     pub fn new(config: ResolverConfig) -> CachingResolver {
+        Self::with_clock(config, Arc::new(TokioClock))
+    }
+
+    /// A resolver whose cache reads the time from `clock` to store, age and expire answers.
+    pub fn with_clock(config: ResolverConfig, clock: Arc<dyn Clock>) -> CachingResolver {
         CachingResolver {
             inner: Arc::new(Inner {
                 config,
                 cache: Mutex::new(HashMap::new()),
                 counters: Counters::default(),
                 ids: AtomicU64::new(0),
+                clock,
             }),
         }
     }
@@ -198,7 +226,7 @@ impl CachingResolver {
                     rcode: upstream.response_code(),
                     answers: upstream.answers().to_vec(),
                     authority: upstream.name_servers().to_vec(),
-                    stored: Instant::now(),
+                    stored: self.inner.clock.now(),
                     ttl: 0,
                 };
                 if let Some(ttl) = cache_ttl(&upstream) {
@@ -223,9 +251,10 @@ impl CachingResolver {
 
     /// A fresh cache entry for `key` and its age in seconds.
     fn lookup(&self, key: &Key) -> Option<(Entry, u32)> {
+        let now = self.inner.clock.now();
         let mut cache = self.cache();
         let entry = cache.get(key)?;
-        let age = entry.stored.elapsed();
+        let age = now.saturating_duration_since(entry.stored);
         if age >= Duration::from_secs(u64::from(entry.ttl)) {
             cache.remove(key);
             return None;
@@ -235,9 +264,12 @@ impl CachingResolver {
 
     fn store(&self, key: Key, entry: Entry) {
         let max = self.inner.config.max_entries.max(1);
+        let now = self.inner.clock.now();
         let mut cache = self.cache();
         if cache.len() >= max && !cache.contains_key(&key) {
-            cache.retain(|_, e| e.stored.elapsed() < Duration::from_secs(u64::from(e.ttl)));
+            cache.retain(|_, e| {
+                now.saturating_duration_since(e.stored) < Duration::from_secs(u64::from(e.ttl))
+            });
             if cache.len() >= max {
                 cache.clear();
             }
@@ -289,7 +321,7 @@ impl CachingResolver {
                 tokio::time::sleep(cfg.timeout.min(Duration::from_millis(100))).await;
                 continue;
             }
-            let deadline = tokio::time::Instant::now() + cfg.timeout;
+            let deadline = Instant::now() + cfg.timeout;
             loop {
                 let n = match tokio::time::timeout_at(deadline, socket.recv(&mut buf)).await {
                     Err(_) => {

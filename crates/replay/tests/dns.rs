@@ -1,15 +1,46 @@
 //! The authoritative server and the caching resolver on loopback.
+//!
+//! No test waits for time to pass: the resolver's TTL expiry is decided on an injected
+//! [`ManualClock`] or in tokio's paused time, and its upstream timeouts run in paused time.
 
 mod common;
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use common::*;
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::{Name, RData, RecordType};
-use webpep_replay::{AuthDns, CachingResolver, ResolverConfig, DEFAULT_TTL};
+use webpep_replay::{
+    AuthDns, CachingResolver, CancellationToken, Clock, ResolverConfig, Transport, DEFAULT_TTL,
+};
+
+/// A clock for the resolver's cache that moves only when told to.
+struct ManualClock {
+    start: tokio::time::Instant,
+    offset: Mutex<Duration>,
+}
+
+impl ManualClock {
+    fn new() -> Arc<ManualClock> {
+        Arc::new(ManualClock {
+            start: tokio::time::Instant::now(),
+            offset: Mutex::new(Duration::ZERO),
+        })
+    }
+
+    fn advance(&self, by: Duration) {
+        *self.offset.lock().unwrap() += by;
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> tokio::time::Instant {
+        self.start + *self.offset.lock().unwrap()
+    }
+}
 
 fn query_bytes(id: u16, name: &str, rtype: RecordType) -> Vec<u8> {
     let mut m = Message::new();
@@ -105,7 +136,10 @@ struct Resolver {
 }
 
 fn start_resolver(config: ResolverConfig) -> Resolver {
-    let resolver = CachingResolver::new(config);
+    serve_resolver(CachingResolver::new(config))
+}
+
+fn serve_resolver(resolver: CachingResolver) -> Resolver {
     let udp = UdpSocket::bind("127.0.0.1:0").expect("udp");
     let tcp = TcpListener::bind("127.0.0.1:0").expect("tcp");
     let (ua, ta) = (udp.local_addr().expect("a"), tcp.local_addr().expect("a"));
@@ -218,7 +252,11 @@ fn garbage_packets_are_dropped_and_the_server_goes_on() {
 #[test]
 fn resolver_caches_until_the_ttl_expires() {
     let dns = start_auth(1);
-    let res = start_resolver(ResolverConfig::new(dns.udp));
+    let clock = ManualClock::new();
+    let res = serve_resolver(CachingResolver::with_clock(
+        ResolverConfig::new(dns.udp),
+        clock.clone(),
+    ));
     let m = ask_udp(res.udp, 11, "www.alpha.test.", RecordType::A);
     assert!(m.recursion_available());
     assert!(!m.authoritative());
@@ -238,23 +276,92 @@ fn resolver_caches_until_the_ttl_expires() {
     let m = ask_tcp(res.tcp, 13, "www.alpha.test.", RecordType::A);
     assert_eq!(a_records(&m).len(), 1);
     assert_eq!(dns.auth.stats().queries, 1);
-    // After the TTL, the upstream is asked again. A wait for real time to pass: the replay
-    // resolver's cache reads `std::time::Instant` (no injectable clock yet).
-    std::thread::sleep(Duration::from_millis(1100));
-    let m = ask_udp(res.udp, 14, "www.alpha.test.", RecordType::A);
-    assert_eq!(a_records(&m).len(), 1);
-    assert_eq!(dns.auth.stats().queries, 2);
+    // Just before the TTL is over: still from the cache.
+    clock.advance(Duration::from_millis(999));
+    ask_udp(res.udp, 14, "www.alpha.test.", RecordType::A);
+    assert_eq!(dns.auth.stats().queries, 1, "1 ms before the 1 s TTL ends");
+    // Once the TTL is over, the upstream is asked again.
+    clock.advance(Duration::from_millis(1));
+    let m = ask_udp(res.udp, 15, "www.alpha.test.", RecordType::A);
+    assert_eq!(a_records(&m), vec![(Ipv4Addr::new(127, 0, 0, 2), 1)]);
+    assert_eq!(
+        dns.auth.stats().queries,
+        2,
+        "asked again once the TTL is over"
+    );
     // flush() forgets everything.
     res.resolver.flush();
     assert_eq!(res.resolver.cache_len(), 0);
-    ask_udp(res.udp, 15, "www.alpha.test.", RecordType::A);
+    ask_udp(res.udp, 16, "www.alpha.test.", RecordType::A);
     assert_eq!(dns.auth.stats().queries, 3);
-    // Negative answers are cached for the SOA's TTL.
-    let m = ask_udp(res.udp, 16, "nope.test.", RecordType::A);
-    assert_eq!(m.response_code(), ResponseCode::NXDomain);
+    // Negative answers are cached for the SOA's TTL (1 s here), then asked again.
     let m = ask_udp(res.udp, 17, "nope.test.", RecordType::A);
     assert_eq!(m.response_code(), ResponseCode::NXDomain);
+    let m = ask_udp(res.udp, 18, "nope.test.", RecordType::A);
+    assert_eq!(m.response_code(), ResponseCode::NXDomain);
     assert_eq!(dns.auth.stats().queries, 4);
+    clock.advance(Duration::from_secs(1));
+    let m = ask_udp(res.udp, 19, "nope.test.", RecordType::A);
+    assert_eq!(m.response_code(), ResponseCode::NXDomain);
+    assert_eq!(dns.auth.stats().queries, 5, "the negative TTL is over");
+}
+
+#[test]
+fn cached_answers_count_their_ttl_down_with_the_clock() {
+    let dns = start_auth(30);
+    let clock = ManualClock::new();
+    let res = serve_resolver(CachingResolver::with_clock(
+        ResolverConfig::new(dns.udp),
+        clock.clone(),
+    ));
+    let m = ask_udp(res.udp, 1, "img.beta.test.", RecordType::A);
+    assert_eq!(a_records(&m), vec![(Ipv4Addr::new(127, 0, 0, 3), 30)]);
+    clock.advance(Duration::from_millis(10_500));
+    let m = ask_udp(res.udp, 2, "img.beta.test.", RecordType::A);
+    assert_eq!(a_records(&m), vec![(Ipv4Addr::new(127, 0, 0, 3), 20)]);
+    clock.advance(Duration::from_millis(19_499));
+    let m = ask_udp(res.udp, 3, "img.beta.test.", RecordType::A);
+    assert_eq!(a_records(&m), vec![(Ipv4Addr::new(127, 0, 0, 3), 1)]);
+    assert_eq!(dns.auth.stats().queries, 1);
+    clock.advance(Duration::from_millis(1));
+    let m = ask_udp(res.udp, 4, "img.beta.test.", RecordType::A);
+    assert_eq!(a_records(&m), vec![(Ipv4Addr::new(127, 0, 0, 3), 30)]);
+    assert_eq!(dns.auth.stats().queries, 2);
+}
+
+/// The answer `resolver` gives to an A query for `name`, asked directly (no socket).
+async fn resolve(resolver: &CachingResolver, id: u16, name: &str) -> Message {
+    let bytes = resolver
+        .handle(&query_bytes(id, name, RecordType::A), Transport::Udp)
+        .await
+        .expect("an answer");
+    Message::from_vec(&bytes).expect("parse answer")
+}
+
+/// The default clock is tokio's: paused time moves the cache's expiry too.
+#[tokio::test]
+async fn the_default_clock_follows_tokio_time() {
+    let dns = start_auth(1);
+    let res = CachingResolver::new(ResolverConfig::new(dns.udp));
+    resolve(&res, 1, "www.alpha.test.").await;
+    // Paused only while no exchange is under way: with time paused, tokio moves the clock to
+    // the next timer whenever every task waits, which could be the upstream's timeout.
+    tokio::time::pause();
+    resolve(&res, 2, "www.alpha.test.").await;
+    tokio::time::advance(Duration::from_millis(999)).await;
+    resolve(&res, 3, "www.alpha.test.").await;
+    assert_eq!(dns.auth.stats().queries, 1, "1 ms before the 1 s TTL ends");
+    tokio::time::advance(Duration::from_millis(1)).await;
+    tokio::time::resume();
+    let m = resolve(&res, 4, "www.alpha.test.").await;
+    assert_eq!(a_records(&m), vec![(Ipv4Addr::new(127, 0, 0, 2), 1)]);
+    assert_eq!(
+        dns.auth.stats().queries,
+        2,
+        "asked again once the TTL is over"
+    );
+    let s = res.stats();
+    assert_eq!((s.cache_hits, s.upstream_queries), (2, 2));
 }
 
 #[test]
@@ -270,26 +377,52 @@ fn ttl_zero_is_never_cached() {
     assert_eq!(res.resolver.cache_len(), 0);
 }
 
-#[test]
-fn silent_upstream_gets_one_retry_then_servfail() {
+// Paused time: the two 200 ms upstream timeouts are virtual, so the test waits for neither and
+// the time they took is exact. Loopback delivers within the send call, so tokio moves its
+// clock only when every task waits on a timer, never while a packet is on its way.
+#[tokio::test(start_paused = true)]
+async fn silent_upstream_gets_one_retry_then_servfail() {
     let silent = UdpSocket::bind("127.0.0.1:0").expect("silent upstream");
     silent
         .set_read_timeout(Some(Duration::from_secs(3)))
         .expect("t");
     let mut config = ResolverConfig::new(silent.local_addr().expect("a"));
     config.timeout = Duration::from_millis(200);
-    let res = start_resolver(config);
-    let started = Instant::now();
-    let m = ask_udp(res.udp, 21, "www.alpha.test.", RecordType::A);
+    let resolver = CachingResolver::new(config);
+    let udp = UdpSocket::bind("127.0.0.1:0").expect("udp");
+    let addr = udp.local_addr().expect("a");
+    let cancel = CancellationToken::new();
+    let server = tokio::spawn({
+        let (r, cancel) = (resolver.clone(), cancel.clone());
+        async move { r.serve_udp(udp, cancel).await }
+    });
+    let client = tokio::net::UdpSocket::bind("127.0.0.1:0")
+        .await
+        .expect("client");
+    let started = tokio::time::Instant::now();
+    client
+        .send_to(&query_bytes(21, "www.alpha.test.", RecordType::A), addr)
+        .await
+        .expect("send");
+    let mut buf = [0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(60), client.recv(&mut buf))
+        .await
+        .expect("an answer before the 60 s (virtual) guard")
+        .expect("recv");
+    let waited = started.elapsed();
+    let m = Message::from_vec(&buf[..n]).expect("parse answer");
+    assert_eq!(m.id(), 21);
     assert_eq!(m.response_code(), ResponseCode::ServFail);
-    assert!(started.elapsed() >= Duration::from_millis(400));
-    let mut buf = [0u8; 512];
+    assert!(
+        waited >= Duration::from_millis(400) && waited < Duration::from_millis(600),
+        "two 200 ms attempts, then SERVFAIL: {waited:?}"
+    );
     for _ in 0..2 {
         let n = silent.recv(&mut buf).expect("forwarded query");
         let q = Message::from_vec(&buf[..n]).expect("query");
         assert_eq!(q.queries()[0].name().to_ascii(), "www.alpha.test.");
     }
-    let stats = res.resolver.stats();
+    let stats = resolver.stats();
     assert_eq!(
         (
             stats.upstream_queries,
@@ -298,6 +431,8 @@ fn silent_upstream_gets_one_retry_then_servfail() {
         ),
         (2, 2, 1)
     );
+    cancel.cancel();
+    server.await.expect("join").expect("serve");
 }
 
 #[test]

@@ -223,12 +223,17 @@ fn http_1_1_over_tls_and_a_reloaded_ca() {
     assert_eq!(stats.per_connection[0].protocol, Protocol::Http1Tls);
     assert_eq!(stats.per_connection[0].requests, 2);
     assert_eq!(stats.per_connection[1].requests, 1);
-    // The server sees the failed handshake a moment after the client gives up.
+    // The server sees the failed handshake a moment after the client gives up: a bounded poll
+    // of the server's thread, not a wait for time to pass.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     while site.server.stats().tls_failures == 0 && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    assert_eq!(site.server.stats().tls_failures, 1);
+    assert_eq!(
+        site.server.stats().tls_failures,
+        1,
+        "the server did not record the failed handshake within 5 s"
+    );
 
     // A CA saved and loaded again still issues certificates clients of the saved ca.pem trust.
     let dir = site.dir.path().join("lab");
