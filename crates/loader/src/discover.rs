@@ -11,7 +11,9 @@ use lol_html::send::{ElementContentHandlers, HtmlRewriter, Settings};
 use lol_html::{MemorySettings, Selector};
 use url::Url;
 
-use crate::css_text::{is_ident_byte, read_css_string, read_url_arg, starts_with_ci};
+use webpep_discover::entities::decode as decode_entities;
+use webpep_discover::html::{element_refs, RefKind};
+
 use crate::media::{media_applies, Viewport};
 use crate::reference::url_kind;
 pub use crate::reference::{resolve, Discovered, Hint, Need, ResourceKind};
@@ -66,8 +68,12 @@ impl ScanState {
     }
 
     fn push_hinted(&mut self, raw: &str, kind: ResourceKind, hint: Hint) {
-        let decoded = decode_entities(raw);
-        if let Some(url) = resolve(&self.base, &decoded) {
+        self.push_decoded(&decode_entities(raw), kind, hint);
+    }
+
+    /// A reference whose character references are already decoded.
+    fn push_decoded(&mut self, decoded: &str, kind: ResourceKind, hint: Hint) {
+        if let Some(url) = resolve(&self.base, decoded) {
             self.found.push(Discovered {
                 url,
                 kind,
@@ -172,50 +178,36 @@ fn on_element(
         info.attrs.push(name.into());
     }
     st.elements.push(info);
-    if let Some(bg) = el.get_attribute("background") {
-        st.push(&bg, ResourceKind::Image);
-    }
-    if let Some(style) = el.get_attribute("style") {
-        let style = decode_entities(&style);
-        st.push_css(&style);
-        if let Some(u) = inline_font_use(&style) {
-            st.font_uses.push(u);
-        }
-    }
-    match tag.as_str() {
-        "style" => {
-            let media = el.get_attribute("media").unwrap_or_default();
-            st.style_applies = media_applies(&decode_entities(&media), &st.viewport);
-        }
-        "base" if !st.base_set => {
-            if let Some(href) = el.get_attribute("href") {
-                if let Ok(b) = st.base.join(decode_entities(&href).trim()) {
-                    st.base = b;
-                    st.base_set = true;
+    let refs = element_refs(tag.as_str(), |name| el.get_attribute(name));
+    for r in &refs {
+        let Some(raw) = el.get_attribute(r.attr) else {
+            continue;
+        };
+        match r.kind {
+            RefKind::Image | RefKind::ImageSet if tag == "img" => {
+                // Once per image: the candidate a large screen picks, `src` among them.
+                if r.kind == RefKind::ImageSet && el.has_attribute("src") {
+                    continue;
                 }
+                let set = el.get_attribute("srcset").unwrap_or_default();
+                let set = decode_entities(&set);
+                let src = el.get_attribute("src").unwrap_or_default();
+                let src = decode_entities(&src);
+                let Some(chosen) = webpep_discover::srcset::largest(&set, Some(&src)) else {
+                    continue;
+                };
+                let small = declared_small(
+                    el.get_attribute("width").as_deref(),
+                    el.get_attribute("height").as_deref(),
+                );
+                let hint = if small { Hint::None } else { Hint::LargeImage };
+                st.push_decoded(chosen, ResourceKind::Image, hint);
             }
-        }
-        "img" => {
-            let src = el.get_attribute("src");
-            let chosen = el
-                .get_attribute("srcset")
-                .and_then(|set| pick_srcset(&decode_entities(&set), src.as_deref()));
-            let hint = if declared_small(
-                el.get_attribute("width").as_deref(),
-                el.get_attribute("height").as_deref(),
-            ) {
-                Hint::None
-            } else {
-                Hint::LargeImage
-            };
-            match (chosen, src) {
-                (Some(c), _) => st.push_hinted(&c, ResourceKind::Image, hint),
-                (None, Some(s)) => st.push_hinted(&s, ResourceKind::Image, hint),
-                (None, None) => {}
-            }
-        }
-        "script" => {
-            if let Some(src) = el.get_attribute("src") {
+            // A `<picture>`'s sources and a preload's `imagesrcset`: the model fetches the
+            // `<img>`'s choice only.
+            RefKind::ImageSet => {}
+            RefKind::Image | RefKind::Icon => st.push(&raw, ResourceKind::Image),
+            RefKind::Script => {
                 let module = el
                     .get_attribute("type")
                     .is_some_and(|t| t.trim().eq_ignore_ascii_case("module"));
@@ -224,33 +216,21 @@ fn on_element(
                 } else {
                     Hint::None
                 };
-                st.push_hinted(&src, ResourceKind::Script, hint);
+                st.push_hinted(&raw, ResourceKind::Script, hint);
             }
-        }
-        "link" => {
-            let rel = el
-                .get_attribute("rel")
-                .unwrap_or_default()
-                .to_ascii_lowercase();
-            let tokens: Vec<&str> = rel.split_ascii_whitespace().collect();
-            let Some(href) = el.get_attribute("href") else {
-                return;
-            };
-            if tokens.contains(&"stylesheet") && !tokens.contains(&"alternate") {
+            RefKind::Stylesheet => {
                 let media = el.get_attribute("media").unwrap_or_default();
                 let applies = media_applies(&decode_entities(&media), &st.viewport);
                 let before = st.found.len();
-                st.push(&href, ResourceKind::Stylesheet);
+                st.push(&raw, ResourceKind::Stylesheet);
                 if !applies && st.found.len() > before {
                     // Fetched all the same (as browsers do), but nothing in it is used.
                     if let Some(d) = st.found.last_mut() {
                         d.need = Need::Unused;
                     }
                 }
-            } else if tokens.contains(&"preload") {
-                if !st.link_preload {
-                    return;
-                }
+            }
+            RefKind::Preload if st.link_preload => {
                 let kind = match el
                     .get_attribute("as")
                     .unwrap_or_default()
@@ -264,47 +244,38 @@ fn on_element(
                     "document" => ResourceKind::Iframe,
                     _ => ResourceKind::Other,
                 };
-                st.push(&href, kind);
-            } else if tokens.contains(&"modulepreload") {
-                if st.link_preload {
-                    st.push(&href, ResourceKind::Script);
-                }
-            } else if tokens.iter().any(|t| t.contains("icon")) {
-                st.push(&href, ResourceKind::Image);
+                st.push(&raw, kind);
             }
-        }
-        "iframe" | "frame" => {
-            if let Some(src) = el.get_attribute("src") {
-                st.push(&src, ResourceKind::Iframe);
-            }
-        }
-        "input" => {
-            let is_image = el
-                .get_attribute("type")
-                .map(|t| t.trim().eq_ignore_ascii_case("image"))
-                .unwrap_or(false);
-            if is_image {
-                if let Some(src) = el.get_attribute("src") {
-                    st.push(&src, ResourceKind::Image);
+            RefKind::ModulePreload if st.link_preload => st.push(&raw, ResourceKind::Script),
+            RefKind::Frame => st.push(&raw, ResourceKind::Iframe),
+            RefKind::Object => st.push(&raw, ResourceKind::Other),
+            RefKind::Base if !st.base_set => {
+                if let Ok(b) = st.base.join(decode_entities(&raw).trim()) {
+                    st.base = b;
+                    st.base_set = true;
                 }
             }
+            // Media is streamed when played (range requests), not loaded with the page; a
+            // preload is not followed by a browser older than it; the rest are not fetched.
+            RefKind::Media
+            | RefKind::Preload
+            | RefKind::ModulePreload
+            | RefKind::Base
+            | RefKind::AlternateStylesheet
+            | RefKind::Navigation
+            | RefKind::Other => {}
         }
-        "video" => {
-            if let Some(p) = el.get_attribute("poster") {
-                st.push(&p, ResourceKind::Image);
-            }
+    }
+    if let Some(style) = el.get_attribute("style") {
+        let style = decode_entities(&style);
+        st.push_css(&style);
+        if let Some(u) = inline_font_use(&style) {
+            st.font_uses.push(u);
         }
-        "embed" => {
-            if let Some(s) = el.get_attribute("src") {
-                st.push(&s, ResourceKind::Other);
-            }
-        }
-        "object" => {
-            if let Some(s) = el.get_attribute("data") {
-                st.push(&s, ResourceKind::Other);
-            }
-        }
-        _ => {}
+    }
+    if tag == "style" {
+        let media = el.get_attribute("media").unwrap_or_default();
+        st.style_applies = media_applies(&decode_entities(&media), &st.viewport);
     }
 }
 
@@ -454,220 +425,27 @@ pub fn scan_html_document(mut scanner: HtmlScanner, html: &[u8]) -> (Vec<Discove
     (out, body)
 }
 
-/// Decode the character references that matter in URLs.
-pub fn decode_entities(s: &str) -> Cow<'_, str> {
-    if !s.contains('&') {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(pos) = rest.find('&') {
-        out.push_str(&rest[..pos]);
-        rest = &rest[pos..];
-        let end = rest[1..]
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '#'))
-            .map(|e| e + 1)
-            .unwrap_or(rest.len());
-        let name = &rest[1..end];
-        let decoded = match name {
-            "amp" => Some('&'),
-            "lt" => Some('<'),
-            "gt" => Some('>'),
-            "quot" => Some('"'),
-            "apos" => Some('\''),
-            "nbsp" => Some('\u{a0}'),
-            n if n.starts_with("#x") || n.starts_with("#X") => u32::from_str_radix(&n[2..], 16)
-                .ok()
-                .and_then(char::from_u32),
-            n if n.starts_with('#') => n[1..].parse::<u32>().ok().and_then(char::from_u32),
-            _ => None,
-        };
-        match decoded {
-            Some(c) => {
-                out.push(c);
-                rest = &rest[end..];
-                if rest.starts_with(';') {
-                    rest = &rest[1..];
-                }
-            }
-            None => {
-                out.push('&');
-                rest = &rest[1..];
-            }
-        }
-    }
-    out.push_str(rest);
-    Cow::Owned(out)
-}
-
-/// Parse a `srcset` and return the largest candidate's URL: the greatest width descriptor, or
-/// else the greatest density (`src` counts as `1x`).
-pub fn pick_srcset(srcset: &str, src: Option<&str>) -> Option<String> {
-    let mut best: Option<(f64, bool, String)> = None; // (value, is_width, url)
-    let mut consider = |value: f64, is_width: bool, url: String| {
-        let better = match &best {
-            None => true,
-            Some((bv, bw, _)) => match (is_width, *bw) {
-                (true, false) => true,
-                (false, true) => false,
-                _ => value > *bv,
-            },
-        };
-        if better {
-            best = Some((value, is_width, url));
-        }
-    };
-    let bytes = srcset.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        while i < bytes.len() && (bytes[i].is_ascii_whitespace() || bytes[i] == b',') {
-            i += 1;
-        }
-        if i >= bytes.len() {
-            break;
-        }
-        let start = i;
-        while i < bytes.len() && !bytes[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        let mut url = &srcset[start..i];
-        let mut descriptor = "";
-        if url.ends_with(',') {
-            url = url.trim_end_matches(',');
-        } else {
-            let dstart = i;
-            let mut depth = 0usize;
-            while i < bytes.len() {
-                match bytes[i] {
-                    b'(' => depth += 1,
-                    b')' => depth = depth.saturating_sub(1),
-                    b',' if depth == 0 => break,
-                    _ => {}
-                }
-                i += 1;
-            }
-            descriptor = srcset[dstart..i].trim();
-            i += 1;
-        }
-        if url.is_empty() {
-            continue;
-        }
-        let mut value = 1.0;
-        let mut is_width = false;
-        for d in descriptor.split_ascii_whitespace() {
-            let Some((at, unit)) = d.char_indices().last() else {
-                continue;
-            };
-            match (unit, d[..at].parse::<f64>()) {
-                ('w', Ok(n)) if n.is_finite() => {
-                    value = n;
-                    is_width = true;
-                }
-                ('x', Ok(n)) if n.is_finite() => value = n,
-                _ => {}
-            }
-        }
-        consider(value, is_width, url.to_string());
-    }
-    if let Some(s) = src {
-        if !s.trim().is_empty() {
-            consider(1.0, false, s.to_string());
-        }
-    }
-    best.map(|(_, _, u)| u)
-}
-
 // ---------------------------------------------------------------------------------------------
 // CSS
 
 /// Scan a stylesheet (or a `style` attribute) for `@import` and `url()` references.
 pub fn scan_css(css: &str, base: &Url) -> Vec<Discovered> {
-    let bytes = css.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    let mut depth = 0usize;
-    let mut font_face_pending = false;
-    let mut font_face_depth: Option<usize> = None;
-    let push = |raw: &str, kind: ResourceKind, out: &mut Vec<Discovered>| {
-        if raw
-            .trim_start()
-            .get(..5)
-            .is_some_and(|p| p.eq_ignore_ascii_case("data:"))
-        {
-            return;
-        }
-        if let Some(url) = resolve(base, raw) {
-            out.push(Discovered {
-                url,
+    webpep_discover::css::references(css.as_bytes())
+        .into_iter()
+        .filter(|r| !r.is_data())
+        .filter_map(|r| {
+            let kind = match r.kind {
+                webpep_discover::css::RefKind::Import => ResourceKind::Stylesheet,
+                webpep_discover::css::RefKind::Url => url_kind(&r.value, r.in_font_face),
+            };
+            Some(Discovered {
+                url: resolve(base, &r.value)?,
                 kind,
                 need: Need::Always,
                 hint: Hint::None,
-            });
-        }
-    };
-    while i < bytes.len() {
-        let b = bytes[i];
-        if b == b'/' && bytes.get(i + 1) == Some(&b'*') {
-            i = match css[i + 2..].find("*/") {
-                Some(p) => i + 2 + p + 2,
-                None => bytes.len(),
-            };
-            continue;
-        }
-        match b {
-            b'"' | b'\'' => {
-                let (_, j) = read_css_string(css, i);
-                i = j;
-            }
-            b'{' => {
-                depth += 1;
-                if font_face_pending {
-                    font_face_depth = Some(depth);
-                    font_face_pending = false;
-                }
-                i += 1;
-            }
-            b'}' => {
-                if font_face_depth == Some(depth) {
-                    font_face_depth = None;
-                }
-                depth = depth.saturating_sub(1);
-                i += 1;
-            }
-            b'@' if starts_with_ci(bytes, i, b"@import") => {
-                let mut j = i + 7;
-                while j < bytes.len() && bytes[j].is_ascii_whitespace() {
-                    j += 1;
-                }
-                if j < bytes.len() && (bytes[j] == b'"' || bytes[j] == b'\'') {
-                    let (v, k) = read_css_string(css, j);
-                    push(&v, ResourceKind::Stylesheet, &mut out);
-                    i = k;
-                } else if starts_with_ci(bytes, j, b"url(") {
-                    let (v, k) = read_url_arg(css, j + 4);
-                    push(&v, ResourceKind::Stylesheet, &mut out);
-                    i = k;
-                } else {
-                    i = j;
-                }
-            }
-            b'@' if starts_with_ci(bytes, i, b"@font-face") => {
-                font_face_pending = true;
-                i += 10;
-            }
-            b'u' | b'U'
-                if starts_with_ci(bytes, i, b"url(")
-                    && (i == 0 || !is_ident_byte(bytes[i - 1])) =>
-            {
-                let (v, k) = read_url_arg(css, i + 4);
-                let kind = url_kind(&v, font_face_depth.is_some());
-                push(&v, kind, &mut out);
-                i = k;
-            }
-            _ => i += 1,
-        }
-    }
-    out
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -987,39 +765,5 @@ mod tests {
         ] {
             let _ = scan_css(css, &base());
         }
-    }
-
-    #[test]
-    fn srcset_picking() {
-        assert_eq!(
-            pick_srcset("a.png 1x, b.png 2x", None).as_deref(),
-            Some("b.png")
-        );
-        assert_eq!(
-            pick_srcset("a.png 100w, b.png 50w", Some("c.png")).as_deref(),
-            Some("a.png")
-        );
-        assert_eq!(
-            pick_srcset("a.png", Some("c.png")).as_deref(),
-            Some("a.png")
-        );
-        assert_eq!(
-            pick_srcset("a,b.png 2x, c.png", None).as_deref(),
-            Some("a,b.png")
-        );
-        assert_eq!(pick_srcset("  ,  ", None), None);
-        assert_eq!(pick_srcset("", Some("s.png")).as_deref(), Some("s.png"));
-        assert_eq!(
-            pick_srcset("a.png 2é, b.png 1x", None).as_deref(),
-            Some("a.png")
-        );
-    }
-
-    #[test]
-    fn entities() {
-        assert_eq!(
-            decode_entities("a&amp;b&#38;c&#x26;d&bogus;e&"),
-            "a&b&c&d&bogus;e&"
-        );
     }
 }

@@ -59,7 +59,6 @@
 
 mod config;
 mod content_coding;
-mod css_text;
 pub mod discover;
 pub mod dns;
 mod driver;

@@ -5,7 +5,7 @@
 //! What is not understood does not apply: an unknown media type or feature makes its query
 //! false, as in browsers.
 
-use crate::css_text::split_top_level_commas;
+use webpep_discover::css::split_top_level_commas;
 
 /// The screen the browser model lays pages out on.
 #[derive(Debug, Clone, Copy, PartialEq)]

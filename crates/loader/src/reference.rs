@@ -91,19 +91,7 @@ pub struct Face {
     pub latin: bool,
 }
 
-/// Resolve `raw` against `base`, keeping only http(s) URLs, without the fragment.
-pub fn resolve(base: &Url, raw: &str) -> Option<Url> {
-    let raw = raw.trim_matches(|c: char| c.is_ascii_whitespace());
-    if raw.is_empty() || raw.starts_with('#') {
-        return None;
-    }
-    let mut url = base.join(raw).ok()?;
-    if url.scheme() != "http" && url.scheme() != "https" {
-        return None;
-    }
-    url.set_fragment(None);
-    Some(url)
-}
+pub use webpep_discover::resolve;
 
 pub(crate) fn url_kind(url: &str, in_font_face: bool) -> ResourceKind {
     if in_font_face {

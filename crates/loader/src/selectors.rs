@@ -10,7 +10,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::css_text::split_top_level_commas;
+use webpep_discover::css::split_top_level_commas;
 
 /// One compound selector: what a single element must have. `None` tag: any.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]

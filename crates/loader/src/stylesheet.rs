@@ -10,11 +10,14 @@ use std::sync::Arc;
 
 use url::Url;
 
-use crate::css_text::{read_css_string, read_url_arg, split_top_level_commas, starts_with_ci};
 use crate::media::{media_applies, Viewport};
 use crate::reference::{resolve, url_kind, Discovered, Hint, ResourceKind};
 pub use crate::reference::{Face, Need};
 use crate::selectors::{parse_selector_list, Complex, ElementIndex};
+use webpep_discover::css::{
+    read_string as read_css_string, read_url_arg, split_top_level_commas, starts_with_ci,
+    strip_comments,
+};
 
 /// A rule that sets how text looks: its family names (lower case), weight and style.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,58 +64,15 @@ struct FaceBuilder {
     src: Option<String>,
 }
 
-/// Strip `/* … */` comments (strings kept as they are).
-fn strip_comments(s: &str) -> std::borrow::Cow<'_, str> {
-    if !s.contains("/*") {
-        return s.into();
-    }
-    let b = s.as_bytes();
-    let mut out = String::with_capacity(s.len());
-    let mut i = 0;
-    let mut seg = 0;
-    while i < b.len() {
-        match b[i] {
-            b'"' | b'\'' => i = read_css_string(s, i).1,
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                out.push_str(&s[seg..i]);
-                i = s[i + 2..].find("*/").map_or(b.len(), |p| i + 2 + p + 2);
-                seg = i;
-                out.push(' ');
-            }
-            _ => i += 1,
-        }
-    }
-    out.push_str(&s[seg.min(b.len())..]);
-    out.into()
-}
-
 /// The `url()` arguments in a declaration's value, in order.
 fn urls_in(value: &str) -> Vec<String> {
-    let b = value.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'"' | b'\'' => i = read_css_string(value, i).1,
-            b'u' | b'U'
-                if starts_with_ci(b, i, b"url(")
-                    && (i == 0 || !crate::css_text::is_ident_byte(b[i - 1])) =>
-            {
-                let (v, j) = read_url_arg(value, i + 4);
-                out.push(v);
-                i = j;
-            }
-            _ => i += 1,
-        }
-    }
-    out
+    webpep_discover::css::references(value.as_bytes())
+        .into_iter()
+        .filter(|r| r.kind == webpep_discover::css::RefKind::Url)
+        .map(|r| r.value)
+        .collect()
 }
 
-fn is_data(raw: &str) -> bool {
-    raw.trim_start()
-        .get(..5)
-        .is_some_and(|p| p.eq_ignore_ascii_case("data:"))
-}
 
 /// A family name as matched: unquoted, lower case, inner spaces collapsed.
 fn family_name(s: &str) -> Option<Arc<str>> {
@@ -297,7 +257,7 @@ struct Scan<'a> {
 
 impl Scan<'_> {
     fn push(&mut self, raw: &str, kind: ResourceKind, need: Need) {
-        if is_data(raw) {
+        if webpep_discover::is_data_url(raw) {
             return;
         }
         if let Some(url) = resolve(self.base, raw) {
