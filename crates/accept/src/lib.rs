@@ -43,7 +43,9 @@ pub async fn accept(
 mod tests {
     use super::*;
 
-    #[tokio::test]
+    // Paused time: the 20 ms before the cancel are virtual. Tokio moves its clock only when
+    // every task waits, so the accept is surely waiting (with no connection) when it fires.
+    #[tokio::test(start_paused = true)]
     async fn returns_connections_then_none_once_cancelled() {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
