@@ -42,6 +42,14 @@ pub enum RefKind {
 }
 
 impl RefKind {
+    /// Whether the lab's browser model (and the proxy's prefetch, which fetches ahead of it)
+    /// requests it with the page: every embedded kind but media, which is streamed when
+    /// played. Of an [`RefKind::ImageSet`], one candidate of an `<img>` (the `<img>`'s choice
+    /// stands for a `<picture>`'s `<source>`s and a preload's `imagesrcset`).
+    pub fn loads_with_page(self) -> bool {
+        self.is_embedded() && self != RefKind::Media
+    }
+
     /// Whether a browser fetches it as part of the page (media included: it is requested,
     /// even if only in part).
     pub fn is_embedded(self) -> bool {

@@ -389,8 +389,9 @@ fn subresource_urls_lists_only_what_a_browser_fetches() {
     assert_eq!(
         urls,
         [
-            "a.gif",
-            "s1.jpg",
+            // The candidate a large screen fetches, as the lab's browser model picks it.
+            "c.gif",
+            "s2.jpg",
             "m.css",
             "p.js",
             "s.js?a=1&b=2",

@@ -41,6 +41,7 @@ use base64::Engine as _;
 use lol_html::html_content::{ContentType, Element};
 use lol_html::{element, end_tag, HtmlRewriter};
 use url::Url;
+use webpep_discover::html::{element_refs, RefKind};
 
 use super::html::{decode_entities, run_rewriter, settings_for, Handler};
 use super::{css, RewriteError};
@@ -121,12 +122,14 @@ fn inlinable_element(el: &Element<'_, '_>) -> Option<(InlineKind, String)> {
     if el.namespace_uri() != HTML_NS {
         return None;
     }
-    let tag = el.tag_name();
-    if tag.eq_ignore_ascii_case("link") {
-        let rel = el.get_attribute("rel")?;
-        let tokens: Vec<&str> = rel.split_ascii_whitespace().collect();
-        let sheet = tokens.iter().any(|t| t.eq_ignore_ascii_case("stylesheet"))
-            && !tokens.iter().any(|t| t.eq_ignore_ascii_case("alternate"));
+    let tag = el.tag_name().to_ascii_lowercase();
+    let refers = |kind: RefKind, attr: &str| {
+        element_refs(&tag, |n| el.get_attribute(n))
+            .iter()
+            .any(|r| r.kind == kind && r.attr == attr)
+    };
+    if tag == "link" {
+        let sheet = refers(RefKind::Stylesheet, "href");
         let css_type = el
             .get_attribute("type")
             .is_none_or(|t| t.trim().is_empty() || t.trim().eq_ignore_ascii_case("text/css"));
@@ -136,8 +139,8 @@ fn inlinable_element(el: &Element<'_, '_>) -> Option<(InlineKind, String)> {
         let href = el.get_attribute("href")?;
         return Some((InlineKind::Stylesheet, href));
     }
-    if tag.eq_ignore_ascii_case("script") {
-        if has_any(el, SCRIPT_BLOCKERS) {
+    if tag == "script" {
+        if !refers(RefKind::Script, "src") || has_any(el, SCRIPT_BLOCKERS) {
             return None;
         }
         let classic = match el.get_attribute("type") {
@@ -156,7 +159,7 @@ fn inlinable_element(el: &Element<'_, '_>) -> Option<(InlineKind, String)> {
         let src = el.get_attribute("src")?;
         return Some((InlineKind::Script, src));
     }
-    if tag.eq_ignore_ascii_case("img") {
+    if tag == "img" && refers(RefKind::Image, "src") {
         let lazy = el
             .get_attribute("loading")
             .is_some_and(|l| l.trim().eq_ignore_ascii_case("lazy"));
@@ -189,13 +192,7 @@ fn track_picture<'h>(open: &Rc<Cell<u32>>) -> Handler<'h> {
 
 /// Resolves a raw reference; only `http` URLs are fetched by the proxy (https is tunnelled).
 fn resolve(raw: &str, base: &Url) -> Option<Url> {
-    let v = decode_entities(raw);
-    let v = v.trim();
-    if v.is_empty() || v.starts_with('#') {
-        return None;
-    }
-    let u = base.join(v).ok()?;
-    (u.scheme() == "http").then_some(u)
+    webpep_discover::resolve(base, &decode_entities(raw)).filter(|u| u.scheme() == "http")
 }
 
 /// The handler that tracks the first `<base href>` (HTML §4.2.3); a non-http(s) base is

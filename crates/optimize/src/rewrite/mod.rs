@@ -24,7 +24,6 @@ mod css;
 mod host;
 mod html;
 mod inline;
-mod srcset;
 
 pub use css::{absolutize_css, css_urls, rewrite_css};
 pub use html::{embedded_urls, rewrite_html, subresource_urls};
