@@ -4,9 +4,9 @@
 mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::ThreadId;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::{get, req_m, resp, t};
@@ -17,11 +17,16 @@ use webpep_cache::{
     Purge, Storage, StorageStats, Stored,
 };
 
-/// A [`DiskStore`] that records the thread of every call that may block, sleeps in each (so
-/// running it on a worker would visibly stall the worker) and counts how many run at once.
+/// What a call that may block does in place of slow I/O: it returns when the test lets it, not
+/// after a time (which would race the test's own timers on a busy machine).
+type Hold = Box<dyn Fn() + Send + Sync>;
+
+/// A [`DiskStore`] that records the thread of every call that may block, holds each in its
+/// [`Hold`] (so running it on a worker would visibly stall the worker) and counts how many run
+/// at once.
 struct Observed {
     inner: DiskStore,
-    delay: Duration,
+    hold: Hold,
     threads: Mutex<Vec<ThreadId>>,
     running: AtomicUsize,
     max_running: AtomicUsize,
@@ -35,7 +40,7 @@ impl Observed {
             .push(std::thread::current().id());
         let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_running.fetch_max(now, Ordering::SeqCst);
-        std::thread::sleep(self.delay);
+        (self.hold)();
         Guard(self)
     }
 }
@@ -89,18 +94,14 @@ impl Storage for Observed {
 }
 
 /// An observed disk store with no in-memory bodies (so every hit needs the disk).
-fn observed(
-    dir: &std::path::Path,
-    delay: Duration,
-    permits: usize,
-) -> (AsyncHttpCache, Arc<Observed>) {
+fn observed(dir: &std::path::Path, hold: Hold, permits: usize) -> (AsyncHttpCache, Arc<Observed>) {
     let mut cfg = CacheConfig::new(dir);
     cfg.memory_bytes = 0;
     let heuristic = webpep_cache::policy::HeuristicConfig::default();
     let inner = DiskStore::open(dir, cfg.max_bytes, 0, heuristic).unwrap();
     let store = Arc::new(Observed {
         inner,
-        delay,
+        hold,
         threads: Mutex::new(Vec::new()),
         running: AtomicUsize::new(0),
         max_running: AtomicUsize::new(0),
@@ -113,24 +114,76 @@ fn uri(i: usize) -> String {
     format!("http://example.com/o{i}.js")
 }
 
+/// Polls `cond` every millisecond until it holds or `within` has passed (a bound on a hang,
+/// not a measure of speed); whether it holds.
+fn poll_until(within: Duration, cond: impl Fn() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    while !cond() {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    true
+}
+
+/// A gate that holds the store's calls while closed.
+#[derive(Default)]
+struct Gate {
+    open: Mutex<bool>,
+    changed: Condvar,
+}
+
+impl Gate {
+    fn set(&self, open: bool) {
+        *self.open.lock().unwrap() = open;
+        self.changed.notify_all();
+    }
+
+    /// Waits while the gate is closed (at most 60 s: a bound on a hang).
+    fn pass(&self) {
+        let open = self.open.lock().unwrap();
+        let _ = self
+            .changed
+            .wait_timeout_while(open, Duration::from_secs(60), |open| !*open)
+            .unwrap();
+    }
+}
+
 fn cacheable() -> http::response::Parts {
     resp(200, &[("cache-control", "max-age=600"), ("etag", "\"v1\"")])
 }
 
 /// On a current-thread runtime a task that yields in a loop counts only while the runtime's one
-/// thread is free. Each cache operation (which sleeps 20 ms in the store) must let it count, and
-/// the store must never be called on the runtime's thread. Were the blocking work done inline,
-/// the counter would stand still across every operation and the thread ids would match.
+/// thread is free. Each cache operation must let it count (the store holds every call until the
+/// counter has moved, for at most 10 s), and the store must never be called on the runtime's
+/// thread. Were the blocking work done inline, the counter would stand still across every
+/// operation and the thread ids would match.
 #[test]
 fn blocking_work_never_runs_on_the_runtime_thread() {
     let dir = tempfile::tempdir().unwrap();
-    let (cache, store) = observed(dir.path(), Duration::from_millis(20), 4);
+    let ticks = Arc::new(AtomicUsize::new(0));
+    let hold: Hold = {
+        let ticks = ticks.clone();
+        // Once a call has waited in vain (the worker was held), the rest do not wait again.
+        let stalled = std::sync::atomic::AtomicBool::new(false);
+        Box::new(move || {
+            let at = ticks.load(Ordering::SeqCst);
+            if !stalled.load(Ordering::SeqCst)
+                && !poll_until(Duration::from_secs(10), || {
+                    ticks.load(Ordering::SeqCst) > at
+                })
+            {
+                stalled.store(true, Ordering::SeqCst);
+            }
+        })
+    };
+    let (cache, store) = observed(dir.path(), hold, 4);
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
     let worker = std::thread::current().id();
     rt.block_on(async {
-        let ticks = Arc::new(AtomicUsize::new(0));
         let ticker = {
             let ticks = ticks.clone();
             tokio::spawn(async move {
@@ -191,11 +244,19 @@ fn blocking_work_never_runs_on_the_runtime_thread() {
 
 /// 32 lookups at once through a facade of 3 permits: never more than 3 in the store at once,
 /// and the 3 do run in parallel. Lookups given up on (timed out) keep their permit until their
-/// work is done, so the bound holds for those too.
+/// work is done, so the bound holds for those too. The store's calls wait at a closed gate, not
+/// for a time: the timeouts surely cut them short and the 3 surely overlap, however busy the
+/// machine.
 #[test]
 fn at_most_n_operations_run_at_once() {
     let dir = tempfile::tempdir().unwrap();
-    let (cache, store) = observed(dir.path(), Duration::from_millis(15), 3);
+    let gate = Arc::new(Gate::default());
+    gate.set(true);
+    let hold: Hold = {
+        let gate = gate.clone();
+        Box::new(move || gate.pass())
+    };
+    let (cache, store) = observed(dir.path(), hold, 3);
     for i in 0..8 {
         let stored = cache
             .blocking()
@@ -204,6 +265,7 @@ fn at_most_n_operations_run_at_once() {
         assert!(stored);
     }
     store.max_running.store(0, Ordering::SeqCst);
+    gate.set(false);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(64)
@@ -211,7 +273,7 @@ fn at_most_n_operations_run_at_once() {
         .build()
         .unwrap();
     rt.block_on(async {
-        // Given up on after 5 ms, while their work is running or queued.
+        // Given up on after 5 ms, while their work is held in the store or queued.
         let abandoned: Vec<_> = (0..16)
             .map(|i| {
                 let cache = cache.clone();
@@ -223,6 +285,21 @@ fn at_most_n_operations_run_at_once() {
                 })
             })
             .collect();
+        for a in abandoned {
+            assert!(
+                a.await.unwrap(),
+                "a 5 ms timeout should cut a lookup held in the store short"
+            );
+        }
+        assert!(
+            poll_until(Duration::from_secs(10), || store
+                .running
+                .load(Ordering::SeqCst)
+                == 3),
+            "3 abandoned lookups in the store at once ({})",
+            store.running.load(Ordering::SeqCst)
+        );
+        // Queued behind the abandoned work's permits.
         let finished: Vec<_> = (0..32)
             .map(|i| {
                 let cache = cache.clone();
@@ -234,21 +311,14 @@ fn at_most_n_operations_run_at_once() {
                 })
             })
             .collect();
-        for a in abandoned {
-            assert!(
-                a.await.unwrap(),
-                "a 5 ms timeout should cut a 15 ms lookup short"
-            );
-        }
+        gate.set(true);
         for f in finished {
             assert!(f.await.unwrap());
         }
     });
-    // Let the abandoned work still running finish.
     drop(rt);
     let max = store.max_running.load(Ordering::SeqCst);
-    assert!(max <= 3, "{max} operations ran at once");
-    assert!(max >= 2, "the pool never ran two at once ({max})");
+    assert_eq!(max, 3, "at most (and, held at the gate, exactly) 3 at once");
     assert_eq!(cache.max_blocking(), 3);
 }
 
