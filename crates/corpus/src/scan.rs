@@ -1,8 +1,14 @@
-//! A simple tag/attribute scanner for HTML and CSS: finds the URLs a document references (with
-//! their byte spans, so a document can be rewritten in place), resolves them, and computes
-//! relative references. Works on bytes, so documents in any ASCII-compatible charset are fine.
+//! The references of HTML and CSS documents with their byte spans, so a document can be
+//! rewritten in place; resolving them; relative references. What an element or a stylesheet
+//! refers to is webpep-discover's answer (the one the lab's browser model and the proxy use);
+//! this module adds the tokenizer that keeps attribute spans (lol_html does not give them).
+//! Works on bytes, so documents in any ASCII-compatible charset are fine.
 
 use std::ops::Range;
+
+use webpep_discover::css::{self, RefKind as CssKind};
+use webpep_discover::entities::decode as decode_entities;
+use webpep_discover::html::{element_refs, refresh_url, RefKind as HtmlKind, RAW_TEXT_ELEMENTS};
 
 use crate::model::{host_of, path_of};
 
@@ -22,13 +28,15 @@ pub enum RefKind {
     Icon,
     /// `<iframe src>`, `<frame src>`
     Frame,
-    /// `<embed src>`, `<object data>`, `<audio|video|source src>`
+    /// `<embed src>`, `<object data>`, `<audio|video|source|track src>`
     Embed,
-    /// `<a href>`, `<area href>`: a link, not an embedded object
+    /// a navigation, not an embedded object: `<a href>`, `<area href>`, `<form action>`,
+    /// `formaction`, a `<meta http-equiv=refresh>` URL
     Anchor,
     /// `<base href>`
     Base,
-    /// any other `<link href>` (canonical, alternate, ...)
+    /// any other `<link href>` (canonical, alternate, an alternate stylesheet, ...),
+    /// `<img lowsrc>`
     Other,
     /// `url(...)` in CSS (a stylesheet, a `<style>` block or a `style` attribute)
     CssUrl,
@@ -74,19 +82,6 @@ fn find_ci(h: &[u8], needle: &[u8], from: usize) -> Option<usize> {
         .windows(needle.len())
         .position(|w| w.eq_ignore_ascii_case(needle))
         .map(|p| p + from)
-}
-
-/// Decodes the few character references that appear in URLs.
-pub fn decode_entities(s: &str) -> String {
-    if !s.contains('&') {
-        return s.to_string();
-    }
-    s.replace("&amp;", "&")
-        .replace("&#38;", "&")
-        .replace("&quot;", "\"")
-        .replace("&#39;", "'")
-        .replace("&lt;", "<")
-        .replace("&gt;", ">")
 }
 
 struct Attr {
@@ -169,7 +164,8 @@ pub fn html_refs(html: &[u8]) -> Vec<Ref> {
                         .unwrap_or(n);
                     attrs.push(Attr {
                         name: aname,
-                        value: decode_entities(&String::from_utf8_lossy(&html[vs..ve])),
+                        value: decode_entities(&String::from_utf8_lossy(&html[vs..ve]))
+                            .into_owned(),
                         span: vs..ve,
                     });
                     i = (ve + 1).min(n);
@@ -180,7 +176,7 @@ pub fn html_refs(html: &[u8]) -> Vec<Ref> {
                     }
                     attrs.push(Attr {
                         name: aname,
-                        value: decode_entities(&String::from_utf8_lossy(&html[vs..j])),
+                        value: decode_entities(&String::from_utf8_lossy(&html[vs..j])).into_owned(),
                         span: vs..j,
                     });
                     i = j;
@@ -204,7 +200,7 @@ pub fn html_refs(html: &[u8]) -> Vec<Ref> {
             }
         }
         // Raw text elements.
-        if tag == "script" || tag == "style" || tag == "textarea" || tag == "title" {
+        if RAW_TEXT_ELEMENTS.contains(&tag.as_str()) {
             let close = format!("</{tag}");
             let end = find_ci(html, close.as_bytes(), i).unwrap_or(n);
             if tag == "style" {
@@ -221,275 +217,93 @@ pub fn html_refs(html: &[u8]) -> Vec<Ref> {
 
 fn tag_refs(tag: &str, attrs: &[Attr], out: &mut Vec<Ref>) {
     let get = |name: &str| attrs.iter().find(|a| a.name == name);
-    let mut push = |kind: RefKind, a: &Attr| {
-        if let Some(r) = attr_ref(kind, a) {
-            out.push(r);
-        }
-    };
-    match tag {
-        "img" | "source" => {
-            if let Some(a) = get("src") {
-                push(
-                    if tag == "img" {
-                        RefKind::Image
+    for r in element_refs(tag, |name| get(name).map(|a| a.value.clone())) {
+        let Some(a) = get(r.attr) else {
+            continue;
+        };
+        // Spans are exact where the raw text is the decoded value; otherwise the whole value.
+        let exact = a.span.len() == a.value.len();
+        let kind = match r.kind {
+            HtmlKind::ImageSet => {
+                for c in webpep_discover::srcset::parse(&a.value) {
+                    let span = if exact {
+                        a.span.start + c.span.start..a.span.start + c.span.end
                     } else {
-                        RefKind::Embed
-                    },
-                    a,
-                );
-            }
-            if let Some(a) = get("srcset") {
-                let exact = a.span.end - a.span.start == a.value.len();
-                for (url, span) in srcset_candidates(&a.value, a.span.start, exact) {
-                    push(
-                        RefKind::Srcset,
-                        &Attr {
-                            name: String::new(),
-                            value: url,
-                            span,
-                        },
-                    );
+                        a.span.clone()
+                    };
+                    out.push(Ref {
+                        kind: RefKind::Srcset,
+                        url: c.url.to_string(),
+                        span,
+                    });
                 }
-            }
-        }
-        "script" => {
-            if let Some(a) = get("src") {
-                push(RefKind::Script, a);
-            }
-        }
-        "link" => {
-            let rel = get("rel")
-                .map(|a| a.value.to_ascii_lowercase())
-                .unwrap_or_default();
-            let rels: Vec<&str> = rel.split_whitespace().collect();
-            let kind = if rels.contains(&"stylesheet") {
-                RefKind::Stylesheet
-            } else if rels.contains(&"preload") || rels.contains(&"modulepreload") {
-                RefKind::Preload
-            } else if rels.iter().any(|r| r.contains("icon")) {
-                RefKind::Icon
-            } else {
-                RefKind::Other
-            };
-            if let Some(a) = get("href") {
-                push(kind, a);
-            }
-        }
-        "iframe" | "frame" => {
-            if let Some(a) = get("src") {
-                push(RefKind::Frame, a);
-            }
-        }
-        "embed" | "audio" | "video" | "track" => {
-            if let Some(a) = get("src") {
-                push(RefKind::Embed, a);
-            }
-            if let Some(a) = get("poster") {
-                push(RefKind::Image, a);
-            }
-        }
-        "object" => {
-            if let Some(a) = get("data") {
-                push(RefKind::Embed, a);
-            }
-        }
-        "input"
-            if get("type")
-                .map(|a| a.value.eq_ignore_ascii_case("image"))
-                .unwrap_or(false) =>
-        {
-            if let Some(a) = get("src") {
-                push(RefKind::Image, a);
-            }
-        }
-        "a" | "area" => {
-            if let Some(a) = get("href") {
-                push(RefKind::Anchor, a);
-            }
-        }
-        "base" => {
-            if let Some(a) = get("href") {
-                push(RefKind::Base, a);
-            }
-        }
-        _ => {}
-    }
-    if matches!(tag, "body" | "table" | "td" | "th" | "tr") {
-        if let Some(a) = get("background") {
-            push(RefKind::Image, a);
-        }
-    }
-}
-
-fn attr_ref(kind: RefKind, a: &Attr) -> Option<Ref> {
-    let v = a.value.trim();
-    if v.is_empty() {
-        return None;
-    }
-    // Keep the span on the trimmed value when the raw text is the value itself.
-    let raw_len = a.span.end - a.span.start;
-    let span = if a.value.len() == raw_len {
-        let start = a.span.start + (a.value.len() - a.value.trim_start().len());
-        start..start + v.len()
-    } else {
-        a.span.clone()
-    };
-    Some(Ref {
-        kind,
-        url: v.to_string(),
-        span,
-    })
-}
-
-/// The URLs of a `srcset` value with their spans (exact spans only when the raw attribute
-/// text equals the decoded value; otherwise the whole attribute's span).
-fn srcset_candidates(v: &str, base: usize, exact: bool) -> Vec<(String, Range<usize>)> {
-    let b = v.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        while i < b.len() && (b[i].is_ascii_whitespace() || b[i] == b',') {
-            i += 1;
-        }
-        let s = i;
-        while i < b.len() && !b[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        let mut e = i;
-        while e > s && b[e - 1] == b',' {
-            e -= 1;
-        }
-        if e > s {
-            let span = if exact {
-                base + s..base + e
-            } else {
-                base..base + b.len()
-            };
-            out.push((v[s..e].to_string(), span));
-        }
-        if e < i {
-            continue; // the URL ended with a comma: no descriptors
-        }
-        // Skip descriptors up to the next comma.
-        while i < b.len() && b[i] != b',' {
-            if b[i] == b'(' {
-                while i < b.len() && b[i] != b')' {
-                    i += 1;
-                }
-            }
-            i += 1;
-        }
-    }
-    out
-}
-
-/// Every `url(...)` and `@import` in a stylesheet, in order.
-pub fn css_refs(css: &[u8]) -> Vec<Ref> {
-    let mut out = Vec::new();
-    let n = css.len();
-    let mut i = 0;
-    while i < n {
-        if css[i..].starts_with(b"/*") {
-            i = find(css, b"*/", i + 2).map(|p| p + 2).unwrap_or(n);
-            continue;
-        }
-        if css[i] == b'@' && css.len() >= i + 7 && css[i + 1..i + 7].eq_ignore_ascii_case(b"import")
-        {
-            let mut j = i + 7;
-            while j < n && css[j].is_ascii_whitespace() {
-                j += 1;
-            }
-            if j < n && (css[j] == b'"' || css[j] == b'\'') {
-                let q = css[j];
-                let s = j + 1;
-                let e = css[s..]
-                    .iter()
-                    .position(|&b| b == q)
-                    .map(|p| p + s)
-                    .unwrap_or(n);
-                push_css(&mut out, RefKind::CssImport, css, s, e);
-                i = e + 1;
                 continue;
             }
-            if j + 4 <= n && css[j..j + 4].eq_ignore_ascii_case(b"url(") {
-                if let Some((s, e, next)) = url_arg(css, j + 4) {
-                    push_css(&mut out, RefKind::CssImport, css, s, e);
-                    i = next;
-                    continue;
+            HtmlKind::Navigation if r.attr == "content" => {
+                if let Some(at) = refresh_url(&a.value) {
+                    let span = if exact {
+                        a.span.start + at.start..a.span.start + at.end
+                    } else {
+                        a.span.clone()
+                    };
+                    out.push(Ref {
+                        kind: RefKind::Anchor,
+                        url: a.value[at].to_string(),
+                        span,
+                    });
                 }
-            }
-            i = j;
-            continue;
-        }
-        if i + 4 <= n && css[i..i + 4].eq_ignore_ascii_case(b"url(") {
-            if let Some((s, e, next)) = url_arg(css, i + 4) {
-                push_css(&mut out, RefKind::CssUrl, css, s, e);
-                i = next;
                 continue;
             }
+            HtmlKind::Image => RefKind::Image,
+            HtmlKind::Script => RefKind::Script,
+            HtmlKind::Stylesheet => RefKind::Stylesheet,
+            HtmlKind::Preload | HtmlKind::ModulePreload => RefKind::Preload,
+            HtmlKind::Icon => RefKind::Icon,
+            HtmlKind::Frame => RefKind::Frame,
+            HtmlKind::Media | HtmlKind::Object => RefKind::Embed,
+            HtmlKind::Base => RefKind::Base,
+            HtmlKind::Navigation => RefKind::Anchor,
+            HtmlKind::AlternateStylesheet | HtmlKind::Other => RefKind::Other,
+        };
+        let v = a.value.trim();
+        if v.is_empty() {
+            continue;
         }
-        i += 1;
-    }
-    out
-}
-
-fn push_css(out: &mut Vec<Ref>, kind: RefKind, css: &[u8], s: usize, e: usize) {
-    let v = String::from_utf8_lossy(&css[s..e]).trim().to_string();
-    if !v.is_empty() && !v.starts_with("data:") {
+        let span = if exact {
+            let start = a.span.start + (a.value.len() - a.value.trim_start().len());
+            start..start + v.len()
+        } else {
+            a.span.clone()
+        };
         out.push(Ref {
             kind,
-            url: v,
-            span: s..e,
+            url: v.to_string(),
+            span,
         });
     }
 }
 
-/// The argument of `url(` starting at `i`: (start, end, index after the closing paren).
-fn url_arg(css: &[u8], mut i: usize) -> Option<(usize, usize, usize)> {
-    let n = css.len();
-    while i < n && css[i].is_ascii_whitespace() {
-        i += 1;
-    }
-    if i < n && (css[i] == b'"' || css[i] == b'\'') {
-        let q = css[i];
-        let s = i + 1;
-        let e = css[s..].iter().position(|&b| b == q).map(|p| p + s)?;
-        let close = css[e..].iter().position(|&b| b == b')').map(|p| p + e)?;
-        Some((s, e, close + 1))
-    } else {
-        let s = i;
-        let e = css[s..].iter().position(|&b| b == b')').map(|p| p + s)?;
-        let mut te = e;
-        while te > s && css[te - 1].is_ascii_whitespace() {
-            te -= 1;
-        }
-        Some((s, te, e + 1))
-    }
+/// Every `url(...)` and `@import` in a stylesheet, in order (`data:` URLs left out).
+pub fn css_refs(css: &[u8]) -> Vec<Ref> {
+    css::references(css)
+        .into_iter()
+        .filter(|r| !r.is_data())
+        .map(|r| Ref {
+            kind: match r.kind {
+                CssKind::Import => RefKind::CssImport,
+                CssKind::Url => RefKind::CssUrl,
+            },
+            url: r.value,
+            span: r.span,
+        })
+        .collect()
 }
 
 /// Resolves `reference` against `base` (both URLs): an absolute http(s) URL without fragment,
 /// or `None` (other schemes, `data:`, unparsable).
 pub fn resolve(base: &str, reference: &str) -> Option<String> {
-    let r = reference.trim();
-    if r.is_empty() || r.starts_with('#') {
-        return None;
-    }
-    let lower = r.to_ascii_lowercase();
-    if lower.starts_with("data:")
-        || lower.starts_with("javascript:")
-        || lower.starts_with("mailto:")
-        || lower.starts_with("about:")
-        || lower.starts_with("blob:")
-    {
-        return None;
-    }
     let base = url::Url::parse(base).ok()?;
-    let mut u = base.join(r).ok()?;
-    if u.scheme() != "http" && u.scheme() != "https" {
-        return None;
-    }
-    u.set_fragment(None);
-    Some(u.to_string())
+    webpep_discover::resolve(&base, reference).map(String::from)
 }
 
 /// The reference a document at `from` uses for `to`: a relative path on the same host and
