@@ -8,11 +8,13 @@
 //! pipelining, in-order answers) → [`server`] (accept loops, admin, shutdown) → [`proxy`]
 //! (the response pipeline's phases) with [`stage`] (the stage trait, its factories and
 //! registry) and [`stages`] (one file per built-in stage: compress, transcode, URL rewrite,
-//! inline, Server-Timing), [`optimize`] (what they share),
+//! inline, prefetch, Server-Timing), [`subrequest`] (the handle through which stages fetch
+//! other URLs through the pipeline), [`optimize`] (what they share),
 //! [`origin`] (resolver, ACL-checked dialer, pooled client), [`tunnel`] (CONNECT),
 //! [`tls_relay`] (TLS relayed by its server name, for DNS rewriting and port-443 interception),
-//! [`transform_pool`] (transforms bounded to a few at once), [`prefetch`] (a page's objects
-//! fetched into the cache before the browser asks),
+//! [`transform_pool`] (transforms bounded to a few at once), [`prefetch`] (the prefetch
+//! stage's bookkeeping: claims, joins, a page's objects), [`inline`] (the inline stage's
+//! decisions),
 //! [`acl`], [`auth`] (proxy authentication), [`limits`] (per-client connections and rate), [`mode`], [`air`], [`metrics`],
 //! [`config`].
 
@@ -38,6 +40,7 @@ pub mod server;
 pub mod stage;
 pub mod stages;
 pub mod state;
+pub mod subrequest;
 pub mod tls_relay;
 pub mod transform_pool;
 pub mod tunnel;

@@ -33,14 +33,6 @@ pub struct Metrics {
     pub cache_stale: AtomicU64,
     /// Stale entries the origin confirmed with 304.
     pub cache_validated: AtomicU64,
-    /// Objects prefetched for pages and stylesheets served.
-    pub prefetch_started: AtomicU64,
-    /// Objects of pages not prefetched: over `max-per-page` or `max-queued`.
-    pub prefetch_skipped: AtomicU64,
-    /// Client requests that waited for a prefetch of their URL under way.
-    pub prefetch_joined: AtomicU64,
-    /// Stylesheets, scripts and images inlined into pages.
-    pub inlined_objects: AtomicU64,
     /// Client connections accepted.
     pub connections_total: AtomicU64,
     /// Client connections refused by the client ACL.
@@ -162,7 +154,7 @@ impl Metrics {
                 self.rejected_requests[j].load(Relaxed)
             );
         }
-        let counters: [(&str, &str, &AtomicU64); 18] = [
+        let counters: [(&str, &str, &AtomicU64); 14] = [
             (
                 "webpep_client_bytes_in_total",
                 "Bytes read from clients.",
@@ -202,26 +194,6 @@ impl Metrics {
                 "webpep_cache_validated_total",
                 "Stale entries confirmed by a 304.",
                 &self.cache_validated,
-            ),
-            (
-                "webpep_prefetch_started_total",
-                "Objects prefetched for pages and stylesheets served.",
-                &self.prefetch_started,
-            ),
-            (
-                "webpep_prefetch_skipped_total",
-                "Objects of pages not prefetched (over max-per-page or max-queued).",
-                &self.prefetch_skipped,
-            ),
-            (
-                "webpep_prefetch_joined_total",
-                "Client requests that waited for a prefetch of their URL under way.",
-                &self.prefetch_joined,
-            ),
-            (
-                "webpep_inlined_objects_total",
-                "Stylesheets, scripts and images inlined into pages.",
-                &self.inlined_objects,
             ),
             (
                 "webpep_connections_total",

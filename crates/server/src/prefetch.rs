@@ -13,63 +13,26 @@
 //! Authorization) are not sent, and the destinations pass the same access rules as every
 //! request. A response the shared cache may not store is fetched and dropped: the browser's
 //! own request then goes to the origin as it would have.
+//!
+//! The stage (`stages/prefetch.rs`) lists a page's objects when the pipeline has served it
+//! and fetches them through its sub-request handle; this module keeps the claims, the joins
+//! and the bounds it uses.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use http::header::{self, HeaderMap, HeaderValue};
 use tokio::sync::{watch, Semaphore};
 use url::Url;
 
 use crate::config::PrefetchConfig;
-use crate::http1::RequestHead;
-use crate::mode::Mode;
-use crate::request::ClientRequest;
+use crate::subrequest::Budget;
 
 /// Nesting below a document a client asked for: its objects (1), the objects of those that
 /// are documents themselves (2: a stylesheet's images and imports, a frame's objects), and
 /// theirs (3: an imported stylesheet's images, a frame's stylesheets' images).
 pub const MAX_DEPTH: u8 = 3;
-
-/// Where a prefetch stands below the page a client asked for.
-#[derive(Clone, Debug)]
-pub struct Below {
-    /// 1 for the page's objects, 2 and 3 for those of its stylesheets and frames.
-    pub depth: u8,
-    /// The page's allowance, shared by everything prefetched below it.
-    pub budget: Budget,
-}
-
-/// What is left of the `max-per-page` allowance of a page a client asked for, shared by every
-/// document prefetched below it (its stylesheets, imports and frames).
-#[derive(Clone, Debug)]
-pub struct Budget(Arc<AtomicUsize>);
-
-impl Budget {
-    /// An allowance of `n` prefetches.
-    pub fn new(n: usize) -> Budget {
-        Budget(Arc::new(AtomicUsize::new(n)))
-    }
-
-    /// Takes one prefetch from the allowance; false when none is left.
-    fn take(&self) -> bool {
-        self.0
-            .fetch_update(Relaxed, Relaxed, |v| v.checked_sub(1))
-            .is_ok()
-    }
-}
-
-/// Request headers a prefetch copies from the client's request for the page: what the
-/// response's variant (content coding, WebP) and content negotiation depend on. Credentials
-/// and cookies are not copied.
-const COPIED_HEADERS: [header::HeaderName; 4] = [
-    header::USER_AGENT,
-    header::ACCEPT,
-    header::ACCEPT_LANGUAGE,
-    header::ACCEPT_ENCODING,
-];
 
 /// The prefetches under way (by URL) and their bounds.
 #[derive(Debug)]
@@ -266,63 +229,10 @@ pub fn objects_of(content_type: Option<&str>, body: &[u8], page: &Url) -> Vec<Ur
         .collect()
 }
 
-/// The request a prefetch of `url` makes on behalf of `client`, who asked for `page`: the same
-/// mode (so the cache key and variant are those of the browser's own request), the headers
-/// the variant depends on, and the page as Referer.
-pub fn request_for(client: &ClientRequest, page: &Url, url: &Url) -> Option<ClientRequest> {
-    let host = url.host_str()?;
-    let authority = match url.port() {
-        Some(p) => format!("{host}:{p}"),
-        None => host.to_string(),
-    };
-    let path = match url.query() {
-        Some(q) => format!("{}?{q}", url.path()),
-        None => url.path().to_string(),
-    };
-    let mode = match &client.mode {
-        Mode::Explicit { .. } => Mode::Explicit {
-            authority: authority.clone(),
-            path: path.clone(),
-        },
-        Mode::Transparent { .. } => Mode::Transparent {
-            authority: authority.clone(),
-            path: path.clone(),
-        },
-        Mode::UrlPath { .. } => Mode::UrlPath {
-            authority: authority.clone(),
-            path: path.clone(),
-        },
-        _ => return None,
-    };
-    let mut headers = HeaderMap::new();
-    for name in COPIED_HEADERS {
-        for v in client.head.headers.get_all(&name) {
-            headers.append(name.clone(), v.clone());
-        }
-    }
-    headers.insert(header::HOST, HeaderValue::from_str(&authority).ok()?);
-    if let Ok(v) = HeaderValue::from_str(page.as_str()) {
-        headers.insert(header::REFERER, v);
-    }
-    let target = match mode {
-        Mode::Explicit { .. } => url.to_string(),
-        _ => path,
-    };
-    Some(ClientRequest {
-        head: RequestHead {
-            method: http::Method::GET,
-            target,
-            version: http::Version::HTTP_11,
-            headers,
-            head_len: 0,
-        },
-        body: bytes::Bytes::new(),
-        peer: client.peer,
-        local: client.local,
-        original_dst: None,
-        mode,
-        body_lease: None,
-    })
+/// The key a prefetch is known by: the origin URL as `url` normalizes it.
+pub fn key(uri: &http::Uri) -> String {
+    let s = uri.to_string();
+    Url::parse(&s).map(|u| u.to_string()).unwrap_or(s)
 }
 
 /// Logs one finished prefetch.
@@ -425,56 +335,5 @@ mod tests {
         assert!(!b[0].start(), "called off");
         drop(b);
         assert_eq!(p.queued(), 0);
-    }
-
-    #[test]
-    fn prefetch_requests_copy_negotiation_headers_not_credentials() {
-        let mut headers = HeaderMap::new();
-        headers.insert(header::ACCEPT, HeaderValue::from_static("image/webp,*/*"));
-        headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
-        headers.insert(header::COOKIE, HeaderValue::from_static("session=secret"));
-        headers.insert(
-            header::AUTHORIZATION,
-            HeaderValue::from_static("Basic eA=="),
-        );
-        let client = ClientRequest {
-            head: RequestHead {
-                method: http::Method::GET,
-                target: "/news/index.html".into(),
-                version: http::Version::HTTP_11,
-                headers,
-                head_len: 0,
-            },
-            body: bytes::Bytes::new(),
-            peer: "10.0.0.2:5000".parse().unwrap(),
-            local: "10.0.0.1:80".parse().unwrap(),
-            original_dst: Some("192.0.2.1:80".parse().unwrap()),
-            body_lease: None,
-            mode: Mode::Transparent {
-                authority: "www.example.com".into(),
-                path: "/news/index.html".into(),
-            },
-        };
-        let obj = Url::parse("http://img.example.com:8080/a.gif?x=1").unwrap();
-        let r = request_for(&client, &page(), &obj).unwrap();
-        assert_eq!(
-            r.mode,
-            Mode::Transparent {
-                authority: "img.example.com:8080".into(),
-                path: "/a.gif?x=1".into()
-            }
-        );
-        assert_eq!(r.head.target, "/a.gif?x=1");
-        assert_eq!(
-            r.original_dst, None,
-            "connect by name, not to the page's address"
-        );
-        let h = &r.head.headers;
-        assert_eq!(h.get(header::ACCEPT).unwrap(), "image/webp,*/*");
-        assert_eq!(h.get(header::ACCEPT_ENCODING).unwrap(), "gzip");
-        assert_eq!(h.get(header::HOST).unwrap(), "img.example.com:8080");
-        assert_eq!(h.get(header::REFERER).unwrap(), page().as_str());
-        assert!(h.get(header::COOKIE).is_none());
-        assert!(h.get(header::AUTHORIZATION).is_none());
     }
 }

@@ -1,11 +1,11 @@
 //! The response pipeline for proxied HTTP requests, as phases (Pingora-style):
-//! request filter → cache lookup (variant, then the origin's bytes, then revalidation) →
-//! origin fetch → decode → store the original → inline (a page's small stylesheets and
-//! scripts, fetched through this same pipeline) → transforms (transcode, URL rewrite,
-//! compress) → store the variant → respond.
+//! request filter → the stages' `before_lookup` → cache lookup (variant, then the origin's
+//! bytes, then revalidation) → origin fetch → store the original → page filters → decode →
+//! body filters (transcode, URL rewrite, compress) → store the variant → the stages'
+//! `after_response` → respond ([`crate::stage`] lists the hooks). Stages make sub-requests
+//! through this same pipeline: the server is their [`Pipeline`] ([`crate::subrequest`]).
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -16,19 +16,18 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use webpep_cache::{CachedResponse, Lookup};
 use webpep_optimize::compress;
-use webpep_optimize::rewrite::InlineKind;
 
 use crate::http1::{add_via, strip_hop_by_hop, via_has};
 use crate::metrics::Metrics;
 use crate::mode::Mode;
 use crate::optimize::{content_coding, Applied};
 use crate::origin::{connect_error, error_reason};
-use crate::prefetch::Below;
 use crate::reply::{Body, Reply};
 use crate::request::ClientRequest;
-use crate::stage::{StageCtx, Timing};
+use crate::stage::{Original, StageCtx, Timing};
 use crate::state::Server;
-use crate::transform_pool::Priority;
+use crate::subrequest::{Below, BoxFuture, Pipeline, SubReply, SubRequests};
+use crate::transform_pool::{Priority, TransformPool};
 
 /// Everything the phases share about one request.
 #[derive(Clone)]
@@ -41,12 +40,9 @@ struct Exchange {
     connect_uri: Uri,
     /// In URL mode: the origin URL and the proxy authority.
     url_mode: Option<(url::Url, String)>,
-    variant: String,
-    /// None for a client's request; for a prefetch, where it stands below the client's page
-    /// ([`crate::prefetch`]).
+    /// None for a client's request; for a stage's sub-request, where it stands below the
+    /// client's ([`crate::subrequest`]).
     below: Option<Below>,
-    /// Where the time went, for the stages' `response_filter` (Server-Timing).
-    timing: Arc<TimingCell>,
 }
 
 impl Exchange {
@@ -63,11 +59,11 @@ impl Exchange {
 }
 
 /// The origin's and the body filters' time on one request, in microseconds (`u64::MAX`:
-/// not spent), shared by the phases of an exchange.
+/// not spent), shared by the phases of an exchange (on the stack of its future).
 #[derive(Debug)]
 struct TimingCell {
-    origin: std::sync::atomic::AtomicU64,
-    transform: std::sync::atomic::AtomicU64,
+    origin: AtomicU64,
+    transform: AtomicU64,
 }
 
 impl Default for TimingCell {
@@ -80,13 +76,13 @@ impl Default for TimingCell {
 }
 
 impl TimingCell {
-    fn set(slot: &std::sync::atomic::AtomicU64, d: Duration) {
+    fn set(slot: &AtomicU64, d: Duration) {
         slot.store(
             d.as_micros().min(u64::MAX as u128 - 1) as u64,
             Ordering::Relaxed,
         );
     }
-    fn get(slot: &std::sync::atomic::AtomicU64) -> Option<Duration> {
+    fn get(slot: &AtomicU64) -> Option<Duration> {
         match slot.load(Ordering::Relaxed) {
             u64::MAX => None,
             us => Some(Duration::from_micros(us)),
@@ -111,14 +107,15 @@ pub async fn proxy_http(server: Arc<Server>, req: Arc<ClientRequest>) -> Reply {
         Ok(ex) => ex,
         Err(reply) => return *reply,
     };
-    let mut reply = run(&ex).await;
+    // One view of the request for every hook, and one timing record, for the whole exchange.
+    let ctx = ex.ctx();
+    let cell = TimingCell::default();
+    let mut reply = run(&ex, &ctx, &cell).await;
     if matches!(req.mode, Mode::UrlPath { .. }) {
         rewrite_location(&mut reply.headers, &ex);
     }
-    let timing = ex.timing.timing(started.elapsed());
-    server
-        .stages
-        .response(&ex.ctx(), &mut reply.headers, &timing);
+    let timing = cell.timing(started.elapsed());
+    server.stages.response(&ctx, &mut reply.headers, &timing);
     server.stages.log(&crate::stage::LogRecord {
         status: reply.status,
         cache: reply.cache,
@@ -172,8 +169,8 @@ fn last_hop_answer(req: &ClientRequest) -> Option<Reply> {
     Some(r)
 }
 
-/// The exchange for a request (a client's, or a prefetch `below` a client's page), or the
-/// reply that refuses it.
+/// The exchange for a request (a client's, or a stage's sub-request `below` a client's), or
+/// the reply that refuses it.
 fn exchange(
     server: &Arc<Server>,
     req: Arc<ClientRequest>,
@@ -238,21 +235,44 @@ fn exchange(
         },
         _ => None,
     };
-    let mut ex = Exchange {
+    Ok(Exchange {
         server: server.clone(),
         req,
         parts,
         connect_uri,
         url_mode,
-        variant: String::new(),
         below,
-        timing: Arc::default(),
-    };
-    ex.variant = server.stages.variant(&ex.ctx());
-    Ok(ex)
+    })
 }
 
-async fn run(ex: &Exchange) -> Reply {
+/// The server is the pipeline the stages' sub-requests go through.
+impl Pipeline for Server {
+    fn fetch(self: Arc<Self>, req: ClientRequest, below: Below) -> BoxFuture<'static, SubReply> {
+        Box::pin(async move {
+            let reply = match exchange(&self, Arc::new(req), Some(below)) {
+                Ok(ex) => run(&ex, &ex.ctx(), &TimingCell::default()).await,
+                Err(r) => *r,
+            };
+            SubReply {
+                status: reply.status,
+                body: match reply.body {
+                    Body::Full(b) => Some(b),
+                    _ => None,
+                },
+                headers: reply.headers,
+                cache: reply.cache,
+            }
+        })
+    }
+    fn now(&self) -> SystemTime {
+        self.clock.now()
+    }
+    fn transform_pool(&self) -> &TransformPool {
+        &self.transform_pool
+    }
+}
+
+async fn run(ex: &Exchange, ctx: &StageCtx<'_>, timing: &TimingCell) -> Reply {
     let method = &ex.parts.method;
     let cache = ex
         .server
@@ -266,31 +286,22 @@ async fn run(ex: &Exchange) -> Reply {
     }
     let metrics = &ex.server.metrics;
     let Some(cache) = cache else {
-        return fetch_and_process(ex, None).await;
+        return fetch_and_process(ex, ctx, timing, None, "").await;
     };
-    // The cache counters count clients' requests; the proxy's own fetches (inlining,
-    // prefetch) look the cache up too, and would count a client's one request many times.
+    // The cache counters count clients' requests; the stages' sub-requests look the cache
+    // up too, and would count a client's one request many times.
     let count = |c: &std::sync::atomic::AtomicU64| {
         if ex.below.is_none() {
             Metrics::add(c, 1);
         }
     };
-    if let (Some(p), None) = (&ex.server.prefetch, &ex.below) {
-        // Phase: a prefetch of this URL under way finishes first (then it is a hit).
-        let o = &ex.server.cfg.origin;
-        if p.join(
-            &prefetch_key(&ex.parts.uri),
-            o.connect_timeout.0 + o.response_timeout.0,
-        )
-        .await
-        {
-            Metrics::add(&metrics.prefetch_joined, 1);
-        }
-    }
+    // Phase: the stages' waits (e.g. a fetch of this URL under way finishes first).
+    ex.server.stages.before_lookup(ctx, &ex.parts.uri).await;
     let now = ex.server.clock.now();
+    let variant = ex.server.stages.variant(ctx);
     // Phase: a stored transformed variant for exactly this kind of client.
-    if !ex.variant.is_empty() {
-        if let Lookup::Fresh(c) = cache.lookup(&ex.parts, &ex.variant, now).await {
+    if !variant.is_empty() {
+        if let Lookup::Fresh(c) = cache.lookup(&ex.parts, &variant, now).await {
             count(&metrics.cache_hits);
             return from_cached(ex, c, "HIT");
         }
@@ -299,9 +310,14 @@ async fn run(ex: &Exchange) -> Reply {
     match cache.lookup(&ex.parts, "", now).await {
         Lookup::Fresh(c) => {
             count(&metrics.cache_hits);
-            let out =
-                transform_phase(ex, c.status, c.headers.clone(), c.body.clone(), now, now).await;
-            prefetch_objects(ex, c.status, c.headers, c.body);
+            let held = Held {
+                status: c.status,
+                headers: c.headers,
+                body: c.body,
+                request_time: now,
+                response_time: now,
+            };
+            let out = held_phases(ex, ctx, timing, &variant, held).await;
             from_cached_reply(ex, out, "HIT")
         }
         Lookup::Stale(c) => {
@@ -312,14 +328,14 @@ async fn run(ex: &Exchange) -> Reply {
                     "only-if-cached: not fresh in cache",
                 );
             }
-            fetch_and_process(ex, Some(c)).await
+            fetch_and_process(ex, ctx, timing, Some(c), &variant).await
         }
         Lookup::Miss => {
             count(&metrics.cache_misses);
             if webpep_cache::only_if_cached(&ex.parts) {
                 return Reply::text(StatusCode::GATEWAY_TIMEOUT, "only-if-cached: not in cache");
             }
-            fetch_and_process(ex, None).await
+            fetch_and_process(ex, ctx, timing, None, &variant).await
         }
     }
 }
@@ -361,6 +377,15 @@ fn full_or_not_modified(
     }
 }
 
+/// A response whose original bytes the pipeline holds (from the origin or the cache).
+struct Held {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+    request_time: SystemTime,
+    response_time: SystemTime,
+}
+
 /// The output of the transform phase.
 struct Transformed {
     status: StatusCode,
@@ -397,7 +422,13 @@ pub fn not_modified_for(req: &HeaderMap, resp: &HeaderMap) -> bool {
 }
 
 /// Phase: origin fetch (conditional when `stale` is given) and everything after it.
-async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Reply {
+async fn fetch_and_process(
+    ex: &Exchange,
+    ctx: &StageCtx<'_>,
+    timing: &TimingCell,
+    stale: Option<CachedResponse>,
+    variant: &str,
+) -> Reply {
     let server = &ex.server;
     let metrics = &server.metrics;
     let mut headers = ex.parts.headers.clone();
@@ -439,7 +470,7 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
         }
     };
     let response_time = server.clock.now();
-    TimingCell::set(&ex.timing.origin, asked.elapsed());
+    TimingCell::set(&timing.origin, asked.elapsed());
     let (mut rparts, incoming) = resp.into_parts();
     // The head is received whatever the status: a 304 or a HEAD answer is all head (only
     // bodies were counted, unlike the request heads origin bytes out counts).
@@ -458,22 +489,20 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
     strip_hop_by_hop(&mut rparts.headers);
     server
         .stages
-        .upstream_response(&ex.ctx(), rparts.status, &mut rparts.headers);
+        .upstream_response(ctx, rparts.status, &mut rparts.headers);
     // Phase: revalidation result.
     if let (Some(s), StatusCode::NOT_MODIFIED) = (&stale, rparts.status) {
         if let Some(cache) = &server.cache {
             if let Some(fresh) = cache.freshen(s, &rparts, request_time, response_time).await {
                 Metrics::add(&metrics.cache_validated, 1);
-                let out = transform_phase(
-                    ex,
-                    fresh.status,
-                    fresh.headers.clone(),
-                    fresh.body.clone(),
+                let held = Held {
+                    status: fresh.status,
+                    headers: fresh.headers,
+                    body: fresh.body,
                     request_time,
                     response_time,
-                )
-                .await;
-                prefetch_objects(ex, fresh.status, fresh.headers, fresh.body);
+                };
+                let out = held_phases(ex, ctx, timing, variant, held).await;
                 return from_cached_reply(ex, out, "REVALIDATED");
             }
         }
@@ -523,7 +552,7 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
         Err(reason) => return Reply::text_close(StatusCode::BAD_GATEWAY, &reason),
     };
     Metrics::add(&metrics.origin_bytes_in, body.len() as u64);
-    TimingCell::set(&ex.timing.origin, asked.elapsed());
+    TimingCell::set(&timing.origin, asked.elapsed());
     // Phase: store the origin's bytes.
     if let Some(cache) = &server.cache {
         if ex.parts.method == Method::GET {
@@ -535,17 +564,14 @@ async fn fetch_and_process(ex: &Exchange, stale: Option<CachedResponse>) -> Repl
             }
         }
     }
-    let original = (rparts.status, rparts.headers.clone(), body.clone());
-    let out = transform_phase(
-        ex,
-        rparts.status,
-        rparts.headers,
+    let held = Held {
+        status: rparts.status,
+        headers: rparts.headers,
         body,
         request_time,
         response_time,
-    )
-    .await;
-    prefetch_objects(ex, original.0, original.1, original.2);
+    };
+    let out = held_phases(ex, ctx, timing, variant, held).await;
     Reply {
         status: out.status,
         headers: out.headers,
@@ -587,93 +613,6 @@ fn response_head_bytes(p: &http::response::Parts) -> u64 {
         .map(|(n, v)| n.as_str().len() + 2 + v.len() + 2)
         .sum();
     (line + fields + 2) as u64
-}
-
-/// The key a prefetch is known by: the origin URL as `url` normalizes it.
-fn prefetch_key(uri: &Uri) -> String {
-    let s = uri.to_string();
-    url::Url::parse(&s).map(|u| u.to_string()).unwrap_or(s)
-}
-
-/// Phase (in the background): the objects of a page or stylesheet the proxy holds the
-/// origin's bytes of are fetched into the cache before the browser asks
-/// ([`crate::prefetch`]). Returns at once; the response to the client does not wait.
-fn prefetch_objects(ex: &Exchange, status: StatusCode, headers: HeaderMap, body: Bytes) {
-    let Some(prefetcher) = ex.server.prefetch.clone() else {
-        return;
-    };
-    let depth = ex.below.as_ref().map_or(0, |b| b.depth);
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok());
-    if depth >= crate::prefetch::MAX_DEPTH
-        || status != StatusCode::OK
-        || ex.parts.method != Method::GET
-        || !crate::prefetch::is_document(content_type)
-    {
-        return;
-    }
-    let Ok(page) = url::Url::parse(&ex.parts.uri.to_string()) else {
-        return;
-    };
-    let ex = ex.clone();
-    tokio::spawn(async move {
-        let server = ex.server.clone();
-        let limit = server.cfg.limits.max_body_transform;
-        let page2 = page.clone();
-        // Parsing is CPU work: it runs where the transforms do.
-        let urls = server
-            .transform_pool
-            .run_as(Priority::Background, 0, move || {
-                let body = match content_coding(&headers) {
-                    None => body,
-                    Some(ce) => match compress::decode(&body, &ce, limit) {
-                        Ok(d) => Bytes::from(d),
-                        Err(_) => return Vec::new(),
-                    },
-                };
-                let ct = headers
-                    .get(header::CONTENT_TYPE)
-                    .and_then(|v| v.to_str().ok());
-                crate::prefetch::objects_of(ct, &body, &page2)
-            })
-            .await
-            .unwrap_or_default();
-        let budget = match &ex.below {
-            Some(b) => b.budget.clone(),
-            None => prefetcher.budget(),
-        };
-        let (claims, skipped) = prefetcher.claim(urls, &budget);
-        Metrics::add(&server.metrics.prefetch_started, claims.len() as u64);
-        Metrics::add(&server.metrics.prefetch_skipped, skipped as u64);
-        for claim in claims {
-            let req = url::Url::parse(claim.url())
-                .ok()
-                .and_then(|u| crate::prefetch::request_for(&ex.req, &page, &u));
-            let Some(req) = req else { continue };
-            let (server, prefetcher) = (server.clone(), prefetcher.clone());
-            let below = Below {
-                depth: depth + 1,
-                budget: budget.clone(),
-            };
-            tokio::spawn(async move {
-                let Some(_slot) = prefetcher.slot().await else {
-                    return;
-                };
-                if !claim.start() {
-                    // A client asked for it first and fetches it itself.
-                    return;
-                }
-                let started = std::time::Instant::now();
-                let url = req.mode.origin_url().unwrap_or_default();
-                let reply = match exchange(&server, Arc::new(req), Some(below)) {
-                    Ok(ex) => run(&ex).await,
-                    Err(r) => *r,
-                };
-                crate::prefetch::log_done(&url, reply.status.as_u16(), reply.cache, started);
-            });
-        }
-    });
 }
 
 fn stream_reply(
@@ -777,325 +716,107 @@ fn origin_error(e: &hyper_util::client::legacy::Error) -> Reply {
     )
 }
 
-/// Phases after the origin's bytes are at hand: inline (for a page a client asked for), then
-/// the transforms.
-async fn transform_phase(
+/// Phases after a response's original bytes are at hand: the stages' page filters (which may
+/// make sub-requests through `sub` and replace the body), the body filters (their result
+/// stored as the variant unless a page filter said it may not be), then the stages'
+/// `after_response` with the original.
+async fn held_phases(
     ex: &Exchange,
-    status: StatusCode,
-    headers: HeaderMap,
-    body: Bytes,
-    request_time: SystemTime,
-    response_time: SystemTime,
+    ctx: &StageCtx<'_>,
+    timing: &TimingCell,
+    variant: &str,
+    held: Held,
 ) -> Transformed {
-    let late = AtomicBool::new(false);
-    let inlined = inline_phase(ex, status, &headers, &body, &late).await;
-    // An inlined page depends on other responses, so it is put together again on every
-    // request ([`crate::inline`]); one that got nothing because a candidate missed the
-    // deadline may get it next time. Neither is stored as the variant.
-    let store = inlined.is_none() && !late.load(Ordering::Relaxed);
-    let (headers, body) = inlined.unwrap_or((headers, body));
-    if store {
-        return transform_off_thread(ex, status, headers, body, request_time, response_time).await;
-    }
-    let mut ex = ex.clone();
-    ex.variant.clear();
-    transform_off_thread(&ex, status, headers, body, request_time, response_time).await
-}
-
-/// Phase: the small stylesheets, scripts and images of a page a client asked for are fetched
-/// through this pipeline (so from the cache when there), then the images of those
-/// stylesheets, and those that qualify within `[inline]`'s bounds and `timeout` are copied
-/// into the page ([`crate::inline`]). Returns the page in identity coding without
-/// validators, or `None` when nothing was inlined; sets `late` when a fetch was still under
-/// way at the deadline.
-async fn inline_phase(
-    ex: &Exchange,
-    status: StatusCode,
-    headers: &HeaderMap,
-    body: &Bytes,
-    late: &AtomicBool,
-) -> Option<(HeaderMap, Bytes)> {
-    let cfg = &ex.server.cfg.inline;
-    if !cfg.enabled || ex.below.is_some() || ex.parts.method != Method::GET || body.is_empty() {
-        return None;
-    }
-    let mut page = crate::inline::page(status, headers, ex.server.clock.now())?;
-    page.images = cfg.images && crate::inline::data_uri_images(&ex.req.head.headers);
-    let page_url = url::Url::parse(&ex.parts.uri.to_string()).ok()?;
-    let server = ex.server.clone();
-    if content_coding(headers).is_some() && !proxy_chose_codings(ex) {
-        // The page would go out uncompressed where the origin had compressed it.
-        return None;
-    }
-    let limit = server.cfg.limits.max_body_transform;
-    let (h, b, u) = (headers.clone(), body.clone(), page_url.clone());
-    // Decoding and parsing are CPU work: they run where the transforms do.
-    let (html, scan) = server
-        .transform_pool
-        .run_as(Priority::Client, 0, move || {
-            let html = match content_coding(&h) {
-                None => b,
-                Some(ce) => Bytes::from(compress::decode(&b, &ce, limit).ok()?),
-            };
-            let scan = webpep_optimize::rewrite::inline_candidates(&html, &u);
-            Some((html, scan))
-        })
-        .await
-        .ok()
-        .flatten()?;
-    if scan.csp || scan.candidates.is_empty() {
-        return None;
-    }
-    // Every <img> of the page that could go in (a sheet's image that is also one stays out).
-    let page_images: Vec<url::Url> = scan
-        .candidates
-        .iter()
-        .filter(|(_, k)| *k == InlineKind::Image)
-        .map(|(u, _)| u.clone())
-        .collect();
-    // Each kind within its own count, in document order.
-    let (mut texts_left, mut images_left) = (cfg.max_count, cfg.image_max_count);
-    let wanted: Vec<(url::Url, InlineKind)> = scan
-        .candidates
-        .into_iter()
-        .filter(|(_, kind)| {
-            let left = match kind {
-                InlineKind::Image if !page.images => return false,
-                InlineKind::Image => &mut images_left,
-                _ => &mut texts_left,
-            };
-            let go = *left > 0;
-            *left = left.saturating_sub(1);
-            go
-        })
-        .collect();
-    let round = InlineRound {
-        server: server.clone(),
-        client: ex.req.clone(),
-        page_url: page_url.clone(),
-        page,
-        budget: crate::prefetch::Budget::new(server.cfg.prefetch.max_per_page),
-        // A page's fetches go to a few origin hosts: a browser-like number at a time.
-        slots: Arc::new(tokio::sync::Semaphore::new(cfg.concurrency)),
-        deadline: tokio::time::Instant::now() + cfg.timeout.0,
-        late,
-    };
-    let first = wanted.len();
-    let mut texts = round.fetch(wanted.into_iter().enumerate()).await;
-    let sheet_images = if page.images {
-        let proxy_authority = ex.url_mode.as_ref().map(|m| m.1.as_str());
-        let more = (first, images_left, proxy_authority);
-        stylesheet_image_round(&round, &mut texts, &page_images, more).await
-    } else {
-        HashMap::new()
-    };
-    let ready = crate::inline::select(
-        texts.into_iter().map(|(_, u, k, t)| (u, k, t)).collect(),
-        cfg.max_total,
+    let stages = &ex.server.stages;
+    let sub = SubRequests::new(
+        ex.server.clone(),
+        ex.req.clone(),
+        ex.parts.uri.clone(),
+        ex.below.clone(),
     );
-    if ready.is_empty() {
-        return None;
-    }
-    // Images that went in inside the stylesheets chosen.
-    let in_sheets: usize = ready.keys().filter_map(|u| sheet_images.get(u)).sum();
-    let images = in_sheets > 0 || ready.values().any(|(k, _)| *k == InlineKind::Image);
-    let (out, n) = server
-        .transform_pool
-        .run_as(Priority::Client, 0, move || {
-            webpep_optimize::rewrite::inline_resources(&html, &page_url, &ready)
-        })
-        .await
-        .ok()?
-        .ok()?;
-    if n == 0 {
-        return None;
-    }
-    Metrics::add(&server.metrics.inlined_objects, (n + in_sheets) as u64);
-    let mut headers = headers.clone();
-    for name in [
-        header::CONTENT_ENCODING,
-        header::CONTENT_LENGTH,
-        header::ETAG,
-        header::LAST_MODIFIED,
-    ] {
-        headers.remove(name);
-    }
-    headers.remove("content-md5");
-    if images {
-        // Which browsers get data: images depends on the User-Agent.
-        compress::add_vary(&mut headers, "User-Agent");
-    }
-    Some((headers, Bytes::from(out)))
-}
-
-/// What an inline fetch gives: its place in the page, URL, kind and usable text.
-type InlineFetch = (usize, url::Url, InlineKind, Option<String>);
-
-/// The images of the stylesheets in `texts` (fetched, in page order), fetched next within
-/// the same deadline (places from `first` on, at most `max`), go into the sheets' `url()`s as
-/// `data:` URIs; an `<img>` a sheet also references is taken out of `texts`. Returns how many
-/// went into each sheet (by URL).
-async fn stylesheet_image_round(
-    round: &InlineRound<'_>,
-    texts: &mut [InlineFetch],
-    page_images: &[url::Url],
-    (first, max, proxy_authority): (usize, usize, Option<&str>),
-) -> HashMap<String, usize> {
-    let sheets: Vec<(url::Url, String)> = texts
-        .iter()
-        .filter(|t| t.2 == InlineKind::Stylesheet)
-        .filter_map(|t| Some((t.1.clone(), t.3.clone()?)))
-        .collect();
-    let origin = |u: &url::Url| origin_url(u, proxy_authority);
-    let (more, shared) = crate::inline::stylesheet_image_plan(&sheets, page_images, max, &origin);
-    for t in texts.iter_mut() {
-        if t.2 == InlineKind::Image && shared.contains(&t.1) {
-            t.3 = None;
-        }
-    }
-    let list = more.iter().map(|(_, at)| (at.clone(), InlineKind::Image));
-    let ready: HashMap<String, String> = round
-        .fetch((first..).zip(list))
-        .await
-        .into_iter()
-        // Keyed as the sheets write them.
-        .filter_map(|(i, _, _, t)| Some((more.get(i - first)?.0.to_string(), t?)))
-        .collect();
-    let mut used_by = HashMap::new();
-    if ready.is_empty() {
-        return used_by;
-    }
-    for t in texts.iter_mut().filter(|t| t.2 == InlineKind::Stylesheet) {
-        let Some(text) = &t.3 else { continue };
-        let (with, used) = webpep_optimize::rewrite::inline_stylesheet_images(text, &t.1, &ready);
-        if used > 0 {
-            t.3 = Some(with);
-            used_by.insert(t.1.to_string(), used);
-        }
-    }
-    used_by
-}
-
-/// Where an image a stylesheet references is at the origin: in the URL mode, a reference to
-/// this proxy (`http://<proxy authority>/<host>/<path>`) is the origin URL it stands for.
-fn origin_url(u: &url::Url, proxy_authority: Option<&str>) -> url::Url {
-    let Some(authority) = proxy_authority else {
-        return u.clone();
-    };
-    let host = u.host_str().unwrap_or("");
-    let here = match u.port() {
-        Some(p) => format!("{host}:{p}"),
-        None => host.to_string(),
-    };
-    if !here.eq_ignore_ascii_case(authority) {
-        return u.clone();
-    }
-    let target = match u.query() {
-        Some(q) => format!("{}?{q}", u.path()),
-        None => u.path().to_string(),
-    };
-    webpep_optimize::rewrite::from_proxy_path(&target)
-        .and_then(|(host_port, path)| url::Url::parse(&format!("http://{host_port}{path}")).ok())
-        .unwrap_or_else(|| u.clone())
-}
-
-/// One page's inline fetches: through this pipeline (so from the cache when there), as the
-/// client's request for the page would have asked, within the page's budget, `[inline]
-/// concurrency` at a time, until the deadline.
-struct InlineRound<'a> {
-    server: Arc<Server>,
-    client: Arc<ClientRequest>,
-    page_url: url::Url,
-    page: crate::inline::Page,
-    budget: crate::prefetch::Budget,
-    slots: Arc<tokio::sync::Semaphore>,
-    deadline: tokio::time::Instant,
-    /// Set when a fetch was still under way at the deadline.
-    late: &'a AtomicBool,
-}
-
-impl InlineRound<'_> {
-    /// Fetches `list` (place in the page, URL, kind) at once; what came back by the deadline,
-    /// in page order. Those still under way finish into the cache for the browser's own
-    /// request.
-    async fn fetch(
-        &self,
-        list: impl Iterator<Item = (usize, (url::Url, InlineKind))>,
-    ) -> Vec<InlineFetch> {
-        let mut set = tokio::task::JoinSet::new();
-        for (i, (url, kind)) in list {
-            let Some(mut req) = crate::prefetch::request_for(&self.client, &self.page_url, &url)
-            else {
-                continue;
-            };
-            // The text itself is wanted, not a coding of it for this client.
-            req.head.headers.remove(header::ACCEPT_ENCODING);
-            let below = Below {
-                depth: 1,
-                budget: self.budget.clone(),
-            };
-            spawn_inline_fetch(&mut set, self, req, below, (i, url, kind));
-        }
-        let mut got = Vec::new();
-        while let Ok(Some(done)) = tokio::time::timeout_at(self.deadline, set.join_next()).await {
-            if let Ok(t) = done {
-                got.push(t);
-            }
-        }
-        if !set.is_empty() {
-            self.late.store(true, Ordering::Relaxed);
-        }
-        set.detach_all();
-        got.sort_by_key(|t| t.0);
-        got
-    }
-}
-
-/// Starts one inline fetch (a plain function: a task spawned from inside the pipeline's own
-/// future would make that future's type depend on itself).
-fn spawn_inline_fetch(
-    set: &mut tokio::task::JoinSet<InlineFetch>,
-    round: &InlineRound<'_>,
-    req: ClientRequest,
-    below: Below,
-    (i, url, kind): (usize, url::Url, InlineKind),
-) {
-    let (server, slots, page) = (round.server.clone(), round.slots.clone(), round.page);
-    set.spawn(async move {
-        let _slot = slots.acquire_owned().await;
-        let reply = match exchange(&server, Arc::new(req), Some(below)) {
-            Ok(ex) => run(&ex).await,
-            Err(r) => *r,
+    let proxy_codings = proxy_chose_codings(ex);
+    let status = held.status;
+    let mut store = true;
+    let mut page: Option<(HeaderMap, Bytes)> = None;
+    for stage in stages.iter() {
+        let (h, b) = match &page {
+            Some((h, b)) => (h, b),
+            None => (&held.headers, &held.body),
         };
-        let text = match &reply.body {
-            Body::Full(b) => crate::inline::resource_text(
-                &page,
-                kind,
-                &url,
-                reply.status,
-                &reply.headers,
-                b,
-                &server.cfg.inline,
-            ),
-            _ => None,
+        let Some(filter) = stage.page_filter(ctx, original(ex, status, h, b, proxy_codings), &sub)
+        else {
+            continue;
         };
-        (i, url, kind, text)
-    });
+        let change = filter.await;
+        store &= !change.uncacheable;
+        if let Some(replaced) = change.replaced {
+            page = Some(replaced);
+        }
+    }
+    let variant = if store { variant } else { "" };
+    let (rt, st) = (held.request_time, held.response_time);
+    let out = match page {
+        Some((h, b)) => transform_off_thread(ex, timing, variant, status, h, b, rt, st).await,
+        None if needs_transform(ex, status, &held.body) => {
+            let (h, b) = (held.headers.clone(), held.body.clone());
+            transform_off_thread(ex, timing, variant, status, h, b, rt, st).await
+        }
+        None => {
+            // Nothing runs in between: the original is handed on without a copy.
+            let o = original(ex, status, &held.headers, &held.body, proxy_codings);
+            stages.after_response(ctx, o, &sub);
+            let t = Transformed {
+                status,
+                headers: held.headers,
+                body: held.body,
+            };
+            return client_decodable(ex, t);
+        }
+    };
+    let o = original(ex, status, &held.headers, &held.body, proxy_codings);
+    stages.after_response(ctx, o, &sub);
+    out
+}
+
+/// What `page_filter` and `after_response` see of a response.
+fn original<'a>(
+    ex: &'a Exchange,
+    status: StatusCode,
+    headers: &'a HeaderMap,
+    body: &'a Bytes,
+    proxy_codings: bool,
+) -> Original<'a> {
+    Original {
+        method: &ex.parts.method,
+        uri: &ex.parts.uri,
+        status,
+        headers,
+        body,
+        proxy_codings,
+    }
+}
+
+/// Whether a response goes to the body filters at all.
+fn needs_transform(ex: &Exchange, status: StatusCode, body: &Bytes) -> bool {
+    status == StatusCode::OK && ex.server.stages.filter_bodies() && !body.is_empty()
 }
 
 /// Runs the transform phases in the transform pool (blocking threads, at most `[limits]
 /// transform-workers` at once): image transcoding and brotli take milliseconds of CPU that
 /// must not stall other connections on this worker. A panic in a transform costs only the
 /// transformation: the original goes out.
+#[allow(clippy::too_many_arguments)]
 async fn transform_off_thread(
     ex: &Exchange,
+    timing: &TimingCell,
+    variant: &str,
     status: StatusCode,
     headers: HeaderMap,
     body: Bytes,
     request_time: SystemTime,
     response_time: SystemTime,
 ) -> Transformed {
-    if status != StatusCode::OK || !ex.server.stages.filter_bodies() || body.is_empty() {
+    if !needs_transform(ex, status, &body) {
         return client_decodable(
             ex,
             Transformed {
@@ -1106,6 +827,7 @@ async fn transform_off_thread(
         );
     }
     let job = ex.clone();
+    let variant = variant.to_string();
     let (h2, b2) = (headers.clone(), body.clone());
     let priority = match ex.below {
         None => Priority::Client,
@@ -1117,10 +839,10 @@ async fn transform_off_thread(
         .server
         .transform_pool
         .run_as(priority, memory, move || {
-            transform_and_store(&job, status, h2, b2, request_time, response_time)
+            transform_and_store(&job, &variant, status, h2, b2, request_time, response_time)
         })
         .await;
-    TimingCell::set(&ex.timing.transform, started.elapsed());
+    TimingCell::set(&timing.transform, started.elapsed());
     match done {
         Ok(t) => t,
         Err(e) => {
@@ -1141,6 +863,7 @@ async fn transform_off_thread(
 /// original passes through untouched.
 fn transform_and_store(
     ex: &Exchange,
+    variant: &str,
     status: StatusCode,
     headers: HeaderMap,
     body: Bytes,
@@ -1195,7 +918,7 @@ fn transform_and_store(
     // Stored changed or not: a variant that is the original still saves the next client's
     // request the transforms' work (an image the transcoder cannot shrink costs as much CPU
     // every time). Bodies are stored by hash, so an unchanged one takes no second copy.
-    if !ex.variant.is_empty() && ex.parts.method == Method::GET {
+    if !variant.is_empty() && ex.parts.method == Method::GET {
         if let Some(cache) = &server.cache {
             let mut rb = http::Response::builder().status(status);
             if let Some(h) = rb.headers_mut() {
@@ -1208,7 +931,7 @@ fn transform_and_store(
                     &ex.parts,
                     &rp,
                     &body,
-                    &ex.variant,
+                    variant,
                     request_time,
                     response_time,
                 ) {

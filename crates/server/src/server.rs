@@ -17,7 +17,6 @@ use crate::limits::{Buffers, ClientLimits};
 use crate::metrics::Metrics;
 use crate::mode::Mode;
 use crate::origin::{build_client, Dialer, Resolve, StubResolve, SystemResolve};
-use crate::prefetch::Prefetcher;
 use crate::reply::Reply;
 use crate::request::ClientRequest;
 use crate::stage::{StageFactory, Stages};
@@ -100,8 +99,6 @@ impl Server {
                 cfg.limits.transform_memory,
             ),
             clock: Arc::new(SystemClock),
-            prefetch: (cfg.prefetch.enabled && cfg.cache.enabled)
-                .then(|| Arc::new(Prefetcher::new(&cfg.prefetch))),
             buffers: Buffers::new(&cfg.limits),
             cfg,
             limits,
@@ -128,9 +125,9 @@ impl Server {
 
     /// Stylesheets and scripts inlined into pages so far (`webpep_inlined_objects_total`).
     pub fn inlined_objects(&self) -> u64 {
-        self.metrics
-            .inlined_objects
-            .load(std::sync::atomic::Ordering::Relaxed)
+        self.stages
+            .counter("webpep_inlined_objects_total")
+            .unwrap_or(0)
     }
 
     /// Prometheus text of the counters.

@@ -6,21 +6,34 @@
 //! stage is one file in `stages/` and one line there.
 //!
 //! Phases of one request, in order (the pipeline itself is [`crate::proxy`]):
-//! `upstream_request_filter` (the request to the origin) → cache lookup by
+//! `upstream_request_filter` (the request to the origin) → `before_lookup` (a client's
+//! request may wait, e.g. for a prefetch of its URL under way) → cache lookup by
 //! `variant_part`s → origin → `upstream_response_filter` (before the cache stores the
-//! original) → `body_filter`s in `order()` (decoded body; the result is stored as the variant)
-//! → `response_filter` (every response, hits included) → `logging`.
+//! original) → `page_filter`s (the original bytes at hand: a miss, a revalidation or a hit
+//! on the original; may replace the body, e.g. with stylesheets inlined) → `body_filter`s in
+//! `order()` (decoded body; the result is stored as the variant unless a page filter said
+//! not to) → `after_response` (the original bytes again; may start background work, e.g.
+//! prefetch) → `response_filter` (every response, hits included) → `logging`.
+//!
+//! Sub-requests: `page_filter` and `after_response` get a [`SubRequests`] handle to the
+//! pipeline, through which a stage makes GETs for other URLs below the request (as the
+//! client's browser would ask for them; through the cache, the origin and every stage;
+//! depth and the page's allowance carried down), and runs CPU work on the transform workers.
+//! The inline stage fetches a page's stylesheets, scripts and images through it and waits
+//! for them; the prefetch stage spawns fetches of a page's objects and does not wait.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use http::header::HeaderMap;
-use http::StatusCode;
+use http::{Method, StatusCode, Uri};
 
 use crate::config::{ConfigError, ServerConfig};
 
 pub use crate::optimize::Applied;
+pub use crate::subrequest::{BoxFuture, SubReply, SubRequest, SubRequests};
 
 /// What a stage may look at about the request a response is for.
 #[derive(Debug, Clone, Copy)]
@@ -57,6 +70,36 @@ pub struct LogRecord<'a> {
     pub cache: &'a str,
     /// Where the time went.
     pub timing: Timing,
+}
+
+/// A response whose original bytes (the origin's, from the origin or the cache) the pipeline
+/// holds, for `page_filter` and `after_response`.
+#[derive(Debug, Clone, Copy)]
+pub struct Original<'a> {
+    /// The request's method.
+    pub method: &'a Method,
+    /// The request's absolute URI (its origin URL).
+    pub uri: &'a Uri,
+    /// The status.
+    pub status: StatusCode,
+    /// The header fields (the origin's coding kept: `Content-Encoding` may be set).
+    pub headers: &'a HeaderMap,
+    /// The body, in the coding `headers` say.
+    pub body: &'a Bytes,
+    /// A stage chose the codings the origin was asked for (`upstream_request_filter`
+    /// changed `Accept-Encoding`), so the proxy encodes what the client gets.
+    pub proxy_codings: bool,
+}
+
+/// What a `page_filter` did to a response.
+#[derive(Debug, Default)]
+pub struct PageChange {
+    /// The new header fields and body (in the coding the fields say), when the filter
+    /// replaced them; later page filters and the body filters see these.
+    pub replaced: Option<(HeaderMap, Bytes)>,
+    /// What goes to the client must not be stored as the variant: it depends on other
+    /// responses, or may come out otherwise next time.
+    pub uncacheable: bool,
 }
 
 /// One optimization of the pipeline. Every hook does nothing unless the stage overrides it.
@@ -100,6 +143,33 @@ pub trait Stage: Send + Sync {
     fn body_filter(&self, _ctx: &StageCtx<'_>, _headers: &mut HeaderMap, _body: &[u8]) -> Applied {
         Applied::Unchanged("no body filter".into())
     }
+    /// Runs before the cache lookup of every request that may be answered from the cache
+    /// (sub-requests included: `ctx.background`); the lookup waits for the future it
+    /// returns. `None` (the default) costs nothing.
+    fn before_lookup<'a>(
+        &'a self,
+        _ctx: &StageCtx<'_>,
+        _uri: &'a Uri,
+    ) -> Option<BoxFuture<'a, ()>> {
+        None
+    }
+    /// Runs when the pipeline holds a response's original bytes (a miss, a revalidation, a
+    /// hit on the original), before the body filters: may replace the header fields and body
+    /// (and say whether the result may be stored as the variant), fetching other URLs
+    /// through `sub` and waiting for them. `None` (the default): nothing to do for this
+    /// response, decided without waiting.
+    fn page_filter<'a>(
+        &'a self,
+        _ctx: &'a StageCtx<'a>,
+        _page: Original<'a>,
+        _sub: &'a SubRequests,
+    ) -> Option<BoxFuture<'a, PageChange>> {
+        None
+    }
+    /// Runs after the response with the original bytes has been made (page and body filters
+    /// done), before it goes to the client: may start background work through `sub`
+    /// (spawned; the response does not wait).
+    fn after_response(&self, _ctx: &StageCtx<'_>, _original: Original<'_>, _sub: &SubRequests) {}
     /// Adjusts every response on its way to the client, cache hits included.
     fn response_filter(&self, _ctx: &StageCtx<'_>, _headers: &mut HeaderMap, _timing: &Timing) {}
     /// Sees each request the pipeline answered (after `response_filter`).
@@ -190,6 +260,8 @@ pub trait StageFactory: Send + Sync {
 pub struct Stages {
     stages: Vec<Arc<dyn Stage>>,
     counters: Vec<StageCounter>,
+    /// Some stage has a body filter.
+    bodies: bool,
 }
 
 impl std::fmt::Debug for Stages {
@@ -259,6 +331,7 @@ impl Stages {
         }
         stages.sort_by_key(|s| s.order());
         Ok(Stages {
+            bodies: stages.iter().any(|s| s.filters_bodies()),
             stages,
             counters: registry.into_counters(),
         })
@@ -271,7 +344,31 @@ impl Stages {
 
     /// True when some stage has a body filter.
     pub fn filter_bodies(&self) -> bool {
-        self.stages.iter().any(|s| s.filters_bodies())
+        self.bodies
+    }
+
+    /// Every stage's `before_lookup`, awaited in order.
+    pub async fn before_lookup(&self, ctx: &StageCtx<'_>, uri: &Uri) {
+        for s in &self.stages {
+            if let Some(wait) = s.before_lookup(ctx, uri) {
+                wait.await;
+            }
+        }
+    }
+
+    /// Every stage's `after_response`.
+    pub fn after_response(&self, ctx: &StageCtx<'_>, original: Original<'_>, sub: &SubRequests) {
+        for s in &self.stages {
+            s.after_response(ctx, original, sub);
+        }
+    }
+
+    /// The counter a stage registered as `name`, when one did.
+    pub fn counter(&self, name: &str) -> Option<u64> {
+        self.counters
+            .iter()
+            .find(|c| c.name == name)
+            .map(|c| c.value.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// Names of the stages, in order.
@@ -284,13 +381,21 @@ impl Stages {
         &self.counters
     }
 
-    /// The cache variant key for a request: every stage's part, joined.
+    /// The cache variant key for a request: every stage's part, joined. Empty when no stage
+    /// filters bodies: nothing but the body filters' output is stored as a variant, so there
+    /// is none to look up.
     pub fn variant(&self, ctx: &StageCtx<'_>) -> String {
-        self.stages
-            .iter()
-            .filter_map(|s| s.variant_part(ctx))
-            .collect::<Vec<_>>()
-            .join("|")
+        let mut key = String::new();
+        if !self.bodies {
+            return key;
+        }
+        for part in self.stages.iter().filter_map(|s| s.variant_part(ctx)) {
+            if !key.is_empty() {
+                key.push('|');
+            }
+            key.push_str(&part);
+        }
+        key
     }
 
     /// Every stage's `upstream_request_filter`.

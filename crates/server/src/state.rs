@@ -12,7 +12,6 @@ use crate::config::ServerConfig;
 use crate::limits::{Buffers, ClientLimits};
 use crate::metrics::Metrics;
 use crate::origin::{Dialer, OriginClient};
-use crate::prefetch::Prefetcher;
 use crate::stage::Stages;
 use crate::transform_pool::TransformPool;
 
@@ -54,8 +53,6 @@ pub struct Server {
     pub(crate) instance: String,
     /// Where transforms run, at most `[limits] transform-workers` at once.
     pub(crate) transform_pool: TransformPool,
-    /// Prefetch of pages' objects (`[prefetch]`; only with the cache).
-    pub(crate) prefetch: Option<Arc<Prefetcher>>,
     /// The wall clock of the pipeline ([`SystemClock`] unless [`Server::with_clock`]).
     pub(crate) clock: Arc<dyn Clock>,
 }

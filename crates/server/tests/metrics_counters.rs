@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
@@ -189,155 +189,8 @@ const TRAFFIC: [&str; 6] = [
 ];
 
 // ---------------------------------------------------------------------------------------
-// A counting origin and a raw client
+// The origin (common's, which counts every byte) and a raw client
 // ---------------------------------------------------------------------------------------
-
-/// What a counting origin does for a request, in order.
-enum Part {
-    /// Write these bytes.
-    Send(Vec<u8>),
-    /// Wait for this to be notified.
-    Wait(Arc<Notify>),
-}
-
-/// A request as the counting origin read it.
-#[derive(Debug, Clone)]
-struct Seen {
-    path: String,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Seen {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// An HTTP/1.1 origin (keep-alive) that counts every byte it reads and writes.
-struct CountingOrigin {
-    addr: SocketAddr,
-    read: Arc<AtomicU64>,
-    written: Arc<AtomicU64>,
-    seen: Arc<Mutex<Vec<Seen>>>,
-}
-
-type Answer = Arc<dyn Fn(&Seen) -> Vec<Part> + Send + Sync>;
-
-impl CountingOrigin {
-    async fn start(answer: impl Fn(&Seen) -> Vec<Part> + Send + Sync + 'static) -> Self {
-        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = l.local_addr().unwrap();
-        let o = CountingOrigin {
-            addr,
-            read: Arc::default(),
-            written: Arc::default(),
-            seen: Arc::default(),
-        };
-        let answer: Answer = Arc::new(answer);
-        let (read, written, seen) = (o.read.clone(), o.written.clone(), o.seen.clone());
-        tokio::spawn(async move {
-            while let Ok((s, _)) = l.accept().await {
-                let (a, r, w, sn) = (answer.clone(), read.clone(), written.clone(), seen.clone());
-                tokio::spawn(serve_counted(s, a, r, w, sn));
-            }
-        });
-        o
-    }
-
-    fn read(&self) -> u64 {
-        self.read.load(Ordering::SeqCst)
-    }
-
-    fn written(&self) -> u64 {
-        self.written.load(Ordering::SeqCst)
-    }
-
-    fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
-    }
-}
-
-async fn serve_counted(
-    mut s: TcpStream,
-    answer: Answer,
-    read: Arc<AtomicU64>,
-    written: Arc<AtomicU64>,
-    seen: Arc<Mutex<Vec<Seen>>>,
-) {
-    let mut buf = Vec::new();
-    loop {
-        let (req, used, len) = loop {
-            let mut hs = [httparse::EMPTY_HEADER; 64];
-            let mut r = httparse::Request::new(&mut hs);
-            if let Ok(httparse::Status::Complete(n)) = r.parse(&buf) {
-                let headers: Vec<(String, String)> = r
-                    .headers
-                    .iter()
-                    .map(|h| {
-                        (
-                            h.name.to_ascii_lowercase(),
-                            String::from_utf8_lossy(h.value).into_owned(),
-                        )
-                    })
-                    .collect();
-                let len = headers
-                    .iter()
-                    .find(|(k, _)| k == "content-length")
-                    .and_then(|(_, v)| v.parse::<usize>().ok())
-                    .unwrap_or(0);
-                let req = Seen {
-                    path: r.path.unwrap_or("").to_string(),
-                    headers,
-                    body: Vec::new(),
-                };
-                break (req, n, len);
-            }
-            if !read_more(&mut s, &mut buf, &read).await {
-                return;
-            }
-        };
-        while buf.len() < used + len {
-            if !read_more(&mut s, &mut buf, &read).await {
-                return;
-            }
-        }
-        let req = Seen {
-            body: buf[used..used + len].to_vec(),
-            ..req
-        };
-        buf.drain(..used + len);
-        seen.lock().unwrap().push(req.clone());
-        for part in answer(&req) {
-            match part {
-                Part::Send(b) => {
-                    // Counted before it goes: the proxy may pass it on before this task runs on.
-                    written.fetch_add(b.len() as u64, Ordering::SeqCst);
-                    if s.write_all(&b).await.is_err() {
-                        return;
-                    }
-                }
-                Part::Wait(n) => n.notified().await,
-            }
-        }
-    }
-}
-
-/// Reads more of a request, counting the bytes; false when the connection ended.
-async fn read_more(s: &mut TcpStream, buf: &mut Vec<u8>, read: &AtomicU64) -> bool {
-    let mut tmp = [0u8; 16384];
-    match s.read(&mut tmp).await {
-        Ok(0) | Err(_) => false,
-        Ok(n) => {
-            read.fetch_add(n as u64, Ordering::SeqCst);
-            buf.extend_from_slice(&tmp[..n]);
-            true
-        }
-    }
-}
 
 /// A response as an origin writes it: status line, `headers`, Content-Length, body.
 fn response(status: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
@@ -351,8 +204,9 @@ fn response(status: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
     out
 }
 
-fn send(b: Vec<u8>) -> Vec<Part> {
-    vec![Part::Send(b)]
+/// An origin's answer: exactly these bytes.
+fn send(b: Vec<u8>) -> OriginReply {
+    OriginReply::raw(vec![Part::Send(b)])
 }
 
 /// Sends `request` on a new connection and reads until the proxy closes it (the requests
@@ -542,7 +396,7 @@ async fn scraping_counts_nothing() {
 /// its HELP says, exactly as the client and the origin saw them.
 #[tokio::test]
 async fn a_get_counts_one_request_and_every_byte_both_ways() {
-    let o = CountingOrigin::start(|_| {
+    let o = Origin::start(|_| {
         send(response(
             "200 OK",
             &[("Content-Type", "text/plain"), ("X-Note", "counted")],
@@ -594,7 +448,7 @@ async fn a_get_counts_one_request_and_every_byte_both_ways() {
 /// client waited for is written to it.
 #[tokio::test]
 async fn a_request_body_and_100_continue_are_counted() {
-    let o = CountingOrigin::start(|_| send(response("201 Created", &[], b"ok"))).await;
+    let o = Origin::start(|_| send(response("201 Created", &[], b"ok"))).await;
     let p = start_proxy(test_config()).await;
     let before = scrape(&p).await;
     let body = b"twelve bytes";
@@ -643,7 +497,7 @@ async fn a_request_body_and_100_continue_are_counted() {
 /// other.
 #[tokio::test]
 async fn requests_are_counted_once_by_mode_and_status_class() {
-    let o = CountingOrigin::start(|r| match r.path.as_str() {
+    let o = Origin::start(|r| match r.path.as_str() {
         "/moved" => send(response("302 Found", &[("Location", "/ok")], b"")),
         "/missing" => send(response("404 Not Found", &[], b"no")),
         _ => send(response("200 OK", &[], b"ok")),
@@ -741,7 +595,7 @@ async fn requests_are_counted_once_by_mode_and_status_class() {
 async fn cache_counters_count_client_requests() {
     let versions = Arc::new(AtomicU64::new(0));
     let v = versions.clone();
-    let o = CountingOrigin::start(move |r| match r.path.as_str() {
+    let o = Origin::start(move |r| match r.path.as_str() {
         "/fresh" => send(response(
             "200 OK",
             &[("Cache-Control", "max-age=600")],
@@ -837,7 +691,7 @@ fn page() -> String {
 async fn compression_runs_one_transform_and_counts_what_it_saved() {
     let text = page();
     let t = text.clone();
-    let o = CountingOrigin::start(move |_| {
+    let o = Origin::start(move |_| {
         send(response(
             "200 OK",
             &[
@@ -905,10 +759,8 @@ fn photo_jpeg() -> Vec<u8> {
 async fn transcoding_counts_what_it_saved() {
     let jpeg = photo_jpeg();
     let j = jpeg.clone();
-    let o = CountingOrigin::start(move |_| {
-        send(response("200 OK", &[("Content-Type", "image/jpeg")], &j))
-    })
-    .await;
+    let o = Origin::start(move |_| send(response("200 OK", &[("Content-Type", "image/jpeg")], &j)))
+        .await;
     let mut cfg = test_config();
     cfg.transcode.enabled = true;
     let p = start_proxy(cfg).await;
@@ -947,7 +799,7 @@ async fn streamed_responses_and_their_bytes() {
     let gate = Arc::new(Notify::new());
     let g = gate.clone();
     let events = ["data: 1\n\n", "data: two\n\n", "data: three\n\n"];
-    let o = CountingOrigin::start(move |r| match r.path.as_str() {
+    let o = Origin::start(move |r| match r.path.as_str() {
         "/events" => {
             let mut b = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
             for e in events {
@@ -959,11 +811,11 @@ async fn streamed_responses_and_their_bytes() {
         "/slow" => {
             let mut first = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 20\r\n\r\n".to_vec();
             first.extend_from_slice(b"first half");
-            vec![
+            OriginReply::raw(vec![
                 Part::Send(first),
                 Part::Wait(g.clone()),
                 Part::Send(b"other half".to_vec()),
-            ]
+            ])
         }
         _ => send(response("200 OK", &[("Content-Type", "text/plain")], &[b'x'; 5000])),
     })
@@ -1268,7 +1120,7 @@ async fn refused_connections_are_counted_with_their_bytes() {
 
 /// A client connection that answered one request and waits for the next (the proxy has
 /// counted it).
-async fn idle_client(p: &Proxy, o: &CountingOrigin) -> TcpStream {
+async fn idle_client(p: &Proxy, o: &Origin) -> TcpStream {
     guarded("an idle client", async {
         let mut s = TcpStream::connect(p.addr).await.unwrap();
         s.write_all(format!("GET http://{}/idle HTTP/1.1\r\nHost: x\r\n\r\n", o.addr).as_bytes())
@@ -1296,13 +1148,13 @@ fn refusals(reason: &str) -> String {
 async fn connection_limits_count_refusals_by_reason_and_evictions() {
     let gate = Arc::new(Notify::new());
     let g = gate.clone();
-    let o = CountingOrigin::start(move |r| {
+    let o = Origin::start(move |r| {
         let ok = Part::Send(response("200 OK", &[], b"ok"));
-        if r.path == "/hold" {
+        OriginReply::raw(if r.path == "/hold" {
             vec![Part::Wait(g.clone()), ok]
         } else {
             vec![ok]
-        }
+        })
     })
     .await;
     let refused = |p: &Proxy| {
@@ -1385,7 +1237,7 @@ async fn connection_limits_count_refusals_by_reason_and_evictions() {
 /// refusal counted under its reason, and answered as a request.
 #[tokio::test]
 async fn request_limits_count_refusals_by_reason() {
-    let o = CountingOrigin::start(|_| send(response("200 OK", &[], b"ok"))).await;
+    let o = Origin::start(|_| send(response("200 OK", &[], b"ok"))).await;
     let mut cfg = test_config();
     cfg.limits.client_rate = 0.001;
     cfg.limits.client_burst = 1;
@@ -1495,7 +1347,7 @@ fn basic(user_pass: &str) -> String {
 /// the credentials were not verified lately, and never for a throttled address.
 #[tokio::test]
 async fn auth_failures_by_reason_and_verifications() {
-    let o = CountingOrigin::start(|_| send(response("200 OK", &[], b"ok"))).await;
+    let o = Origin::start(|_| send(response("200 OK", &[], b"ok"))).await;
     let dir = tempfile::tempdir().unwrap();
     let users: PathBuf = dir.path().join("users");
     std::fs::write(
@@ -1574,15 +1426,15 @@ async fn auth_failures_by_reason_and_verifications() {
 async fn gauges_of_connections_and_buffered_bytes_return_to_zero() {
     let gate = Arc::new(Notify::new());
     let g = gate.clone();
-    let o = CountingOrigin::start(move |r| {
+    let o = Origin::start(move |r| {
         if r.path == "/held" {
             let mut first = b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n".to_vec();
             first.extend_from_slice(&[b'a'; 500]);
-            vec![
+            OriginReply::raw(vec![
                 Part::Send(first),
                 Part::Wait(g.clone()),
                 Part::Send(vec![b'b'; 500]),
-            ]
+            ])
         } else {
             send(response("200 OK", &[], b"ok"))
         }
@@ -1622,7 +1474,7 @@ async fn gauges_of_connections_and_buffered_bytes_return_to_zero() {
 #[tokio::test]
 async fn transform_pool_gauges() {
     let text = page();
-    let o = CountingOrigin::start(move |_| {
+    let o = Origin::start(move |_| {
         send(response(
             "200 OK",
             &[("Content-Type", "text/html")],
@@ -1661,7 +1513,7 @@ async fn transform_pool_gauges() {
 /// A page with one small stylesheet: one object inlined (tests/inline.rs counts more cases).
 #[tokio::test]
 async fn inlining_counts_each_object_inlined() {
-    let o = CountingOrigin::start(|r| match r.path.as_str() {
+    let o = Origin::start(|r| match r.path.as_str() {
         "/" => send(response(
             "200 OK",
             &[

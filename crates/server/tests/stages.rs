@@ -1,15 +1,21 @@
 //! The stage pipeline: a stage is plugged in through its factory (the built-ins and any
 //! other alike), its `[stages.NAME]` keys are checked, its metrics registered; the
-//! Server-Timing stage end to end.
+//! Server-Timing stage end to end; a stage making sub-requests through its handle to the
+//! pipeline (waiting for one in `page_filter`, starting one in `after_response`).
 
 mod common;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::*;
-use http::header::{HeaderMap, HeaderValue};
-use webpep_server::stage::{LogRecord, Registry, Section, Stage, StageCtx, StageFactory, Timing};
+use http::header::{self, HeaderMap, HeaderValue};
+use tokio::sync::mpsc;
+use webpep_server::stage::{
+    BoxFuture, LogRecord, Original, PageChange, Registry, Section, Stage, StageCtx, StageFactory,
+    Stages, SubReply, SubRequests, Timing,
+};
 use webpep_server::stages::default_stages;
 use webpep_server::{CancellationToken, Server, ServerConfig};
 
@@ -191,6 +197,200 @@ async fn a_new_stage_plugs_in_through_its_factory() {
     assert!(server
         .metrics_text()
         .contains("\nwebpep_tag_logged_total 1\n"));
+    cancel.cancel();
+    done.await.unwrap().unwrap();
+}
+
+#[test]
+fn built_in_stages_check_their_sections() {
+    for (text, key) in [
+        ("[inline]\ntimeout = \"0s\"\n", "inline.timeout"),
+        ("[inline]\nconcurrency = 0\n", "inline.concurrency"),
+        // Checked when the stage is off too, as before it was a stage.
+        (
+            "[inline]\nenabled = false\nconcurrency = 0\n",
+            "inline.concurrency",
+        ),
+        ("[prefetch]\nconcurrency = 0\n", "prefetch.concurrency"),
+    ] {
+        let cfg = ServerConfig::from_toml(text, "i.toml").unwrap();
+        let e = Stages::build(&cfg, &default_stages(), "i.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("i.toml") && e.contains(key), "{text}: {e}");
+        assert!(Server::new(cfg).is_err(), "{text}");
+    }
+    let names = Stages::build(&ServerConfig::default(), &default_stages(), "d")
+        .unwrap()
+        .names();
+    assert_eq!(names, ["transcode", "compress", "inline", "prefetch"]);
+}
+
+/// What the handle stage saw of a response in `after_response`: its path, depth below the
+/// client's request, whether it was background work.
+type Seen = (String, u8, bool);
+
+/// A stage that, for a client's `/page`, fetches `/sheet.css` through the pipeline in its
+/// page filter and writes the sub-request's cache result and body into the page; and that,
+/// after `/page`'s response is made, starts a background GET of `/later.gif` (reported on
+/// `later`). Every `after_response` it sees goes to `seen`.
+struct HandleStage {
+    seen: mpsc::UnboundedSender<Seen>,
+    later: mpsc::UnboundedSender<SubReply>,
+}
+
+impl Stage for HandleStage {
+    fn name(&self) -> &'static str {
+        "handle"
+    }
+    fn order(&self) -> i32 {
+        600
+    }
+    fn page_filter<'a>(
+        &'a self,
+        ctx: &'a StageCtx<'a>,
+        original: Original<'a>,
+        sub: &'a SubRequests,
+    ) -> Option<BoxFuture<'a, PageChange>> {
+        if ctx.background || original.uri.path() != "/page" {
+            return None;
+        }
+        Some(Box::pin(async move {
+            assert_eq!(sub.depth(), 0);
+            let url = sub.url().unwrap().join("/sheet.css").unwrap();
+            let mut req = sub.request(&url, sub.allowance(4)).unwrap();
+            assert_eq!(req.below().depth, 1);
+            req.headers_mut().remove(header::ACCEPT_ENCODING);
+            let reply = sub.get(req).await;
+            let mut body = original.body.to_vec();
+            body.extend_from_slice(format!(" + {} ", reply.cache).as_bytes());
+            body.extend_from_slice(reply.body.as_deref().unwrap_or(b"none"));
+            let mut headers = original.headers.clone();
+            headers.remove(header::CONTENT_LENGTH);
+            headers.remove(header::ETAG);
+            PageChange {
+                replaced: Some((headers, body.into())),
+                uncacheable: true,
+            }
+        }))
+    }
+    fn after_response(&self, ctx: &StageCtx<'_>, original: Original<'_>, sub: &SubRequests) {
+        let path = original.uri.path().to_string();
+        let _ = self.seen.send((path.clone(), sub.depth(), ctx.background));
+        if path != "/page" || ctx.background {
+            return;
+        }
+        let url = sub.url().unwrap().join("/later.gif").unwrap();
+        let req = sub.request(&url, sub.allowance(4)).unwrap();
+        let (get, later) = (sub.get(req), self.later.clone());
+        tokio::spawn(async move {
+            let _ = later.send(get.await);
+        });
+    }
+}
+
+struct HandleFactory(Arc<HandleStage>);
+
+impl StageFactory for HandleFactory {
+    fn name(&self) -> &'static str {
+        "handle"
+    }
+    fn build(
+        &self,
+        _section: Section<'_>,
+        _registry: &mut Registry,
+    ) -> Result<Option<Arc<dyn Stage>>, (String, String)> {
+        Ok(Some(self.0.clone()))
+    }
+}
+
+/// A bounded wait for the next value on a channel (a failure guard, never asserted on).
+async fn next<T>(rx: &mut mpsc::UnboundedReceiver<T>) -> T {
+    tokio::time::timeout(Duration::from_secs(10), rx.recv())
+        .await
+        .expect("within the guard")
+        .expect("a value")
+}
+
+#[tokio::test]
+async fn a_stage_fetches_through_its_handle_and_the_second_time_from_the_cache() {
+    let o = Origin::start(|r: &OriginRequest| {
+        let cached = |ct: &str, body: &str| {
+            OriginReply::ok(ct, body.as_bytes().to_vec()).header("Cache-Control", "max-age=600")
+        };
+        match r.path.as_str() {
+            "/page" => cached("text/plain", "page"),
+            "/sheet.css" => cached("text/css", "sheet"),
+            "/later.gif" => cached("image/gif", "GIF89a"),
+            _ => OriginReply::ok("text/plain", "no").status(404),
+        }
+    })
+    .await;
+    let (seen_tx, mut seen) = mpsc::unbounded_channel();
+    let (later_tx, mut later) = mpsc::unbounded_channel();
+    let stage = Arc::new(HandleStage {
+        seen: seen_tx,
+        later: later_tx,
+    });
+    let mut factories = default_stages();
+    factories.push(Box::new(HandleFactory(stage)));
+    let mut cfg = test_config();
+    cfg.cache.enabled = true;
+    cfg.prefetch.enabled = false;
+    let dir = tempfile::tempdir().unwrap();
+    cfg.cache.dir = Some(dir.path().to_path_buf());
+    let server = Server::with_stages(cfg, &factories).unwrap();
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let cancel = CancellationToken::new();
+    let done = tokio::spawn(server.clone().serve(vec![l], None, cancel.clone()));
+    let page = format!("http://{}/page", o.addr);
+    let client = "User-Agent: test-agent\r\nCookie: id=secret\r\nAccept-Encoding: gzip\r\n";
+
+    // The page filter waited for its sub-request, which went to the origin.
+    let first = get_once(addr, &page, client).await;
+    assert_eq!(first.text(), "page + MISS sheet");
+    // The sub-request ran through the pipeline: its own after_response, one level down,
+    // as background work; then the page's.
+    assert_eq!(next(&mut seen).await, ("/sheet.css".into(), 1, true));
+    assert_eq!(next(&mut seen).await, ("/page".into(), 0, false));
+    // The background GET after the page's response.
+    let l = next(&mut later).await;
+    assert_eq!((l.status.as_u16(), l.cache), (200, "MISS"));
+    assert_eq!(l.body.as_deref(), Some(&b"GIF89a"[..]));
+    assert_eq!(next(&mut seen).await, ("/later.gif".into(), 1, true));
+    let sheet = o
+        .seen()
+        .into_iter()
+        .find(|r| r.path == "/sheet.css")
+        .unwrap();
+    assert_eq!(sheet.header("referer"), Some(page.as_str()));
+    assert_eq!(sheet.header("user-agent"), Some("test-agent"));
+    assert_eq!(sheet.header("cookie"), None, "no credentials below a page");
+
+    // The second time: the page from the cache (its filtered version was not stored as a
+    // variant, so the filter ran again), the sub-request a hit; the origin saw each URL
+    // once.
+    let second = get_once(addr, &page, client).await;
+    assert_eq!(second.text(), "page + HIT sheet");
+    assert_eq!(next(&mut seen).await, ("/sheet.css".into(), 1, true));
+    assert_eq!(next(&mut seen).await, ("/page".into(), 0, false));
+    assert_eq!(next(&mut later).await.cache, "HIT");
+    // The browser's own request for what was fetched in the background: a hit.
+    let gif = get_once(addr, &format!("http://{}/later.gif", o.addr), client).await;
+    assert_eq!(gif.text(), "GIF89a");
+    let mut paths: Vec<String> = o.seen().into_iter().map(|r| r.path).collect();
+    paths.sort();
+    assert_eq!(paths, ["/later.gif", "/page", "/sheet.css"]);
+    // The cache counters count the client's requests only: /page twice, /later.gif once.
+    let m = server.metrics_text();
+    let count = |name: &str| {
+        m.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .map(|v| v.parse::<u64>().unwrap())
+    };
+    assert_eq!(count("webpep_cache_misses_total"), Some(1));
+    assert_eq!(count("webpep_cache_hits_total"), Some(2));
     cancel.cancel();
     done.await.unwrap().unwrap();
 }

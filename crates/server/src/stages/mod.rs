@@ -3,6 +3,7 @@
 
 mod compress;
 mod inline;
+mod prefetch;
 mod server_timing;
 mod transcode;
 mod url_rewrite;
@@ -19,6 +20,7 @@ pub fn default_stages() -> Vec<Box<dyn StageFactory>> {
         Box::new(url_rewrite::Factory),
         Box::new(compress::Factory),
         Box::new(inline::Factory),
+        Box::new(prefetch::Factory),
         Box::new(server_timing::Factory),
     ]
 }

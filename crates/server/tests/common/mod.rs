@@ -3,12 +3,13 @@
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
 use webpep_server::{CancellationToken, Server, ServerConfig};
 
 /// A request as the origin saw it.
@@ -17,6 +18,7 @@ pub struct OriginRequest {
     pub method: String,
     pub path: String,
     pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
 }
 
 impl OriginRequest {
@@ -37,6 +39,17 @@ pub struct OriginReply {
     pub delay: Duration,
     /// Never answer (for timeouts).
     pub hang: bool,
+    /// Instead of the above: write exactly these parts, in order.
+    pub raw: Option<Vec<Part>>,
+}
+
+/// What a raw answer does, in order.
+#[derive(Debug, Clone)]
+pub enum Part {
+    /// Write these bytes.
+    Send(Vec<u8>),
+    /// Wait for this to be notified.
+    Wait(Arc<Notify>),
 }
 
 impl OriginReply {
@@ -47,6 +60,14 @@ impl OriginReply {
             body: body.into(),
             delay: Duration::ZERO,
             hang: false,
+            raw: None,
+        }
+    }
+    /// An answer written as `parts` exactly (any bytes, pauses between them).
+    pub fn raw(parts: Vec<Part>) -> Self {
+        OriginReply {
+            raw: Some(parts),
+            ..OriginReply::ok("", "")
         }
     }
     pub fn header(mut self, k: &str, v: &str) -> Self {
@@ -65,11 +86,20 @@ impl OriginReply {
 
 pub type Handler = Arc<dyn Fn(&OriginRequest) -> OriginReply + Send + Sync>;
 
-/// A scriptable HTTP/1.1 origin (keep-alive, one request at a time per connection).
+/// A scriptable HTTP/1.1 origin (keep-alive, one request at a time per connection) that
+/// counts the requests and every byte it reads and writes.
 pub struct Origin {
     pub addr: SocketAddr,
     pub count: Arc<AtomicUsize>,
     pub log: Arc<std::sync::Mutex<Vec<OriginRequest>>>,
+    pub bytes: Arc<ByteCounts>,
+}
+
+/// Bytes an origin read and wrote.
+#[derive(Debug, Default)]
+pub struct ByteCounts {
+    pub read: AtomicU64,
+    pub written: AtomicU64,
 }
 
 impl Origin {
@@ -80,19 +110,40 @@ impl Origin {
         let addr = l.local_addr().unwrap();
         let count = Arc::new(AtomicUsize::new(0));
         let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let bytes = Arc::new(ByteCounts::default());
         let handler: Handler = Arc::new(handler);
-        let (c, lg) = (count.clone(), log.clone());
+        let (c, lg, b) = (count.clone(), log.clone(), bytes.clone());
         tokio::spawn(async move {
             while let Ok((s, _)) = l.accept().await {
-                let (h, c, lg) = (handler.clone(), c.clone(), lg.clone());
-                tokio::spawn(async move { serve_origin_conn(s, h, c, lg).await });
+                let (h, c, lg, b) = (handler.clone(), c.clone(), lg.clone(), b.clone());
+                tokio::spawn(async move { serve_origin_conn(s, h, c, lg, b).await });
             }
         });
-        Origin { addr, count, log }
+        Origin {
+            addr,
+            count,
+            log,
+            bytes,
+        }
     }
 
     pub fn requests(&self) -> usize {
         self.count.load(Ordering::SeqCst)
+    }
+
+    /// The requests seen so far, in order.
+    pub fn seen(&self) -> Vec<OriginRequest> {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Bytes read from the proxy so far.
+    pub fn read(&self) -> u64 {
+        self.bytes.read.load(Ordering::SeqCst)
+    }
+
+    /// Bytes written to the proxy so far.
+    pub fn written(&self) -> u64 {
+        self.bytes.written.load(Ordering::SeqCst)
     }
 
     pub fn last(&self) -> Option<OriginRequest> {
@@ -100,11 +151,31 @@ impl Origin {
     }
 }
 
+/// Reads more of a request, counting the bytes; false when the connection ended.
+async fn read_more(s: &mut TcpStream, buf: &mut Vec<u8>, read: &AtomicU64) -> bool {
+    let mut tmp = [0u8; 16384];
+    match s.read(&mut tmp).await {
+        Ok(0) | Err(_) => false,
+        Ok(n) => {
+            read.fetch_add(n as u64, Ordering::SeqCst);
+            buf.extend_from_slice(&tmp[..n]);
+            true
+        }
+    }
+}
+
+/// Writes `b`, counted before it goes (the proxy may pass it on before this task runs on).
+async fn write_counted(s: &mut TcpStream, b: &[u8], written: &AtomicU64) -> bool {
+    written.fetch_add(b.len() as u64, Ordering::SeqCst);
+    s.write_all(b).await.is_ok()
+}
+
 async fn serve_origin_conn(
     mut s: TcpStream,
     h: Handler,
     count: Arc<AtomicUsize>,
     log: Arc<std::sync::Mutex<Vec<OriginRequest>>>,
+    bytes: Arc<ByteCounts>,
 ) {
     let mut buf = Vec::new();
     loop {
@@ -132,28 +203,42 @@ async fn serve_origin_conn(
                         method: r.method.unwrap_or("").to_string(),
                         path: r.path.unwrap_or("").to_string(),
                         headers: hs,
+                        body: Vec::new(),
                     },
                     n,
                     cl,
                 );
             }
-            let mut tmp = [0u8; 8192];
-            match s.read(&mut tmp).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&tmp[..n]),
+            if !read_more(&mut s, &mut buf, &bytes.read).await {
+                return;
             }
         };
         while buf.len() < used + body_len {
-            let mut tmp = [0u8; 8192];
-            match s.read(&mut tmp).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&tmp[..n]),
+            if !read_more(&mut s, &mut buf, &bytes.read).await {
+                return;
             }
         }
+        let req = OriginRequest {
+            body: buf[used..used + body_len].to_vec(),
+            ..req
+        };
         buf.drain(..used + body_len);
         count.fetch_add(1, Ordering::SeqCst);
         log.lock().unwrap().push(req.clone());
         let reply = h(&req);
+        if let Some(parts) = reply.raw {
+            for part in parts {
+                match part {
+                    Part::Send(b) => {
+                        if !write_counted(&mut s, &b, &bytes.written).await {
+                            return;
+                        }
+                    }
+                    Part::Wait(n) => n.notified().await,
+                }
+            }
+            continue;
+        }
         if reply.hang {
             tokio::time::sleep(Duration::from_secs(3600)).await;
             return;
@@ -165,11 +250,11 @@ async fn serve_origin_conn(
         }
         let no_body = req.method == "HEAD" || reply.status == 304 || reply.status == 204;
         out.push_str(&format!("Content-Length: {}\r\n\r\n", reply.body.len()));
-        let mut bytes = out.into_bytes();
+        let mut out = out.into_bytes();
         if !no_body {
-            bytes.extend_from_slice(&reply.body);
+            out.extend_from_slice(&reply.body);
         }
-        if s.write_all(&bytes).await.is_err() {
+        if !write_counted(&mut s, &out, &bytes.written).await {
             return;
         }
     }
