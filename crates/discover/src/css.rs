@@ -275,7 +275,8 @@ pub struct Reference {
     pub span: Range<usize>,
     /// The quote around it, if any.
     pub quote: Option<u8>,
-    /// The raw text is the value, so it can be replaced in place ([`replace`]).
+    /// The raw text is the value (no escapes, valid UTF-8, nothing trimmed, the token
+    /// closed), so it can be replaced in place ([`replace`]).
     pub plain: bool,
     /// It is a source of an `@font-face` rule: a font.
     pub in_font_face: bool,
@@ -298,6 +299,8 @@ pub fn references(css: &[u8]) -> Vec<Reference> {
     let mut push = |kind, content: Range<usize>, quote, plain, in_font_face| {
         let value = unescape(&css[content.clone()]).trim().to_string();
         if !value.is_empty() {
+            // Plain only when the raw bytes are the value (valid UTF-8, nothing trimmed).
+            let plain = plain && css[content.clone()] == *value.as_bytes();
             out.push(Reference {
                 kind,
                 value,
