@@ -8,7 +8,7 @@ use lol_html::html_content::{ContentType, TextChunk};
 use lol_html::{element, text, HtmlRewriter, Settings};
 use url::Url;
 
-use webpep_discover::html::{element_refs, refresh_url, RefKind};
+use webpep_discover::html::{element_refs, refresh_url, ElementRef, RefKind};
 use webpep_discover::srcset;
 
 use super::{css, proxied, to_proxy_url, RewriteError};
@@ -23,6 +23,16 @@ fn escape_attr(value: &str) -> Cow<'_, str> {
     } else {
         Cow::Borrowed(value)
     }
+}
+
+/// The references of an element by webpep-discover's table, each with its attribute's value,
+/// character references decoded.
+fn decoded_refs(el: &lol_html::html_content::Element<'_, '_>) -> Vec<(ElementRef, String)> {
+    let tag = el.tag_name();
+    element_refs(&tag, |name| el.get_attribute(name))
+        .into_iter()
+        .filter_map(|r| Some((r, decode_entities(&el.get_attribute(r.attr)?).into_owned())))
+        .collect()
 }
 
 /// What the handlers share: the base URL in force (the page's, until a `<base href>`).
@@ -59,12 +69,7 @@ pub fn rewrite_html(
     let state_ref = &state;
 
     let mut handlers = vec![element!("*", move |el| {
-        let tag = el.tag_name();
-        for r in element_refs(&tag, |name| el.get_attribute(name)) {
-            let Some(raw) = el.get_attribute(r.attr) else {
-                continue;
-            };
-            let value = decode_entities(&raw);
+        for (r, value) in decoded_refs(el) {
             let base = state_ref.borrow().base.clone();
             let new = match r.kind {
                 RefKind::Base => {
@@ -178,12 +183,7 @@ pub fn embedded_urls(html: &[u8]) -> Vec<String> {
     let style_text = RefCell::new(String::new());
     let f = &found;
     let handlers = vec![element!("*", move |el| {
-        let tag = el.tag_name();
-        for r in element_refs(&tag, |name| el.get_attribute(name)) {
-            let Some(raw) = el.get_attribute(r.attr) else {
-                continue;
-            };
-            let v = decode_entities(&raw);
+        for (r, v) in decoded_refs(el) {
             let mut f = f.borrow_mut();
             match r.kind {
                 RefKind::ImageSet => {
@@ -192,7 +192,7 @@ pub fn embedded_urls(html: &[u8]) -> Vec<String> {
                 RefKind::Navigation if r.attr == "content" => {
                     f.extend(refresh_url(&v).map(|at| v[at].to_string()))
                 }
-                _ => f.push(v.into_owned()),
+                _ => f.push(v),
             }
         }
         Ok(())
@@ -250,14 +250,10 @@ pub fn subresource_urls(html: &[u8]) -> (Option<String>, Vec<String>) {
     let (f, b) = (&found, &base);
     let handlers = vec![element!("*", move |el| {
         let tag = el.tag_name();
-        for r in element_refs(&tag, |name| el.get_attribute(name)) {
-            let Some(raw) = el.get_attribute(r.attr) else {
-                continue;
-            };
-            let v = decode_entities(&raw);
+        for (r, v) in decoded_refs(el) {
             match r.kind {
                 RefKind::Base => {
-                    b.borrow_mut().get_or_insert_with(|| v.into_owned());
+                    b.borrow_mut().get_or_insert(v);
                 }
                 // An image once: the candidate a large screen picks, `src` among them.
                 RefKind::ImageSet if tag == "img" && el.has_attribute("src") => {}
@@ -271,7 +267,7 @@ pub fn subresource_urls(html: &[u8]) -> (Option<String>, Vec<String>) {
                     }
                 }
                 RefKind::ImageSet => {}
-                k if k.loads_with_page() => f.borrow_mut().push(v.into_owned()),
+                k if k.loads_with_page() => f.borrow_mut().push(v),
                 _ => {}
             }
         }
