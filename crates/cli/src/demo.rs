@@ -265,7 +265,7 @@ fn model_beside_chromium(r: &Results) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use webpep_lab::results::{summarize, BreakdownMs, LoadRecord};
+    use webpep_lab::results::{summarize, BreakdownMs, LoadRecord, RunInfo};
 
     /// A run as the runner records it (LoadRecords, then `summarize` and `finish`): PLTs and
     /// air bytes in the proportions of a gprs demo run, one squid load with lost objects.
@@ -311,7 +311,7 @@ mod tests {
                 }
             }
         }
-        Results {
+        let info = RunInfo {
             profile: "gprs".into(),
             time_scale: 10.0,
             seed: 1,
@@ -319,15 +319,8 @@ mod tests {
             link_down_kbps: 39.6,
             link_rtt_ms: 1_800.0,
             configs: Default::default(),
-            summary: summarize(&loads, "http11"),
-            loads,
-            air_totals: Vec::new(),
-            ablations: Vec::new(),
-            paper: Vec::new(),
-            not_applicable: Vec::new(),
-            complete: true,
-        }
-        .finish()
+        };
+        Results::from_loads(info, loads, Vec::new(), true)
     }
 
     const DEMO: [&str; 10] = [

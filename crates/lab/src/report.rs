@@ -945,7 +945,7 @@ pub fn html(r: &Results) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::{summarize, BreakdownMs, LinkUse, LoadRecord};
+    use crate::results::{summarize, BreakdownMs, LinkUse, LoadRecord, RunInfo};
     use std::collections::BTreeMap;
 
     #[test]
@@ -1065,23 +1065,16 @@ mod tests {
             .into_iter()
             .map(|c| (c.clone(), format!("what {c} does")))
             .collect();
-        Results {
+        let info = RunInfo {
             profile: "gprs".into(),
             time_scale: 10.0,
             seed: 1,
             baseline: "http11".into(),
             link_down_kbps: 38.0,
             link_rtt_ms: 2_000.0,
-            configs,
-            summary: summarize(&loads, "http11"),
-            loads,
-            air_totals: Vec::new(),
-            ablations: Vec::new(),
-            paper: Vec::new(),
-            not_applicable: Vec::new(),
-            complete: true,
-        }
-        .finish()
+            configs: configs,
+        };
+        Results::from_loads(info, loads, Vec::new(), true)
     }
 
     /// The verdict section of a report page.

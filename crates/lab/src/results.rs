@@ -263,6 +263,19 @@ fn finished_run() -> bool {
     true
 }
 
+/// What a run is, apart from its loads: the link, the time scale, the seed, the baseline and
+/// the configurations (name → description).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunInfo {
+    pub profile: String,
+    pub time_scale: f64,
+    pub seed: u64,
+    pub baseline: String,
+    pub link_down_kbps: f64,
+    pub link_rtt_ms: f64,
+    pub configs: BTreeMap<String, String>,
+}
+
 /// A page a configuration could not load, and why (its loads are not in `loads`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NotApplicable {
@@ -851,6 +864,33 @@ pub struct AblationRow {
 
 impl Results {
     /// Fills the derived tables (air totals, ablations) from the summary.
+    /// The results of a run's loads: the summary against the baseline and the derived tables
+    /// ([`Results::finish`]). The runner makes its results this way, as tests do theirs.
+    pub fn from_loads(
+        info: RunInfo,
+        loads: Vec<LoadRecord>,
+        not_applicable: Vec<NotApplicable>,
+        complete: bool,
+    ) -> Results {
+        Results {
+            summary: summarize(&loads, &info.baseline),
+            profile: info.profile,
+            time_scale: info.time_scale,
+            seed: info.seed,
+            baseline: info.baseline,
+            link_down_kbps: info.link_down_kbps,
+            link_rtt_ms: info.link_rtt_ms,
+            configs: info.configs,
+            loads,
+            air_totals: Vec::new(),
+            ablations: Vec::new(),
+            paper: Vec::new(),
+            not_applicable,
+            complete,
+        }
+        .finish()
+    }
+
     pub fn finish(mut self) -> Results {
         self.air_totals = self.air_totals();
         self.ablations = self.ablations();

@@ -1,7 +1,6 @@
 //! `webpep lab run`: loads every page under every configuration over the emulated link and
 //! writes `results.json`, one HAR per load and `report.html` (DESIGN §7.5).
 
-use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -17,7 +16,7 @@ use crate::edge_proxy::EdgeProxy;
 use crate::hosting::Hosting;
 use crate::nsrt::run_in;
 use crate::report;
-use crate::results::{summarize, BreakdownMs, LinkUse, LoadRecord, NotApplicable, Results};
+use crate::results::{BreakdownMs, LinkUse, LoadRecord, NotApplicable, Results, RunInfo};
 use crate::topology::{TcpEra, Topology, TopologyConfig};
 use crate::{LabError, Result};
 
@@ -396,11 +395,9 @@ fn results_of(
     not_applicable: &[NotApplicable],
     complete: bool,
 ) -> Results {
-    let k = opts.time_scale;
-    let summary = summarize(loads, &opts.baseline);
-    Results {
+    let info = RunInfo {
         profile: opts.profile.profile.name.clone(),
-        time_scale: k,
+        time_scale: opts.time_scale,
         seed: opts.seed,
         baseline: opts.baseline.clone(),
         link_down_kbps: opts.profile.down_kbps(),
@@ -409,16 +406,9 @@ fn results_of(
             .configs
             .iter()
             .map(|(n, c)| (n.clone(), c.summary()))
-            .collect::<BTreeMap<_, _>>(),
-        loads: loads.to_vec(),
-        summary,
-        air_totals: Vec::new(),
-        ablations: Vec::new(),
-        paper: Vec::new(),
-        not_applicable: not_applicable.to_vec(),
-        complete,
-    }
-    .finish()
+            .collect(),
+    };
+    Results::from_loads(info, loads.to_vec(), not_applicable.to_vec(), complete)
 }
 
 /// Writes `results.json` (through a temporary file, so a reader never sees half of it) and,

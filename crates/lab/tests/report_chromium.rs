@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use webpep_lab::cdp::Cdp;
 use webpep_lab::chromium::{available_for_test, find_binary};
 use webpep_lab::report;
-use webpep_lab::results::{summarize, BreakdownMs, LinkUse, LoadRecord, Results};
+use webpep_lab::results::{BreakdownMs, LinkUse, LoadRecord, Results, RunInfo};
 
 /// Every DevTools exchange and the page's load are bounded by this.
 const STEP: Duration = Duration::from_secs(30);
@@ -82,31 +82,25 @@ fn load(
 /// Results the way the runner makes them: loads, their summary against the baseline, the
 /// derived tables from `finish`.
 fn results(loads: Vec<LoadRecord>, configs: &[&str]) -> Results {
-    Results {
+    let configs = configs
+        .iter()
+        .map(|c| {
+            (
+                c.to_string(),
+                format!("{c}: policy, proxy mode and switches"),
+            )
+        })
+        .collect::<BTreeMap<_, _>>();
+    let info = RunInfo {
         profile: "gprs".into(),
         time_scale: 10.0,
         seed: 1,
         baseline: "http11".into(),
         link_down_kbps: DOWN_KBPS,
         link_rtt_ms: RTT_MS,
-        configs: configs
-            .iter()
-            .map(|c| {
-                (
-                    c.to_string(),
-                    format!("{c}: policy, proxy mode and switches"),
-                )
-            })
-            .collect::<BTreeMap<_, _>>(),
-        summary: summarize(&loads, "http11"),
-        loads,
-        air_totals: Vec::new(),
-        ablations: Vec::new(),
-        paper: Vec::new(),
-        not_applicable: Vec::new(),
-        complete: true,
-    }
-    .finish()
+        configs: configs,
+    };
+    Results::from_loads(info, loads, Vec::new(), true)
 }
 
 /// Two pages (one with a long name), seven configurations with peers among them, two repeats
