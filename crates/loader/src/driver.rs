@@ -591,6 +591,96 @@ async fn h1_loop(
 // ---------------------------------------------------------------------------------------------
 // HTTP/2
 
+/// When an HTTP/2 connection last received bytes. A stream waits as long as its connection
+/// makes progress: with a hundred streams sharing a slow link, one may rightly see no byte
+/// of its own for minutes, and no browser gives up on a stream for that; what it gives up on
+/// is a connection that has gone silent.
+#[derive(Clone)]
+struct Progress {
+    base: Instant,
+    last_ns: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Progress {
+    fn new() -> Progress {
+        Progress {
+            base: Instant::now(),
+            last_ns: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+        }
+    }
+
+    fn touch(&self) {
+        let ns = u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.last_ns
+            .fetch_max(ns, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn last(&self) -> Instant {
+        self.base + Duration::from_nanos(self.last_ns.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// `fut`, or `None` once the connection has received nothing for `idle` (counted from
+    /// the later of now and its last bytes).
+    async fn within<F: std::future::Future>(&self, idle: Duration, fut: F) -> Option<F::Output> {
+        let start = Instant::now();
+        let quiet_since = || self.last().max(start);
+        tokio::pin!(fut);
+        loop {
+            tokio::select! {
+                out = &mut fut => return Some(out),
+                _ = tokio::time::sleep_until(quiet_since() + idle) => {
+                    if quiet_since() + idle <= Instant::now() {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The connection's transport, noting when bytes arrive.
+struct Noting<S> {
+    inner: S,
+    progress: Progress,
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Noting<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.progress.touch();
+        }
+        r
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Noting<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
 async fn h2_loop(
     conn: u64,
     stream: Stream,
@@ -598,6 +688,11 @@ async fn h2_loop(
     mut jobs: UnboundedReceiver<Job>,
     ev: UnboundedSender<Event>,
 ) {
+    let progress = Progress::new();
+    let stream = Noting {
+        inner: stream,
+        progress: progress.clone(),
+    };
     let (client, connection) = match h2::client::Builder::new()
         .initial_window_size(4 << 20)
         .initial_connection_window_size(8 << 20)
@@ -621,7 +716,7 @@ async fn h2_loop(
         tokio::select! {
             job = jobs.recv(), if accepting => {
                 match job {
-                    Some(job) => streams.push(h2_request(conn, client.clone(), job, cfg.clone(), ev.clone())),
+                    Some(job) => streams.push(h2_request(conn, client.clone(), job, cfg.clone(), ev.clone(), progress.clone())),
                     None => accepting = false,
                 }
             }
@@ -642,6 +737,7 @@ async fn h2_request(
     job: Job,
     cfg: Arc<DriverCfg>,
     ev: UnboundedSender<Event>,
+    progress: Progress,
 ) {
     let mut sent = Sent {
         version: "HTTP/2",
@@ -694,14 +790,14 @@ async fn h2_request(
     };
     let start = Instant::now();
     sent.send_start = Some(start);
-    let mut client = match tokio::time::timeout(cfg.response_timeout, client.ready()).await {
-        Ok(Ok(c)) => c,
-        Ok(Err(e)) => {
+    let mut client = match progress.within(cfg.response_timeout, client.ready()).await {
+        Some(Ok(c)) => c,
+        Some(Err(e)) => {
             sent.send_end = Some(Instant::now());
             let _ = ev.send(done(sent, None, Err(FetchError::H2(e.to_string())), true));
             return;
         }
-        Err(_) => {
+        None => {
             sent.send_end = Some(Instant::now());
             let _ = ev.send(done(
                 sent,
@@ -723,15 +819,15 @@ async fn h2_request(
         }
     };
     sent.send_end = Some(Instant::now());
-    let resp = match tokio::time::timeout(cfg.response_timeout, resp_fut).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => {
+    let resp = match progress.within(cfg.response_timeout, resp_fut).await {
+        Some(Ok(r)) => r,
+        Some(Err(e)) => {
             let retry =
                 e.is_go_away() || e.reason() == Some(h2::Reason::REFUSED_STREAM) || e.is_io();
             let _ = ev.send(done(sent, None, Err(FetchError::H2(e.to_string())), retry));
             return;
         }
-        Err(_) => {
+        None => {
             let _ = ev.send(done(
                 sent,
                 None,
@@ -765,8 +861,8 @@ async fn h2_request(
     let mut kept = job.keep_body.then(BytesMut::new);
     let mut size = 0u64;
     loop {
-        match tokio::time::timeout(cfg.response_timeout, body.data()).await {
-            Err(_) => {
+        match progress.within(cfg.response_timeout, body.data()).await {
+            None => {
                 let _ = ev.send(done(
                     sent,
                     first_byte,
@@ -775,8 +871,8 @@ async fn h2_request(
                 ));
                 return;
             }
-            Ok(None) => break,
-            Ok(Some(Err(e))) => {
+            Some(None) => break,
+            Some(Some(Err(e))) => {
                 let _ = ev.send(done(
                     sent,
                     first_byte,
@@ -785,7 +881,7 @@ async fn h2_request(
                 ));
                 return;
             }
-            Ok(Some(Ok(chunk))) => {
+            Some(Some(Ok(chunk))) => {
                 let _ = body.flow_control().release_capacity(chunk.len());
                 size += chunk.len() as u64;
                 if size > cfg.max_body_bytes {

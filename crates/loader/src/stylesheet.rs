@@ -73,7 +73,6 @@ fn urls_in(value: &str) -> Vec<String> {
         .collect()
 }
 
-
 /// A family name as matched: unquoted, lower case, inner spaces collapsed.
 fn family_name(s: &str) -> Option<Arc<str>> {
     let t = s.trim();

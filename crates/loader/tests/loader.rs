@@ -834,6 +834,57 @@ async fn proxy_pipelining_and_http10() {
     }
 }
 
+/// An h2 stream waits as long as its connection makes progress (the other streams' bytes),
+/// not its own response timeout: on a slow shared link a stream may rightly see no byte of
+/// its own for a long while. A stream on a connection that went silent still times out.
+#[tokio::test(flavor = "current_thread")]
+async fn h2_streams_wait_while_their_connection_progresses() {
+    let ca = make_ca(&["www.test"]);
+    let routes = Routes::default();
+    let www = H2Server::start(ip(8), routes.clone(), ca.server_config.clone()).await;
+    let dns = dns_ttl30(&[("www.test", ip(8))]).await;
+    let w = format!("https://www.test:{}", www.addr.port());
+    // Responses every 150 ms, the last at 1,050 ms: each stream but the first waits longer
+    // than the 400 ms response timeout for its own first byte.
+    let mut html = String::new();
+    for i in 1..=7u64 {
+        html.push_str(&format!("<img src=\"/{i}.gif\">"));
+        routes.add(
+            "www.test",
+            &format!("/{i}.gif"),
+            Route::image(500).delayed(Duration::from_millis(150 * i)),
+        );
+    }
+    routes.add("www.test", "/", Route::html(html));
+    let mut cf = cfg(Policy::H2, &dns);
+    cf.ca_pem = Some(ca.ca_pem.clone().into_bytes());
+    cf.response_timeout = Duration::from_millis(400);
+    let page = load_page(&format!("{w}/"), &cf).await;
+    check_page(&page);
+    let failed: Vec<_> = page.objects.iter().filter(|o| o.error.is_some()).collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+    assert_eq!(page.objects.len(), 8);
+
+    // The same wait on a connection with nothing else to receive: it times out.
+    routes.add("www.test", "/lone", Route::html("<img src=\"/late.gif\">"));
+    routes.add(
+        "www.test",
+        "/late.gif",
+        Route::image(500).delayed(Duration::from_millis(1_500)),
+    );
+    let page = load_page(&format!("{w}/lone"), &cf).await;
+    let late = page
+        .objects
+        .iter()
+        .find(|o| o.url.ends_with("/late.gif"))
+        .expect("late.gif requested");
+    assert!(
+        matches!(late.error, Some(FetchError::ResponseTimeout(_))),
+        "{:?}",
+        late.error
+    );
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn h2_uses_one_connection_per_origin() {
     let ca = make_ca(&["www.test", "cdn.test"]);
