@@ -841,7 +841,7 @@ pub fn html(r: &Results) -> String {
     }
     let _ = write!(
         h,
-        "</table><h3>Link use</h3><p>Mean over the pages. Utilization = air bits down ÷ ({:.1} kbit/s × PLT); efficiency = bound ÷ PLT, where the bound is one idle RTT ({:.2} s) plus the load's response bodies at the down rate.</p><table><tr><th>config</th><th>utilization</th><th>efficiency</th></tr>",
+        "</table><h3>Link use</h3><p>Mean over the pages. Utilization = air bits down ÷ ({:.1} kbit/s × PLT); efficiency = bound ÷ PLT, where the bound is one idle RTT ({:.2} s) plus the load's response bodies at the down rate (over a trace: what the trace offered from the load's start).</p><table><tr><th>config</th><th>utilization</th><th>efficiency</th></tr>",
         r.link_down_kbps,
         r.link_rtt_ms / 1000.0
     );
@@ -1032,7 +1032,13 @@ mod tests {
     /// One load as the runner records it: the breakdown adds up to the PLT, the link use
     /// comes from its bytes over a 38 kbit/s link with a 2 s RTT.
     fn load(page: &str, config: &str, repeat: usize, plt_ms: f64, errors: usize) -> LoadRecord {
-        let link = LinkUse::of(plt_ms, 100_000, 80_000, 38.0, 2_000.0);
+        let link = LinkUse::of(
+            plt_ms,
+            100_000,
+            80_000,
+            &webpep_link_model::profile::Rate::Kbps(38.0),
+            2_000.0,
+        );
         LoadRecord {
             page: page.into(),
             config: config.into(),

@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use webpep_link_model::profile::Rate;
+use webpep_link_model::Trace;
 
 use crate::paper_refs::{self, PaperRow};
 
@@ -72,30 +74,72 @@ pub struct LinkUse {
 }
 
 impl LinkUse {
-    /// From a load's PLT, downstream air bytes and body bytes and the link's down rate
-    /// (kbit/s) and idle RTT (ms). A load without a PLT or a link without a rate gives zeros.
+    /// From a load's PLT, downstream air bytes and body bytes, the link's down rate and its
+    /// idle RTT (ms). A constant rate gives capacity = rate × PLT and a bound of RTT + body
+    /// bits ÷ rate. A trace is read as it was replayed from the load's start (the link
+    /// restarts before each load): capacity is what the trace offered during the PLT, and the
+    /// bound is the RTT plus the time the trace took to offer the body bytes, so a load that
+    /// met a fast stretch of the trace is not measured against its mean. A load without a PLT
+    /// or a link without a rate gives zeros.
     pub fn of(
         plt_ms: f64,
         air_down_bytes: u64,
         body_bytes: u64,
-        down_kbps: f64,
+        down: &Rate,
         rtt_ms: f64,
     ) -> LinkUse {
-        if !(plt_ms > 0.0 && down_kbps > 0.0) {
-            return LinkUse {
-                utilization: 0.0,
-                bound_ms: 0.0,
-                efficiency: 0.0,
-            };
+        let zero = LinkUse {
+            utilization: 0.0,
+            bound_ms: 0.0,
+            efficiency: 0.0,
+        };
+        if !(plt_ms > 0.0 && down.mean_kbps() > 0.0) {
+            return zero;
         }
-        // kbit/s = bits per ms.
-        let bound_ms = rtt_ms.max(0.0) + body_bytes as f64 * 8.0 / down_kbps;
+        let (capacity_bits, transfer_ms) = match down {
+            // kbit/s = bits per ms.
+            Rate::Kbps(k) => (k * plt_ms, body_bytes as f64 * 8.0 / k),
+            Rate::Trace(t) => (
+                t.bytes_between(0, plt_ms.ceil() as u64) as f64 * 8.0,
+                trace_time_to_offer(t, body_bytes),
+            ),
+        };
+        if capacity_bits <= 0.0 {
+            return zero;
+        }
+        let bound_ms = rtt_ms.max(0.0) + transfer_ms;
         LinkUse {
-            utilization: air_down_bytes as f64 * 8.0 / (down_kbps * plt_ms),
+            utilization: air_down_bytes as f64 * 8.0 / capacity_bits,
             bound_ms,
             efficiency: bound_ms / plt_ms,
         }
     }
+}
+
+/// The least time (ms) from the trace's start by which it has offered `bytes`.
+fn trace_time_to_offer(t: &Trace, bytes: u64) -> f64 {
+    if bytes == 0 {
+        return 0.0;
+    }
+    // bytes_between(0, x) is non-decreasing in x; the trace loops, so some x suffices.
+    let (mut lo, mut hi) = (0u64, 1u64);
+    while t.bytes_between(0, hi) < bytes {
+        lo = hi;
+        hi = hi.saturating_mul(2);
+        if hi == u64::MAX {
+            return f64::INFINITY;
+        }
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if t.bytes_between(0, mid) >= bytes {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    // Opportunities before `hi` ms suffice, so the last of them is at hi − 1 ms or earlier.
+    (hi - 1) as f64
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -1237,7 +1281,7 @@ impl Results {
         );
         t += &wrap(
             "utilization = air bits down ÷ (rate × PLT); efficiency = (idle RTT + body bits ÷ \
-             rate) ÷ PLT",
+             rate) ÷ PLT; over a trace, the trace's own offer from the load's start",
             CONSOLE_WIDTH,
         );
         let mut rows = vec![["config", "utilization", "efficiency"]
@@ -1394,14 +1438,52 @@ mod tests {
     #[test]
     fn link_use_is_air_over_capacity_and_bound_over_plt() {
         // 38 kbit/s for 10 s carries 47,500 bytes; 23,750 of them is half the capacity.
-        let u = LinkUse::of(10_000.0, 23_750, 19_000, 38.0, 2_000.0);
+        let u = LinkUse::of(10_000.0, 23_750, 19_000, &Rate::Kbps(38.0), 2_000.0);
         assert!((u.utilization - 0.5).abs() < 1e-9, "{u:?}");
         // 19,000 bytes take 4 s at 38 kbit/s; with the 2 s RTT the bound is 6 s of 10.
         assert!((u.bound_ms - 6_000.0).abs() < 1e-9, "{u:?}");
         assert!((u.efficiency - 0.6).abs() < 1e-9, "{u:?}");
         // No PLT or no rate: zeros, not infinities.
-        assert_eq!(LinkUse::of(0.0, 1, 1, 38.0, 1.0).efficiency, 0.0);
-        assert_eq!(LinkUse::of(1.0, 1, 1, 0.0, 1.0).utilization, 0.0);
+        assert_eq!(
+            LinkUse::of(0.0, 1, 1, &Rate::Kbps(38.0), 1.0).efficiency,
+            0.0
+        );
+        assert_eq!(
+            LinkUse::of(1.0, 1, 1, &Rate::Kbps(0.0), 1.0).utilization,
+            0.0
+        );
+    }
+
+    /// Over a trace the capacity and the bound are the trace's own from the load's start, so
+    /// no load can beat its bound: a load that met a fast stretch is not measured against the
+    /// trace's mean (which gave efficiencies above 1 over the LTE trace).
+    #[test]
+    fn trace_bounds_follow_the_trace_and_never_exceed_one() {
+        // 10 opportunities (15,000 bytes) in the first 10 ms, then one per 100 ms up to 1 s.
+        let mut text: Vec<String> = (1..=10).map(|t| t.to_string()).collect();
+        text.extend((1..=9).map(|i| (100 * i + 10).to_string()));
+        text.push("1000".into());
+        let trace = std::sync::Arc::new(Trace::parse(&text.join("\n"), "t").unwrap());
+        let rate = Rate::Trace(trace.clone());
+        // 15,000 body bytes were on offer by 10 ms (the 10th opportunity is at 10 ms).
+        let u = LinkUse::of(60.0, 15_000, 15_000, &rate, 50.0);
+        assert!((u.bound_ms - 60.0).abs() < 1e-9, "{u:?}");
+        assert!((u.efficiency - 1.0).abs() < 1e-9, "{u:?}");
+        assert!((u.utilization - 1.0).abs() < 1e-9, "{u:?}");
+        // The trace's mean (20 × 1,500 bytes per second = 240 kbit/s) would have put the bound
+        // at 50 + 500 ms: an efficiency of 9.2 for the same load.
+        assert!(rate.mean_kbps() < 250.0);
+        // Any load: a PLT no shorter than RTT + the time to receive its bytes is within 1.
+        for body in [1u64, 1_500, 15_001, 20_000, 100_000] {
+            let need = trace_time_to_offer(&trace, body);
+            assert!(trace.bytes_between(0, need as u64 + 1) >= body, "{body}");
+            assert!(
+                need < 1.0 || trace.bytes_between(0, need as u64) < body,
+                "{body}"
+            );
+            let u = LinkUse::of(50.0 + need.max(1.0), body, body, &rate, 50.0);
+            assert!(u.efficiency <= 1.0 + 1e-9, "{body}: {u:?}");
+        }
     }
 
     #[test]

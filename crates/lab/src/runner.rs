@@ -332,7 +332,7 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
                     ms(load.plt),
                     down,
                     body_bytes,
-                    opts.profile.down_kbps(),
+                    &opts.profile.down_rate,
                     opts.profile.rtt_ms(),
                 );
                 loads.push(LoadRecord {

@@ -48,7 +48,13 @@ fn load(
     errors: usize,
 ) -> LoadRecord {
     let body_bytes = down * 8 / 10;
-    let link = LinkUse::of(plt_ms, down, body_bytes, DOWN_KBPS, RTT_MS);
+    let link = LinkUse::of(
+        plt_ms,
+        down,
+        body_bytes,
+        &webpep_link_model::profile::Rate::Kbps(DOWN_KBPS),
+        RTT_MS,
+    );
     let dns = 0.05 * plt_ms;
     let connect = 0.1 * plt_ms;
     let idle = 0.3 * plt_ms;
