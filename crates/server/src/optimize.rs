@@ -25,17 +25,13 @@ pub(crate) fn content_type(headers: &HeaderMap) -> Option<&str> {
         .and_then(|v| v.to_str().ok())
 }
 
-/// The Content-Type's essence (lower case, without parameters) is one of `types`.
+/// The Content-Type's essence (without parameters, compared ignoring case) is one of
+/// `types` (lower case). No allocation: it runs for every response held.
 pub(crate) fn mime_is(headers: &HeaderMap, types: &[&str]) -> bool {
-    content_type(headers)
-        .map(|c| {
-            c.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase()
-        })
-        .is_some_and(|m| types.contains(&m.as_str()))
+    content_type(headers).is_some_and(|c| {
+        let m = c.split(';').next().unwrap_or("").trim();
+        types.iter().any(|t| m.eq_ignore_ascii_case(t))
+    })
 }
 
 /// Checks `[compress]` keys by deserializing them into the optimize crate's config.

@@ -185,18 +185,24 @@ impl Prefetcher {
     }
 }
 
-fn mime(content_type: Option<&str>) -> String {
-    content_type
+/// The essence of a Content-Type, when it is a document's (`text/html`,
+/// `application/xhtml+xml`, `text/css`), in lower case; no allocation.
+fn mime(content_type: Option<&str>) -> &'static str {
+    let m = content_type
         .and_then(|c| c.split(';').next())
-        .map(|c| c.trim().to_ascii_lowercase())
-        .unwrap_or_default()
+        .unwrap_or("")
+        .trim();
+    ["text/html", "application/xhtml+xml", "text/css"]
+        .into_iter()
+        .find(|d| m.eq_ignore_ascii_case(d))
+        .unwrap_or("")
 }
 
 /// Whether a response of this type lists objects a browser fetches next: a page (HTML,
 /// XHTML) or a stylesheet.
 pub fn is_document(content_type: Option<&str>) -> bool {
     matches!(
-        mime(content_type).as_str(),
+        mime(content_type),
         "text/html" | "application/xhtml+xml" | "text/css"
     )
 }
@@ -205,7 +211,7 @@ pub fn is_document(content_type: Option<&str>) -> bool {
 /// coding, resolved against `page` (and `<base href>`), `http` only, each once, without the
 /// page itself, in document order. Anything else lists nothing.
 pub fn objects_of(content_type: Option<&str>, body: &[u8], page: &Url) -> Vec<Url> {
-    let (base, raw) = match mime(content_type).as_str() {
+    let (base, raw) = match mime(content_type) {
         "text/html" | "application/xhtml+xml" => {
             let (base, raw) = webpep_optimize::rewrite::subresource_urls(body);
             let base = base

@@ -17,7 +17,7 @@ use hyper::body::Incoming;
 use webpep_cache::{CachedResponse, Lookup};
 use webpep_optimize::compress;
 
-use crate::http1::{add_via, strip_hop_by_hop, via_has};
+use crate::http1::{strip_hop_by_hop, via_has};
 use crate::metrics::Metrics;
 use crate::mode::Mode;
 use crate::optimize::{content_coding, Applied};
@@ -121,8 +121,14 @@ pub async fn proxy_http(server: Arc<Server>, req: Arc<ClientRequest>) -> Reply {
         cache: reply.cache,
         timing,
     });
-    add_via(&mut reply.headers, req.head.version, &server.instance);
+    add_via(&mut reply.headers, req.head.version, &server);
     reply
+}
+
+/// Adds this process's `Via` entry (`http1::add_via`'s, made once: [`Server`]'s `via`).
+fn add_via(headers: &mut HeaderMap, version: http::Version, server: &Server) {
+    let v = &server.via[usize::from(version != http::Version::HTTP_10)];
+    headers.append(header::VIA, v.clone());
 }
 
 /// TRACE and OPTIONS with `Max-Forwards: 0` are for this proxy (RFC 9110 §7.6.2): OPTIONS
@@ -188,7 +194,7 @@ fn exchange(
             "bad origin URL",
         )));
     };
-    if via_has(&req.head.headers, &server.instance) {
+    if req.head.headers.contains_key(header::VIA) && via_has(&req.head.headers, &server.instance) {
         // E.g. a Host naming the proxy on another of its ports: it would call itself forever.
         return Err(Box::new(Reply::text(
             StatusCode::LOOP_DETECTED,
@@ -285,8 +291,10 @@ async fn run(ex: &Exchange, ctx: &StageCtx<'_>, timing: &TimingCell) -> Reply {
         }
     }
     let metrics = &ex.server.metrics;
+    // The origin's path is boxed: its state (the origin request, buffering, transforms)
+    // would otherwise make every request's future, hits included, several KB to move.
     let Some(cache) = cache else {
-        return fetch_and_process(ex, ctx, timing, None, "").await;
+        return Box::pin(fetch_and_process(ex, ctx, timing, None, "")).await;
     };
     // The cache counters count clients' requests; the stages' sub-requests look the cache
     // up too, and would count a client's one request many times.
@@ -328,14 +336,14 @@ async fn run(ex: &Exchange, ctx: &StageCtx<'_>, timing: &TimingCell) -> Reply {
                     "only-if-cached: not fresh in cache",
                 );
             }
-            fetch_and_process(ex, ctx, timing, Some(c), &variant).await
+            Box::pin(fetch_and_process(ex, ctx, timing, Some(c), &variant)).await
         }
         Lookup::Miss => {
             count(&metrics.cache_misses);
             if webpep_cache::only_if_cached(&ex.parts) {
                 return Reply::text(StatusCode::GATEWAY_TIMEOUT, "only-if-cached: not in cache");
             }
-            fetch_and_process(ex, ctx, timing, None, &variant).await
+            Box::pin(fetch_and_process(ex, ctx, timing, None, &variant)).await
         }
     }
 }
@@ -437,7 +445,7 @@ async fn fetch_and_process(
             headers.insert(k.clone(), v.clone());
         }
     }
-    add_via(&mut headers, ex.req.head.version, &ex.server.instance);
+    add_via(&mut headers, ex.req.head.version, &ex.server);
     let mut b = Request::builder()
         .method(ex.parts.method.clone())
         .uri(ex.connect_uri.clone());
@@ -756,10 +764,20 @@ async fn held_phases(
     let variant = if store { variant } else { "" };
     let (rt, st) = (held.request_time, held.response_time);
     let out = match page {
-        Some((h, b)) => transform_off_thread(ex, timing, variant, status, h, b, rt, st).await,
+        // Boxed, as the origin's path is: a cache hit that transforms nothing does not carry
+        // the transform's state.
+        Some((h, b)) => {
+            Box::pin(transform_off_thread(
+                ex, timing, variant, status, h, b, rt, st,
+            ))
+            .await
+        }
         None if needs_transform(ex, status, &held.body) => {
             let (h, b) = (held.headers.clone(), held.body.clone());
-            transform_off_thread(ex, timing, variant, status, h, b, rt, st).await
+            Box::pin(transform_off_thread(
+                ex, timing, variant, status, h, b, rt, st,
+            ))
+            .await
         }
         None => {
             // Nothing runs in between: the original is handed on without a copy.

@@ -85,6 +85,7 @@ impl Server {
             None
         };
         let limits = ClientLimits::new(&cfg.limits);
+        let instance = instance_id();
         Ok(Arc::new(Server {
             acl,
             auth,
@@ -93,7 +94,8 @@ impl Server {
             cache,
             stages,
             metrics: Metrics::default(),
-            instance: instance_id(),
+            via: via_values(&instance),
+            instance,
             transform_pool: TransformPool::with_memory(
                 cfg.limits.transform_workers,
                 cfg.limits.transform_memory,
@@ -269,6 +271,16 @@ fn pac_file(req: &ClientRequest) -> Reply {
 }
 
 /// A short id that differs between proxy processes and between servers in one process.
+/// The `Via` entries `http1::add_via` would add for HTTP/1.0 and 1.1.
+fn via_values(instance: &str) -> [http::HeaderValue; 2] {
+    [http::Version::HTTP_10, http::Version::HTTP_11].map(|v| {
+        let mut h = http::HeaderMap::new();
+        http1::add_via(&mut h, v, instance);
+        h.remove(http::header::VIA)
+            .unwrap_or_else(|| http::HeaderValue::from_static("1.1 webpep"))
+    })
+}
+
 fn instance_id() -> String {
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -51,6 +51,9 @@ pub struct Server {
     pub(crate) buffers: Arc<Buffers>,
     /// Names this process in `Via` (loop detection).
     pub(crate) instance: String,
+    /// This process's `Via` entries for HTTP/1.0 and 1.1 messages (`1.x webpep-INSTANCE`),
+    /// made once rather than per request.
+    pub(crate) via: [http::HeaderValue; 2],
     /// Where transforms run, at most `[limits] transform-workers` at once.
     pub(crate) transform_pool: TransformPool,
     /// The wall clock of the pipeline ([`SystemClock`] unless [`Server::with_clock`]).
