@@ -1,5 +1,6 @@
 //! The accept step every webpep server shares (the edge proxy and its metrics endpoint, the
-//! DNS proxy, the lab's replay server and authoritative DNS).
+//! DNS proxy, the lab's replay server and authoritative DNS), and the clock their caches read
+//! ([`Clock`]).
 //!
 //! An accept error (out of file descriptors, say) is not the listener's end: it is logged and
 //! retried after a short pause, since retrying at once would spin a core until a descriptor
@@ -10,6 +11,24 @@ use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
+
+/// Where a server's cache reads the time (when answers were stored, whether they have
+/// expired): injectable, so that tests decide expiry without waiting for it.
+pub trait Clock: Send + Sync {
+    /// The time now.
+    fn now(&self) -> tokio::time::Instant;
+}
+
+/// The default clock: tokio's, so a runtime with paused time (`tokio::time::pause`,
+/// `advance`) drives expiry too.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TokioClock;
+
+impl Clock for TokioClock {
+    fn now(&self) -> tokio::time::Instant {
+        tokio::time::Instant::now()
+    }
+}
 
 /// The pause after a failed accept.
 pub const BACKOFF: Duration = Duration::from_millis(50);

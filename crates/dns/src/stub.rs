@@ -26,24 +26,7 @@ use crate::wire::{encode, random_id};
 /// The UDP payload size the stub advertises (the DNS flag day 2020 value).
 const EDNS_PAYLOAD: u16 = 1232;
 
-/// Where the stub resolver's cache reads the time: when answers were stored, whether they
-/// have expired. Injectable ([`StubResolver::with_clock`]) so that tests decide TTL expiry
-/// without waiting for it.
-pub trait Clock: Send + Sync {
-    /// The time now.
-    fn now(&self) -> Instant;
-}
-
-/// The default clock: tokio's, so a runtime with paused time (`tokio::time::pause`,
-/// `advance`) drives the cache's expiry too.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct TokioClock;
-
-impl Clock for TokioClock {
-    fn now(&self) -> Instant {
-        Instant::now()
-    }
-}
+pub use webpep_accept::{Clock, TokioClock};
 
 /// How the stub resolver asks and caches.
 #[derive(Clone, Debug)]

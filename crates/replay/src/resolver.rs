@@ -24,24 +24,7 @@ use crate::dns::{
     Transport, EDNS_PAYLOAD,
 };
 
-/// Where the resolver's cache reads the time: when answers were stored, how old they are,
-/// whether they have expired. Injectable ([`CachingResolver::with_clock`]) so that tests decide
-/// TTL expiry without waiting for it.
-pub trait Clock: Send + Sync {
-    /// The time now.
-    fn now(&self) -> Instant;
-}
-
-/// The default clock: tokio's, so a runtime with paused time (`tokio::time::pause`,
-/// `advance`) drives the cache's expiry too.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct TokioClock;
-
-impl Clock for TokioClock {
-    fn now(&self) -> Instant {
-        Instant::now()
-    }
-}
+pub use webpep_accept::{Clock, TokioClock};
 
 /// How the resolver forwards and caches.
 #[derive(Clone, Debug)]
