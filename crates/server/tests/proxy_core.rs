@@ -49,11 +49,13 @@ async fn keep_alive_serves_several_requests_on_one_connection() {
 
 #[tokio::test]
 async fn pipelined_requests_answered_in_order_when_origin_answers_out_of_order() {
-    // /0 is slowest, /2 fastest: the proxy fetches concurrently but writes in order.
-    let o = Origin::start(|r: &OriginRequest| {
-        let i: u64 = r.path.trim_start_matches('/').parse().unwrap_or(0);
-        OriginReply::ok("text/plain", format!("body {i}"))
-            .delay(Duration::from_millis(300 - 100 * i))
+    // Each answer waits at its own gate, which the test opens last to first: the proxy
+    // fetches concurrently but writes in order.
+    let gates: Vec<Gate> = (0..3).map(|_| Gate::new()).collect();
+    let g = gates.clone();
+    let o = Origin::start(move |r: &OriginRequest| {
+        let i: usize = r.path.trim_start_matches('/').parse().unwrap_or(0);
+        OriginReply::ok("text/plain", format!("body {i}")).gate(&g[i])
     })
     .await;
     let p = start_proxy(test_config()).await;
@@ -65,16 +67,39 @@ async fn pipelined_requests_answered_in_order_when_origin_answers_out_of_order()
             o.addr
         ));
     }
-    let t0 = std::time::Instant::now();
     c.send(&all).await;
-    for i in 0..3 {
-        assert_eq!(c.read(false).await.unwrap().text(), format!("body {i}"));
-    }
-    // Concurrent: about the slowest (300 ms), not the sum (600 ms).
+    // Concurrent: all three are at the origin before any is answered (one after the other,
+    // the second would never arrive while the first waits at its gate).
+    o.wait_for("all three requests at the origin at once", |o| {
+        o.in_flight() == 3
+    })
+    .await;
+    assert_eq!(o.peak(), 3);
     assert!(
-        t0.elapsed() < Duration::from_millis(550),
+        !o.events().iter().any(|e| matches!(e, Event::Answered(_))),
         "{:?}",
-        t0.elapsed()
+        o.events()
+    );
+    // The origin answers /2, then /1, then /0.
+    for i in (0..3).rev() {
+        gates[i].open();
+        o.wait_for(&format!("/{i} answered"), |o| {
+            o.events().contains(&Event::Answered(format!("/{i}")))
+        })
+        .await;
+    }
+    for i in 0..3 {
+        let r = step(c.read(false)).await.unwrap();
+        assert_eq!(r.text(), format!("body {i}"));
+    }
+    let answered: Vec<Event> = o
+        .events()
+        .into_iter()
+        .filter(|e| matches!(e, Event::Answered(_)))
+        .collect();
+    assert_eq!(
+        answered,
+        ["/2", "/1", "/0"].map(|p| Event::Answered(p.into()))
     );
 }
 
@@ -136,6 +161,10 @@ async fn origin_refused_is_502_and_timeout_is_504_with_reason() {
     };
     let mut cfg = test_config();
     cfg.origin.response_timeout = webpep_server::config::Secs(Duration::from_millis(500));
+    // The proxy's own account of its time on the request (no wall clock in the test).
+    let mut timing = toml::Table::new();
+    timing.insert("enabled".into(), toml::Value::Boolean(true));
+    cfg.stages.insert("server-timing".into(), timing);
     let p = start_proxy(cfg).await;
     let r = get_once(p.addr, &format!("http://{closed}/"), "").await;
     assert_eq!(r.status, 502);
@@ -146,11 +175,30 @@ async fn origin_refused_is_502_and_timeout_is_504_with_reason() {
         ..OriginReply::ok("text/plain", "")
     })
     .await;
-    let t0 = std::time::Instant::now();
-    let r = get_once(p.addr, &format!("http://{}/", o.addr), "").await;
+    // A guard far above the 500 ms timeout, for a hang only.
+    let r = tokio::time::timeout(
+        Duration::from_secs(30),
+        get_once(p.addr, &format!("http://{}/", o.addr), ""),
+    )
+    .await
+    .expect("an answer, not a hang");
     assert_eq!(r.status, 504);
-    assert!(r.text().contains("did not answer"), "{}", r.text());
-    assert!(t0.elapsed() < Duration::from_secs(5));
+    // Ended by the response timeout: the proxy says so, it waited at least that long (by its
+    // own Server-Timing), and asked the origin once.
+    assert!(
+        r.text()
+            .contains("did not answer within 500ms (origin.response-timeout)"),
+        "{}",
+        r.text()
+    );
+    let st = r.header("server-timing").expect("Server-Timing");
+    let proxy_ms: f64 = st
+        .split(',')
+        .find_map(|m| m.trim().strip_prefix("proxy;dur="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{st}"));
+    assert!(proxy_ms >= 500.0, "{st}");
+    assert_eq!(o.requests(), 1);
 }
 
 #[tokio::test]
@@ -287,10 +335,10 @@ async fn metrics_count_requests_and_bytes() {
 
 #[tokio::test]
 async fn graceful_shutdown_finishes_in_flight_request() {
-    let o = Origin::start(|_r: &OriginRequest| {
-        OriginReply::ok("text/plain", "slow").delay(Duration::from_millis(600))
-    })
-    .await;
+    let gate = Gate::new();
+    let g = gate.clone();
+    let o = Origin::start(move |_r: &OriginRequest| OriginReply::ok("text/plain", "slow").gate(&g))
+        .await;
     let p = start_proxy(test_config()).await;
     let mut c = Client::connect(p.addr).await;
     c.send(&format!(
@@ -298,8 +346,10 @@ async fn graceful_shutdown_finishes_in_flight_request() {
         o.addr
     ))
     .await;
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // In flight: at the origin, which answers only after the shutdown has begun.
+    o.wait_requests(1).await;
     p.cancel.cancel();
+    gate.open();
     let r = c.read(false).await.unwrap();
     assert_eq!(r.text(), "slow");
     tokio::time::timeout(Duration::from_secs(5), p.done)
@@ -344,28 +394,32 @@ async fn a_head_trickled_a_byte_at_a_time_gets_408_at_the_header_timeout() {
     let p = start_proxy(cfg).await;
     let mut c = Client::connect(p.addr).await;
     c.send("GET http://127.0.0.1:9/ HTTP/1.1\r\nX: ").await;
-    let t0 = std::time::Instant::now();
-    // One more header byte every 200 ms: each read comes well within the header timeout, the
-    // head as a whole does not.
-    let trickle = async {
-        for _ in 0..20 {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            // The proxy may already have answered and closed.
-            if tokio::io::AsyncWriteExt::write_all(&mut c.s, b"a")
-                .await
-                .is_err()
-            {
+    // One more header byte every 200 ms, for up to 30 s (30 header timeouts): each read comes
+    // well within the header timeout, the head as a whole does not. Cut off by the header
+    // timeout counted from the head's start, the answer comes while the client still
+    // trickles; counted from the last byte, it would never come before the trickle ends.
+    const BYTES: usize = 150;
+    let mut sent = 0;
+    let mut answered = false;
+    while sent < BYTES {
+        tokio::select! {
+            r = c.s.readable() => {
+                r.unwrap();
+                answered = true;
                 break;
             }
+            () = tokio::time::sleep(Duration::from_millis(200)) => {
+                // The proxy may already have answered and closed.
+                if c.s.write_all(b"a").await.is_err() {
+                    answered = true;
+                    break;
+                }
+                sent += 1;
+            }
         }
-    };
-    let _ = tokio::time::timeout(Duration::from_secs(4), trickle).await;
-    // Cut off after about one header timeout, not one timeout after the last byte.
-    assert!(
-        t0.elapsed() < Duration::from_millis(2500),
-        "{:?}",
-        t0.elapsed()
-    );
+    }
+    assert!(answered, "no answer while {BYTES} header bytes trickled in");
     let r = c.read(false).await.expect("an answer");
     assert_eq!(r.status, 408, "{}", r.text());
+    assert!(c.closed().await);
 }

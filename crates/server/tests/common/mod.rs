@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 use webpep_server::{CancellationToken, Server, ServerConfig};
 
 /// A request as the origin saw it.
@@ -41,7 +41,103 @@ pub struct OriginReply {
     pub hang: bool,
     /// Instead of the above: write exactly these parts, in order.
     pub raw: Option<Vec<Part>>,
+    /// Answer only once this gate is open (before `delay`).
+    pub gate: Option<Gate>,
 }
+
+/// A gate an origin's answer waits at until the test opens it: slow work that ends when the
+/// test says so, not after a time. Open for good once opened (answers that come later pass).
+#[derive(Debug, Clone)]
+pub struct Gate(Arc<watch::Sender<bool>>);
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate::new()
+    }
+}
+
+impl Gate {
+    pub fn new() -> Gate {
+        Gate(Arc::new(watch::channel(false).0))
+    }
+    pub fn open(&self) {
+        self.0.send_replace(true);
+    }
+    pub fn is_open(&self) -> bool {
+        *self.0.borrow()
+    }
+    pub async fn wait(&self) {
+        let mut rx = self.0.subscribe();
+        let _ = rx.wait_for(|open| *open).await;
+    }
+}
+
+/// What happened at an origin, in order: a request arrived (parsed whole) or its answer was
+/// written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    Arrived(String),
+    Answered(String),
+}
+
+/// An origin's record of requests in flight (arrived, not yet answered), for assertions on
+/// order and concurrency instead of elapsed times.
+#[derive(Debug, Default)]
+pub struct Activity {
+    events: std::sync::Mutex<Vec<Event>>,
+    in_flight: AtomicUsize,
+    peak: AtomicUsize,
+    changed: Notify,
+}
+
+impl Activity {
+    fn arrived(self: &Arc<Self>, path: &str) -> InFlight {
+        self.events
+            .lock()
+            .unwrap()
+            .push(Event::Arrived(path.to_string()));
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        self.changed.notify_waiters();
+        InFlight {
+            activity: self.clone(),
+            path: path.to_string(),
+            answered: false,
+        }
+    }
+}
+
+/// A request in flight at the origin; leaves the count when answered or dropped (the
+/// connection ended first).
+struct InFlight {
+    activity: Arc<Activity>,
+    path: String,
+    answered: bool,
+}
+
+impl InFlight {
+    fn answered(mut self) {
+        self.answered = true;
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if self.answered {
+            let path = std::mem::take(&mut self.path);
+            self.activity
+                .events
+                .lock()
+                .unwrap()
+                .push(Event::Answered(path));
+        }
+        self.activity.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.activity.changed.notify_waiters();
+    }
+}
+
+/// The failure guard of [`Origin::wait_for`]: generous, never a latency bound.
+pub const WAIT_GUARD: Duration = Duration::from_secs(10);
 
 /// What a raw answer does, in order.
 #[derive(Debug, Clone)]
@@ -61,6 +157,7 @@ impl OriginReply {
             delay: Duration::ZERO,
             hang: false,
             raw: None,
+            gate: None,
         }
     }
     /// An answer written as `parts` exactly (any bytes, pauses between them).
@@ -82,17 +179,24 @@ impl OriginReply {
         self.delay = d;
         self
     }
+    /// Answers only once `g` is open.
+    pub fn gate(mut self, g: &Gate) -> Self {
+        self.gate = Some(g.clone());
+        self
+    }
 }
 
 pub type Handler = Arc<dyn Fn(&OriginRequest) -> OriginReply + Send + Sync>;
 
 /// A scriptable HTTP/1.1 origin (keep-alive, one request at a time per connection) that
-/// counts the requests and every byte it reads and writes.
+/// counts the requests and every byte it reads and writes, and records when each request
+/// arrived and was answered ([`Activity`]).
 pub struct Origin {
     pub addr: SocketAddr,
     pub count: Arc<AtomicUsize>,
     pub log: Arc<std::sync::Mutex<Vec<OriginRequest>>>,
     pub bytes: Arc<ByteCounts>,
+    pub activity: Arc<Activity>,
 }
 
 /// Bytes an origin read and wrote.
@@ -111,12 +215,14 @@ impl Origin {
         let count = Arc::new(AtomicUsize::new(0));
         let log = Arc::new(std::sync::Mutex::new(Vec::new()));
         let bytes = Arc::new(ByteCounts::default());
+        let activity = Arc::new(Activity::default());
         let handler: Handler = Arc::new(handler);
-        let (c, lg, b) = (count.clone(), log.clone(), bytes.clone());
+        let (c, lg, b, a) = (count.clone(), log.clone(), bytes.clone(), activity.clone());
         tokio::spawn(async move {
             while let Ok((s, _)) = l.accept().await {
-                let (h, c, lg, b) = (handler.clone(), c.clone(), lg.clone(), b.clone());
-                tokio::spawn(async move { serve_origin_conn(s, h, c, lg, b).await });
+                let (h, c, lg, b, a) =
+                    (handler.clone(), c.clone(), lg.clone(), b.clone(), a.clone());
+                tokio::spawn(async move { serve_origin_conn(s, h, c, lg, b, a).await });
             }
         });
         Origin {
@@ -124,7 +230,53 @@ impl Origin {
             count,
             log,
             bytes,
+            activity,
         }
+    }
+
+    /// Requests arrived and not yet answered, now.
+    pub fn in_flight(&self) -> usize {
+        self.activity.in_flight.load(Ordering::SeqCst)
+    }
+
+    /// The most requests in flight at once so far.
+    pub fn peak(&self) -> usize {
+        self.activity.peak.load(Ordering::SeqCst)
+    }
+
+    /// Arrivals and answers so far, in order.
+    pub fn events(&self) -> Vec<Event> {
+        self.activity.events.lock().unwrap().clone()
+    }
+
+    /// Waits until `cond` holds, checked at every arrival and answer (no polling); fails
+    /// the test with `what` after [`WAIT_GUARD`].
+    pub async fn wait_for(&self, what: &str, cond: impl Fn(&Origin) -> bool) {
+        let waiting = async {
+            loop {
+                let changed = self.activity.changed.notified();
+                tokio::pin!(changed);
+                changed.as_mut().enable();
+                if cond(self) {
+                    return;
+                }
+                changed.await;
+            }
+        };
+        if tokio::time::timeout(WAIT_GUARD, waiting).await.is_err() {
+            panic!(
+                "{what}: not within {WAIT_GUARD:?}; the origin saw {:?}",
+                self.events()
+            );
+        }
+    }
+
+    /// Waits until the origin has seen `n` requests (see [`Origin::wait_for`]).
+    pub async fn wait_requests(&self, n: usize) {
+        self.wait_for(&format!("{n} requests at the origin"), |o| {
+            o.requests() >= n
+        })
+        .await
     }
 
     pub fn requests(&self) -> usize {
@@ -176,6 +328,7 @@ async fn serve_origin_conn(
     count: Arc<AtomicUsize>,
     log: Arc<std::sync::Mutex<Vec<OriginRequest>>>,
     bytes: Arc<ByteCounts>,
+    activity: Arc<Activity>,
 ) {
     let mut buf = Vec::new();
     loop {
@@ -223,8 +376,9 @@ async fn serve_origin_conn(
             ..req
         };
         buf.drain(..used + body_len);
-        count.fetch_add(1, Ordering::SeqCst);
         log.lock().unwrap().push(req.clone());
+        count.fetch_add(1, Ordering::SeqCst);
+        let in_flight = activity.arrived(&req.path);
         let reply = h(&req);
         if let Some(parts) = reply.raw {
             for part in parts {
@@ -237,11 +391,15 @@ async fn serve_origin_conn(
                     Part::Wait(n) => n.notified().await,
                 }
             }
+            in_flight.answered();
             continue;
         }
         if reply.hang {
             tokio::time::sleep(Duration::from_secs(3600)).await;
             return;
+        }
+        if let Some(g) = &reply.gate {
+            g.wait().await;
         }
         tokio::time::sleep(reply.delay).await;
         let mut out = format!("HTTP/1.1 {} X\r\n", reply.status);
@@ -257,6 +415,7 @@ async fn serve_origin_conn(
         if !write_counted(&mut s, &out, &bytes.written).await {
             return;
         }
+        in_flight.answered();
     }
 }
 
