@@ -494,6 +494,14 @@ mod tests {
             all["transparent-dns"].proxy
         );
         assert_eq!(all["chromium-explicit"].browser(), Browser::Chromium);
+        // explicit-modern: explicit's proxy and switches, today's browser model.
+        assert_eq!(all["explicit-modern"].browser(), Browser::Modern);
+        assert_eq!(all["explicit-modern"].proxy, ProxyMode::Explicit);
+        assert_eq!(all["explicit-modern"].per_host(), 6);
+        assert_eq!(
+            all["explicit-modern"].switches(),
+            all["explicit"].switches()
+        );
         assert!(all["chromium"].summary().contains("real Chromium"));
         // Peers run as the explicit proxy with the same browser policy as `explicit`.
         assert_eq!(all["squid"].peer, Some(Peer::Squid));
