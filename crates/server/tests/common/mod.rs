@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Notify};
+use tokio::sync::{mpsc, watch, Notify};
+use webpep_server::stage::{BoxFuture, Registry, Section, Stage, StageCtx, StageFactory};
 use webpep_server::{CancellationToken, Server, ServerConfig};
 
 /// A request as the origin saw it.
@@ -452,7 +453,12 @@ pub fn url_mode(mut cfg: ServerConfig) -> ServerConfig {
     cfg
 }
 
-pub async fn start_proxy(mut cfg: ServerConfig) -> Proxy {
+pub async fn start_proxy(cfg: ServerConfig) -> Proxy {
+    start_proxy_with(cfg, Vec::new()).await
+}
+
+/// [`start_proxy`] with these stages besides the built-in ones.
+pub async fn start_proxy_with(mut cfg: ServerConfig, extra: Vec<Box<dyn StageFactory>>) -> Proxy {
     let cache_dir = if cfg.cache.enabled && cfg.cache.dir.is_none() {
         let d = tempfile::tempdir().unwrap();
         cfg.cache.dir = Some(d.path().to_path_buf());
@@ -463,7 +469,9 @@ pub async fn start_proxy(mut cfg: ServerConfig) -> Proxy {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let (addr, admin) = (l.local_addr().unwrap(), a.local_addr().unwrap());
-    let server = Server::new(cfg).unwrap();
+    let mut factories = webpep_server::stages::default_stages();
+    factories.extend(extra);
+    let server = Server::with_stages(cfg, &factories).unwrap();
     let cancel = CancellationToken::new();
     let done = tokio::spawn(server.clone().serve(vec![l], Some(a), cancel.clone()));
     Proxy {
@@ -473,6 +481,51 @@ pub async fn start_proxy(mut cfg: ServerConfig) -> Proxy {
         cancel,
         done,
         _cache_dir: cache_dir,
+    }
+}
+
+/// A stage that reports the path of each client request (not the proxy's own fetches) as it
+/// reaches the cache lookup, before every built-in stage's hook runs for it: once the test
+/// has the report, the request is, on the test's (single-threaded) runtime, already waiting
+/// in the built-in hooks (e.g. joining a prefetch of its URL) or past them.
+pub fn lookup_probe() -> (Box<dyn StageFactory>, mpsc::UnboundedReceiver<String>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    (Box::new(LookupProbe(Arc::new(LookupProbeStage(tx)))), rx)
+}
+
+struct LookupProbe(Arc<LookupProbeStage>);
+
+struct LookupProbeStage(mpsc::UnboundedSender<String>);
+
+impl StageFactory for LookupProbe {
+    fn name(&self) -> &'static str {
+        "lookup-probe"
+    }
+    fn build(
+        &self,
+        _section: Section<'_>,
+        _registry: &mut Registry,
+    ) -> Result<Option<Arc<dyn Stage>>, (String, String)> {
+        Ok(Some(self.0.clone()))
+    }
+}
+
+impl Stage for LookupProbeStage {
+    fn name(&self) -> &'static str {
+        "lookup-probe"
+    }
+    fn order(&self) -> i32 {
+        i32::MIN
+    }
+    fn before_lookup<'a>(
+        &'a self,
+        ctx: &StageCtx<'_>,
+        uri: &'a http::Uri,
+    ) -> Option<BoxFuture<'a, ()>> {
+        if !ctx.background {
+            let _ = self.0.send(uri.path().to_string());
+        }
+        None
     }
 }
 
