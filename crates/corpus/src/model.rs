@@ -49,6 +49,23 @@ pub struct Object {
     pub versions: Vec<Version>,
 }
 
+/// The captured wire facts of one response.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Capture {
+    /// The `Content-Encoding` the capture's response carried (`gzip`, `br`, `deflate`,
+    /// `zstd`), lowercase; `None` for identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_encoding: Option<String>,
+    /// Body bytes on the wire, as encoded (HAR `response.bodySize`, else `_transferSize` less
+    /// the headers, else the Content-Length of an encoded response); `None` when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfer_size: Option<u64>,
+    /// Decoded body size the capture declared (HAR `content.size`); `None` when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_size: Option<u64>,
+}
+
 fn ok() -> u16 {
     200
 }
@@ -64,6 +81,46 @@ pub struct Version {
     pub etag: String,
     /// Last-Modified, as an HTTP date.
     pub last_modified: String,
+    /// The body as the capture sent it, content-coded: served to clients that accept its
+    /// coding (the identity body above to the others).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoded: Option<Encoded>,
+    /// What the capture recorded of this response on the real wire (absent in generated
+    /// corpora and in corpora imported before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture: Option<Capture>,
+    /// Later responses the capture holds for the same URL in this visit, in capture order:
+    /// the replay server answers the first request for the URL with the object (this
+    /// version), the next one with `then[0]`, and so on, repeating the last (a redirect chain
+    /// that comes back to the URL, then its 200). Their own `then` is empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub then: Vec<Response>,
+}
+
+/// One more captured response for an object's URL (see [`Version::then`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Response {
+    pub content_type: String,
+    #[serde(default = "ok")]
+    pub status: u16,
+    #[serde(default)]
+    pub headers: Vec<(String, String)>,
+    pub version: Version,
+}
+
+/// A content-coded copy of a version's body.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Encoded {
+    /// The content coding, as sent in Content-Encoding (`gzip`, `deflate`).
+    pub coding: String,
+    /// SHA-256 of the encoded bytes: the file `bodies/<body>`.
+    pub body: String,
+    /// Encoded length in bytes.
+    pub size: u64,
+    /// The encoded representation's own strong validator.
+    pub etag: String,
 }
 
 impl Manifest {
@@ -95,6 +152,19 @@ impl Object {
     /// The version visit `visit` (0-based) gets: the last one once visits outnumber versions.
     pub fn version(&self, visit: usize) -> &Version {
         &self.versions[visit.min(self.versions.len() - 1)]
+    }
+
+    /// Responses the capture holds for this URL at visit `visit`: 1 + `then`.
+    pub fn responses(&self, visit: usize) -> usize {
+        1 + self.version(visit).then.len()
+    }
+}
+
+impl Version {
+    /// Bytes a client that accepts the captured coding receives (the encoded size when there
+    /// is an encoded copy, else the body's size).
+    pub fn served_size(&self) -> u64 {
+        self.encoded.as_ref().map_or(self.size, |e| e.size)
     }
 }
 

@@ -167,7 +167,34 @@ impl CorpusWriter {
             body,
             size: bytes.len() as u64,
             last_modified: last_modified.to_string(),
+            encoded: None,
+            capture: None,
+            then: Vec::new(),
         })
+    }
+
+    /// A [`Version`] for `bytes` (stored) with an [`Encoded`] copy in `coding` (stored too),
+    /// when this build can encode it ([`encode_body`]); without one otherwise.
+    pub fn encoded_version(
+        &mut self,
+        bytes: &[u8],
+        coding: &str,
+        last_modified: &str,
+    ) -> Result<Version, CorpusError> {
+        let mut v = self.version(bytes, last_modified)?;
+        if bytes.is_empty() {
+            return Ok(v);
+        }
+        if let Some(enc) = encode_body(coding, bytes) {
+            let body = self.add_body(&enc)?;
+            v.encoded = Some(Encoded {
+                coding: coding.to_ascii_lowercase(),
+                etag: format!("\"{}\"", &body[..16]),
+                body,
+                size: enc.len() as u64,
+            });
+        }
+        Ok(v)
     }
 
     pub fn finish(self, manifest: &Manifest) -> Result<Corpus, CorpusError> {
@@ -179,6 +206,58 @@ impl CorpusWriter {
         write_atomic(&path, &text)?;
         Corpus::open(&self.dir)
     }
+}
+
+/// The content codings [`encode_body`] can produce.
+pub const ENCODABLE: &[&str] = &["gzip", "x-gzip", "deflate"];
+
+/// `bytes` content-coded with `coding` (`gzip` at level 6, what servers' defaults and
+/// `gzip` itself use; `deflate` as HTTP means it, a zlib stream), or `None` for a coding this
+/// build cannot produce (`br`, `zstd`).
+pub fn encode_body(coding: &str, bytes: &[u8]) -> Option<Vec<u8>> {
+    use flate2::write::{GzEncoder, ZlibEncoder};
+    use flate2::Compression;
+    let level = Compression::new(6);
+    match coding.trim().to_ascii_lowercase().as_str() {
+        "gzip" | "x-gzip" => {
+            let mut e = GzEncoder::new(Vec::new(), level);
+            e.write_all(bytes).ok()?;
+            e.finish().ok()
+        }
+        "deflate" => {
+            let mut e = ZlibEncoder::new(Vec::new(), level);
+            e.write_all(bytes).ok()?;
+            e.finish().ok()
+        }
+        _ => None,
+    }
+}
+
+/// `bytes` decoded from `coding` (`gzip`, `deflate` as a zlib stream or raw), or `None` when
+/// it does not decode or the coding is not one this build reads.
+pub fn decode_body(coding: &str, bytes: &[u8]) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    match coding.trim().to_ascii_lowercase().as_str() {
+        "gzip" | "x-gzip" => flate2::read::MultiGzDecoder::new(bytes)
+            .read_to_end(&mut out)
+            .ok()?,
+        "deflate" => match flate2::read::ZlibDecoder::new(bytes).read_to_end(&mut out) {
+            Ok(n) => n,
+            Err(_) => {
+                out.clear();
+                flate2::read::DeflateDecoder::new(bytes)
+                    .read_to_end(&mut out)
+                    .ok()?
+            }
+        },
+        "identity" | "" => {
+            out.extend_from_slice(bytes);
+            out.len()
+        }
+        _ => return None,
+    };
+    Some(out)
 }
 
 /// Writes through a temporary file and a rename, so a crash never leaves a torn file.

@@ -223,3 +223,69 @@ fn apache_manual() {
     assert!(multi > 0, "objects spread over the domains");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// Direct air bytes close to the capture's: for every HAR, the bodies the replay server sends a
+/// client that accepts the captured codings (the encoded copy, else the body), summed over the
+/// responses whose capture declared a transfer size, are within 10 % of those responses'
+/// captured transfer sizes.
+#[test]
+fn har_served_bytes_match_the_capture() {
+    let data = data_dir();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(data.join("har"))
+        .expect("har dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().map(|x| x == "har").unwrap_or(false))
+        .collect();
+    files.sort();
+    println!(
+        "{:<36} {:>9} {:>12} {:>12} {:>12} {:>8}",
+        "file", "responses", "captured", "served", "identity", "served/"
+    );
+    let mut failed = Vec::new();
+    for f in &files {
+        let name = f.file_stem().unwrap().to_string_lossy().to_string();
+        let out = tmp(&format!("wire-{name}"));
+        let (c, summary) = import::import_har_with(f, &out, &name, Default::default())
+            .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        let (mut n, mut captured, mut served, mut identity) = (0u64, 0u64, 0u64, 0u64);
+        let mut seen = HashSet::new();
+        for p in &c.manifest.pages {
+            for o in &p.objects {
+                if !seen.insert(o.url.clone()) {
+                    continue;
+                }
+                let v = o.version(0);
+                let all = std::iter::once(v).chain(v.then.iter().map(|r| &r.version));
+                for v in all {
+                    let Some(t) = v.capture.as_ref().and_then(|c| c.transfer_size) else {
+                        continue;
+                    };
+                    n += 1;
+                    captured += t;
+                    served += v.served_size();
+                    identity += v.size;
+                }
+            }
+        }
+        let ratio = served as f64 / captured.max(1) as f64;
+        println!(
+            "{:<36} {:>9} {:>12} {:>12} {:>12} {:>8.3}",
+            f.file_name().unwrap().to_string_lossy(),
+            n,
+            captured,
+            served,
+            identity,
+            ratio
+        );
+        for line in summary.render().lines() {
+            println!("    {line}");
+        }
+        if n > 0 && !(0.9..=1.1).contains(&ratio) {
+            failed.push(format!(
+                "{name}: served {served} for {captured} captured ({ratio:.3})"
+            ));
+        }
+        let _ = std::fs::remove_dir_all(&out);
+    }
+    assert!(failed.is_empty(), "{failed:#?}");
+}

@@ -123,7 +123,7 @@ fn har_with_odd_entries() {
         200,
         "text/css",
         99,
-    )); // repeated
+    )); // repeated: kept as the URL's second response
     entries.push(entry(
         "http://img.example.test/cached-unknown.gif",
         304,
@@ -215,13 +215,20 @@ fn har_with_odd_entries() {
     assert_eq!(&png[..4], b"\x89PNG");
     let cached = obj(p, "http://img.example.test/cached.gif");
     assert_eq!(cached.status, 200);
+    // The repeated URL is one object whose second response is the later entry.
+    let css = obj(p, "http://www.example.test/style.css");
+    assert_eq!(css.responses(0), 2);
+    assert_eq!(css.version(0).then[0].version.size, 99);
+    assert!(c
+        .manifest
+        .description
+        .contains("1 later responses for a URL"));
     // Every oddity is noted.
     for w in [
         "1 data: URLs skipped",
         "1 non-GET requests skipped",
         "1 failed entries",
         "entry 11 skipped",
-        "1 repeated URLs",
         "capped",
         "broken base64",
         "implausible size",
@@ -830,5 +837,141 @@ fn directory_over_virtual_domains() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("nope"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Faithful import: captured codings and transfer sizes, every entry per URL, the summary
+
+/// A small capture: a redirect of the page to itself (a cookie check), then its 200 (gzipped
+/// on the wire, body included), a gzipped script without a body, a plain image, a POST.
+fn faithful_har() -> serde_json::Value {
+    let page = "http://www.example.test/";
+    let html = "<html><head><script src=\"/app.js\"></script></head><body>\
+                <img src=\"/logo.png\">"
+        .to_string()
+        + &"<p>Hello, hello, hello world.</p>".repeat(200)
+        + "</body></html>";
+    let mut redirect = entry(page, 302, "text/html", 0);
+    redirect["response"]["headers"] = json!([{"name": "Location", "value": page}]);
+    let mut ok = text_entry("page_1", page, "text/html", &html);
+    ok["response"]["headers"] = json!([{"name": "Content-Encoding", "value": "gzip"}]);
+    ok["response"]["bodySize"] = json!(gzip(html.as_bytes()).len());
+    let mut js = entry(
+        "http://www.example.test/app.js",
+        200,
+        "application/javascript",
+        60_000,
+    );
+    js["response"]["headers"] = json!([{"name": "Content-Encoding", "value": "gzip"}]);
+    js["response"]["bodySize"] = json!(15_000);
+    let png = entry("http://www.example.test/logo.png", 200, "image/png", 3_000);
+    let mut post = entry("http://www.example.test/beacon", 200, "text/plain", 10);
+    post["request"]["method"] = json!("POST");
+    json!({"log": {"version": "1.2", "creator": {"name": "t", "version": "1"},
+        "pages": [{"id": "page_1", "title": "T", "startedDateTime": "2015-08-20T14:50:21.123Z",
+                   "pageTimings": {}}],
+        "entries": [redirect, ok, js, png, post]}})
+}
+
+#[test]
+fn har_keeps_codings_transfer_sizes_and_every_entry_per_url() {
+    let dir = tmp("faithful");
+    let har = dir.join("f.har");
+    std::fs::write(&har, faithful_har().to_string()).unwrap();
+    let (c, summary) =
+        import::import_har_with(&har, &dir.join("out"), "f", Default::default()).unwrap();
+    let p = &c.manifest.pages[0];
+    // The page's URL: first the redirect, then the 200, in capture order.
+    let root = obj(p, "http://www.example.test/");
+    assert_eq!(root.status, 302);
+    assert_eq!(root.responses(0), 2);
+    let ok = &root.version(0).then[0];
+    assert_eq!(ok.status, 200);
+    // Its captured coding is kept: an encoded copy in gzip that decodes to the captured text.
+    let enc = ok.version.encoded.as_ref().expect("gzip copy");
+    assert_eq!(enc.coding, "gzip");
+    assert_ne!(enc.etag, ok.version.etag);
+    let text = c.body(&ok.version.body).unwrap();
+    assert!(text.starts_with(b"<html><head><script"));
+    let decoded = store::decode_body("gzip", &c.body(&enc.body).unwrap()).unwrap();
+    assert_eq!(decoded, text);
+    let cap = ok.version.capture.as_ref().unwrap();
+    assert_eq!(cap.content_encoding.as_deref(), Some("gzip"));
+    assert_eq!(cap.transfer_size, Some(gzip(&text).len() as u64));
+    // A synthesized gzipped script compresses to about its captured transfer size.
+    let js = obj(p, "http://www.example.test/app.js").version(0);
+    assert_eq!(js.size, 60_000);
+    let js_enc = js.encoded.as_ref().unwrap();
+    assert!(
+        js_enc.size.abs_diff(15_000) < 1_500,
+        "gzip of the synthesized script: {} (captured 15000)",
+        js_enc.size
+    );
+    assert_eq!(js.capture.as_ref().unwrap().transfer_size, Some(15_000));
+    // An identity response stays identity.
+    let png = obj(p, "http://www.example.test/logo.png").version(0);
+    assert!(png.encoded.is_none());
+    assert_eq!(png.capture.as_ref().unwrap().content_encoding, None);
+    assert_eq!(png.served_size(), png.size);
+    // The summary counts what was skipped and synthesized, per reason.
+    assert_eq!(summary.count("non-GET requests skipped"), 1, "{summary:?}");
+    assert_eq!(summary.total(import::Action::Skipped), 1);
+    assert_eq!(
+        summary.count("bodies not in the HAR synthesized of the declared type and size"),
+        2
+    );
+    assert_eq!(summary.total(import::Action::Merged), 0);
+    let shown = summary.render();
+    assert!(
+        shown.contains("skipped: 1 non-GET requests skipped"),
+        "{shown}"
+    );
+    assert!(shown.contains("synthesized: 2 bodies"), "{shown}");
+    // --strict turns them into an error naming the file and the reasons, before any manifest.
+    let out = dir.join("strict");
+    let e = import::import_har_with(&har, &out, "f", import::ImportOptions { strict: true })
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("f.har") && e.contains("--strict"), "{e}");
+    assert!(
+        e.contains("1 non-GET requests skipped") && e.contains("synthesized"),
+        "{e}"
+    );
+    assert!(!out.join("manifest.json").exists());
+    // A capture with nothing to skip or make up passes --strict.
+    let mut clean = faithful_har();
+    let entries = clean["log"]["entries"].as_array_mut().unwrap();
+    entries.retain(|e| {
+        e["request"]["method"] == "GET" && e["response"]["content"].get("text").is_some()
+    });
+    let clean_har = dir.join("clean.har");
+    std::fs::write(&clean_har, clean.to_string()).unwrap();
+    let (_, s) = import::import_har_with(
+        &clean_har,
+        &dir.join("clean"),
+        "c",
+        import::ImportOptions { strict: true },
+    )
+    .unwrap();
+    assert!(s.is_clean(), "{s:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn har_not_1x_or_not_json_names_the_file() {
+    let dir = tmp("not-har");
+    let f = dir.join("two.har");
+    std::fs::write(&f, r#"{"log": {"version": "2.0", "entries": []}}"#).unwrap();
+    let e = import::import_har(&f, &dir.join("o"), "x")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("two.har") && e.contains("not HAR 1.x"), "{e}");
+    let g = dir.join("junk.har");
+    std::fs::write(&g, "<html>").unwrap();
+    let e = import::import_har(&g, &dir.join("o2"), "x")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("junk.har") && e.contains("JSON"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }

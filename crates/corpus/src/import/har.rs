@@ -25,10 +25,10 @@ use std::path::Path;
 use base64::Engine as _;
 use serde_json::Value;
 
+use super::fit;
 use super::*;
 use crate::rng::hash_str;
 use crate::scan::relative_ref;
-use crate::synth;
 
 struct Item {
     url: String,
@@ -40,6 +40,22 @@ struct Item {
     body: Option<Vec<u8>>,
     bodiless: bool,
     last_modified: String,
+    /// The captured Content-Encoding (lowercase, not identity).
+    coding: Option<String>,
+    /// Captured body bytes on the wire (encoded), when the capture says.
+    transfer: Option<u64>,
+    /// Captured decoded size (`content.size`), when the capture says.
+    content_size: Option<u64>,
+}
+
+impl Item {
+    fn capture(&self) -> Capture {
+        Capture {
+            content_encoding: self.coding.clone(),
+            transfer_size: self.transfer,
+            content_size: self.content_size,
+        }
+    }
 }
 
 fn s<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
@@ -116,11 +132,50 @@ fn entry(e: &Value, notes: &mut Notes) -> Result<Option<Item>, String> {
         .and_then(|d| normalize_http_date(&d))
         .or_else(|| s(e, "startedDateTime").and_then(rfc3339_to_http))
         .unwrap_or_else(|| DEFAULT_DATE.to_string());
-    let encoded = header(&all_headers, "content-encoding")
-        .map(|e| !e.trim().eq_ignore_ascii_case("identity") && !e.trim().is_empty())
-        .unwrap_or(false);
-    let declared = match n(&content, "size").filter(|&x| x > 0) {
-        Some(x) => x as u64,
+    let coding = header(&all_headers, "content-encoding")
+        .map(|e| e.trim().to_ascii_lowercase())
+        .filter(|e| !e.is_empty() && e != "identity");
+    let encoded = coding.is_some();
+    let headers_size = n(resp, "headersSize").filter(|&x| x > 0).unwrap_or(0);
+    // Body bytes on the wire: bodySize, else _transferSize (or WebPageTest's per-entry
+    // _bytesIn) less the headers, else an encoded response's Content-Length.
+    let transfer = n(resp, "bodySize")
+        .filter(|&x| x > 0)
+        .or_else(|| {
+            n(resp, "_transferSize")
+                .or_else(|| {
+                    e.get("_bytesIn").and_then(|x| {
+                        x.as_str()
+                            .and_then(|t| t.trim().parse().ok())
+                            .or(x.as_i64())
+                    })
+                })
+                .map(|t| t - headers_size)
+                .filter(|&x| x > 0 && headers_size > 0)
+        })
+        .or_else(|| {
+            encoded
+                .then(|| header(&all_headers, "content-length")?.trim().parse().ok())
+                .flatten()
+        })
+        .map(|x| x as u64);
+    let text_like = {
+        let m = mime.to_ascii_lowercase();
+        m.starts_with("text/")
+            || m.contains("javascript")
+            || m.contains("json")
+            || m.contains("xml")
+            || m.contains("ecmascript")
+    };
+    let content_size = n(&content, "size").filter(|&x| x > 0).map(|x| x as u64);
+    // Some tools record the transfer size as content.size: an encoded text body no larger
+    // than its compressed transfer is not its decoded size.
+    let content_size_credible = match (content_size, transfer) {
+        (Some(c), Some(t)) => !(encoded && text_like && c <= t),
+        _ => true,
+    };
+    let declared = match content_size.filter(|_| content_size_credible) {
+        Some(x) => x,
         None => {
             // Some tools (WebPageTest) leave content.size at 0: fall back on the transfer
             // size, estimating the decoded size of compressed text as 3x.
@@ -131,10 +186,6 @@ fn entry(e: &Value, notes: &mut Notes) -> Result<Option<Item>, String> {
                 })
                 .unwrap_or(0)
                 .max(0) as u64;
-            let text_like = mime.starts_with("text/")
-                || mime.contains("javascript")
-                || mime.contains("json")
-                || mime.contains("xml");
             if transfer > 0 && encoded && text_like {
                 notes.count("sizes estimated as 3x the compressed transfer size");
                 transfer * 3
@@ -162,7 +213,10 @@ fn entry(e: &Value, notes: &mut Notes) -> Result<Option<Item>, String> {
         });
         match loc {
             Some(l) => headers.push(("Location".into(), l)),
-            None => notes.note(format!("redirect {url} has no Location")),
+            None => notes.note_as(
+                "redirects without a Location",
+                format!("redirect {url} has no Location"),
+            ),
         }
     }
     let bodiless = redirect || status == 204 || status == 205 || method == "HEAD";
@@ -176,13 +230,17 @@ fn entry(e: &Value, notes: &mut Notes) -> Result<Option<Item>, String> {
             body: None,
             bodiless: true,
             last_modified,
+            coding: None,
+            transfer,
+            content_size,
         }));
     }
     let mut size = declared;
     if size > MAX_OBJECT_BYTES {
-        notes.note(format!(
-            "{url} declared {size} bytes, capped at {MAX_OBJECT_BYTES}"
-        ));
+        notes.note_as(
+            "bodies capped",
+            format!("{url} declared {size} bytes, capped at {MAX_OBJECT_BYTES}"),
+        );
         size = MAX_OBJECT_BYTES;
     }
     // The body, when present, decodable and plausible.
@@ -227,7 +285,75 @@ fn entry(e: &Value, notes: &mut Notes) -> Result<Option<Item>, String> {
         body,
         bodiless: false,
         last_modified,
+        coding,
+        transfer,
+        content_size,
     }))
+}
+
+/// The version of item `k`: its body (from the HAR, else synthesized; the page's document
+/// referencing the rest of the page), with a copy in the captured coding and the capture's
+/// numbers.
+fn item_version(
+    b: &mut Builder,
+    items: &[Item],
+    k: usize,
+    doc: Option<usize>,
+    title: &str,
+    synthesized: &mut usize,
+    notes: &mut Notes,
+) -> Result<Version, CorpusError> {
+    let it = &items[k];
+    let body: Vec<u8> = if it.bodiless {
+        Vec::new()
+    } else if let Some(body) = &it.body {
+        body.clone()
+    } else {
+        *synthesized += usize::from(it.size > 0);
+        let seed = hash_str(&it.url);
+        // Encoded text the capture gives a transfer size for is made to compress to it.
+        let target = it
+            .coding
+            .as_deref()
+            .filter(|c| crate::store::ENCODABLE.contains(c))
+            .and(it.transfer);
+        if Some(k) == doc {
+            let mut seen = std::collections::HashSet::new();
+            let refs: Vec<(String, String)> = items
+                .iter()
+                .enumerate()
+                .filter(|&(j, x)| j > k && x.status < 400 && x.url != it.url)
+                .filter(|(_, x)| seen.insert(x.url.as_str()))
+                .map(|(_, x)| (relative_ref(&it.url, &x.url), x.mime.clone()))
+                .collect();
+            fit::html(seed, it.size as usize, title, &refs, target)
+        } else {
+            match fit::body(&it.mime, it.size as usize, seed, target) {
+                Ok(x) => x,
+                Err(e) => {
+                    notes.note_as(
+                        "bodies synthesized as random bytes",
+                        format!("{}: {e}; random bytes instead", it.url),
+                    );
+                    crate::images::binary_blob(seed, it.size as usize, &it.mime)
+                }
+            }
+        }
+    };
+    let coding = it.coding.as_deref().filter(|_| !body.is_empty());
+    let stored = match coding {
+        Some(c) if crate::store::ENCODABLE.contains(&c) => Some(c),
+        Some(c) => {
+            notes.count(&format!(
+                "{c}-encoded responses stored gzip-encoded (this build has no {c} encoder)"
+            ));
+            Some("gzip")
+        }
+        None => None,
+    };
+    let mut v = b.make_version(&body, stored, &it.last_modified)?;
+    v.capture = Some(it.capture());
+    Ok(v)
 }
 
 /// Whether a HAR page is a reload with a warm cache: WebPageTest marks its repeat views with
@@ -247,12 +373,33 @@ pub fn import_har(path: &Path, out_dir: &Path, name: &str) -> Result<Corpus, Cor
     import_har_limited(path, out_dir, name, Limits::default())
 }
 
+/// [`import_har`] with options, returning what the import skipped, synthesized, merged or
+/// changed; with `strict`, any of those is an error naming the file and the reasons.
+pub fn import_har_with(
+    path: &Path,
+    out_dir: &Path,
+    name: &str,
+    options: ImportOptions,
+) -> Result<(Corpus, ImportSummary), CorpusError> {
+    import_har_full(path, out_dir, name, Limits::default(), options)
+}
+
 pub(crate) fn import_har_limited(
     path: &Path,
     out_dir: &Path,
     name: &str,
     limits: Limits,
 ) -> Result<Corpus, CorpusError> {
+    import_har_full(path, out_dir, name, limits, ImportOptions::default()).map(|(c, _)| c)
+}
+
+fn import_har_full(
+    path: &Path,
+    out_dir: &Path,
+    name: &str,
+    limits: Limits,
+    options: ImportOptions,
+) -> Result<(Corpus, ImportSummary), CorpusError> {
     let bad = |message: String| CorpusError::Import {
         path: path.to_path_buf(),
         message,
@@ -264,6 +411,16 @@ pub(crate) fn import_har_limited(
     let log = v
         .get("log")
         .ok_or_else(|| bad("not a HAR file: no \"log\" object".into()))?;
+    if let Some(ver) = log.get("version") {
+        let ok = ver
+            .as_str()
+            .is_some_and(|x| x.trim() == "1" || x.trim().starts_with("1."));
+        if !ok {
+            return Err(bad(format!(
+                "not HAR 1.x: log.version is {ver} (this webpep reads HAR 1.1 and 1.2)"
+            )));
+        }
+    }
     let entries = log
         .get("entries")
         .and_then(Value::as_array)
@@ -330,6 +487,7 @@ pub(crate) fn import_har_limited(
     let mut skipped_pages = 0;
     let mut repeat_views = 0;
     let mut further_runs = 0;
+    let mut later_responses = 0;
     // Root URL → (index of the imported page, runs of it so far).
     let mut runs: HashMap<String, (usize, usize)> = HashMap::new();
     // A file of repeat views alone is imported as it is.
@@ -341,28 +499,40 @@ pub(crate) fn import_har_limited(
         }
         let mut notes = Notes::default();
         if pi == 0 && orphans > 0 {
-            notes.note(format!(
-                "{orphans} entries without a known pageref put in this page"
-            ));
+            notes.note_as(
+                "entries without a known pageref put in the first page",
+                format!("{orphans} entries without a known pageref put in this page"),
+            );
         }
         let mut items: Vec<Item> = Vec::new();
         for (ei, e) in p.entries.iter().enumerate() {
             match entry(e, &mut notes) {
-                Ok(Some(it)) => {
-                    if items.iter().any(|x| x.url == it.url) {
-                        notes.count("repeated URLs in the page skipped");
-                    } else {
-                        items.push(it);
-                    }
-                }
+                Ok(Some(it)) => items.push(it),
                 Ok(None) => {}
-                Err(m) => notes.note(format!("entry {ei} skipped: {m}")),
+                Err(m) => notes.note_as(
+                    "malformed entries skipped",
+                    format!("entry {ei} skipped: {m}"),
+                ),
             }
         }
         if items.is_empty() {
             skipped_pages += 1;
             continue;
         }
+        // Every entry for a URL is kept, in capture order: the first is the object, the later
+        // ones its `then` responses.
+        let mut order: Vec<usize> = Vec::new();
+        let mut later: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (k, it) in items.iter().enumerate() {
+            match later.get_mut(it.url.as_str()) {
+                Some(v) => v.push(k),
+                None => {
+                    later.insert(&it.url, Vec::new());
+                    order.push(k);
+                }
+            }
+        }
+        later_responses += later.values().map(Vec::len).sum::<usize>();
         // The document: the first 2xx HTML response.
         let doc = items
             .iter()
@@ -371,57 +541,53 @@ pub(crate) fn import_har_limited(
         let run_of = runs.get(&items[0].url).copied();
         let run = run_of.map_or(0, |(_, n)| n);
         let mut synthesized = 0;
-        let mut objects = Vec::with_capacity(items.len());
-        for (k, it) in items.iter().enumerate() {
+        let mut objects = Vec::with_capacity(order.len());
+        for &k in &order {
+            let it = &items[k];
             let known = b.get(&it.url).cloned();
             if let (Some(o), None) = (&known, run_of) {
                 objects.push(o.clone());
                 continue;
             }
-            let body: Vec<u8> = if it.bodiless {
-                Vec::new()
-            } else if let Some(body) = &it.body {
-                body.clone()
-            } else {
-                synthesized += usize::from(it.size > 0);
-                let seed = hash_str(&it.url);
-                if Some(k) == doc {
-                    let refs: Vec<(String, String)> = items
-                        .iter()
-                        .enumerate()
-                        .filter(|&(j, x)| j > k && x.status < 400)
-                        .map(|(_, x)| (relative_ref(&it.url, &x.url), x.mime.clone()))
-                        .collect();
-                    synth::html_document(seed, it.size as usize, &p.title, &refs)
-                } else {
-                    match synth::body(&it.mime, it.size as usize, seed) {
-                        Ok(x) => x,
-                        Err(e) => {
-                            notes.note(format!("{}: {e}; random bytes instead", it.url));
-                            crate::images::binary_blob(seed, it.size as usize, &it.mime)
-                        }
-                    }
-                }
-            };
+            let mut v = item_version(
+                &mut b,
+                &items,
+                k,
+                doc,
+                &p.title,
+                &mut synthesized,
+                &mut notes,
+            )?;
+            for &j in &later[it.url.as_str()] {
+                let x = &items[j];
+                let version = item_version(
+                    &mut b,
+                    &items,
+                    j,
+                    doc,
+                    &p.title,
+                    &mut synthesized,
+                    &mut notes,
+                )?;
+                v.then.push(Response {
+                    content_type: x.mime.clone(),
+                    status: x.status,
+                    headers: x.headers.clone(),
+                    version,
+                });
+            }
             if let Some(o) = known {
-                b.add_run_version(&it.url, run, &body, &it.last_modified)?;
+                b.add_run_version_with(&it.url, run, v);
                 objects.push(o);
                 continue;
             }
-            objects.push(b.add_object(
-                &it.url,
-                &it.mime,
-                it.status,
-                it.headers.clone(),
-                &body,
-                &it.last_modified,
-            )?);
+            objects.push(b.add_object_version(&it.url, &it.mime, it.status, it.headers.clone(), v));
         }
-        if synthesized > 0 {
-            notes.note(format!(
-                "{synthesized} bodies not in the HAR synthesized of the declared type and size"
-            ));
-        }
+        notes.count_n(
+            "bodies not in the HAR synthesized of the declared type and size",
+            synthesized,
+        );
+        b.absorb(&notes);
         if let Some((index, n)) = run_of {
             further_runs += 1;
             runs.insert(items[0].url.clone(), (index, n + 1));
@@ -456,11 +622,32 @@ pub(crate) fn import_har_limited(
         b.page_count(),
         entries.len()
     );
+    if later_responses > 0 {
+        desc.push_str(&format!(
+            "; {later_responses} later responses for a URL already requested kept in capture \
+             order (the replay server answers its requests with them in turn)"
+        ));
+    }
     if skipped_pages > 0 {
         desc.push_str(&format!(
             "; {skipped_pages} pages without usable entries skipped"
         ));
     }
+    b.summary.add(
+        Action::Skipped,
+        "HAR pages without usable entries skipped",
+        skipped_pages,
+    );
+    b.summary.add(
+        Action::Merged,
+        "further loads of a page merged as its later visits",
+        further_runs,
+    );
+    b.summary.add(
+        Action::Skipped,
+        "repeat views (reloads with a warm cache) skipped",
+        repeat_views,
+    );
     if further_runs > 0 {
         desc.push_str(&format!(
             "; {further_runs} further loads of a page already imported became its later \
@@ -473,5 +660,5 @@ pub(crate) fn import_har_limited(
              -warm configurations measure revisits"
         ));
     }
-    b.finish(path, name, desc, &[])
+    b.finish_with(path, name, desc, &[], options)
 }

@@ -7,6 +7,7 @@
 //! page) is an error, and the error names the file.
 
 mod dir;
+mod fit;
 mod har;
 mod warc;
 
@@ -17,7 +18,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 pub use dir::import_dir;
-pub use har::import_har;
+pub use har::{import_har, import_har_with};
 pub use warc::import_warc;
 
 use crate::model::*;
@@ -63,6 +64,114 @@ impl Limits {
     }
 }
 
+/// How an import treats what it cannot reproduce as captured.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ImportOptions {
+    /// Anything skipped, synthesized, merged or changed is an error ([`CorpusError::Import`]
+    /// naming the input and every reason with its count) instead of a warning.
+    pub strict: bool,
+}
+
+/// What an import did to its input besides copying it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Action {
+    /// Entries, records or pages left out.
+    Skipped,
+    /// Bodies (or documents) the input lacked, made up of the declared type and size.
+    Synthesized,
+    /// Entries folded into others (runs of a page as its visits, repeated captures).
+    Merged,
+    /// Entries kept but not as captured (a 304 replayed as 200, a size estimated or capped, a
+    /// coding this build cannot produce stored as another).
+    Changed,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Skipped => "skipped",
+            Action::Synthesized => "synthesized",
+            Action::Merged => "merged",
+            Action::Changed => "changed",
+        }
+    }
+
+    /// The action a note's reason describes (by its wording: "... skipped", "... synthesized").
+    fn of(reason: &str) -> Action {
+        let r = reason.to_ascii_lowercase();
+        if r.contains("skipped") {
+            Action::Skipped
+        } else if r.contains("synthesized") {
+            Action::Synthesized
+        } else if r.contains("visit") || r.contains("repeated") || r.contains("merged") {
+            Action::Merged
+        } else {
+            Action::Changed
+        }
+    }
+}
+
+/// Counts per reason of what an import skipped, synthesized, merged or changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImportSummary {
+    /// (action, reason, count), in the order first met.
+    pub counts: Vec<(Action, String, usize)>,
+}
+
+impl ImportSummary {
+    pub fn add(&mut self, action: Action, reason: &str, n: usize) {
+        if n == 0 {
+            return;
+        }
+        match self
+            .counts
+            .iter_mut()
+            .find(|c| c.0 == action && c.1 == reason)
+        {
+            Some(c) => c.2 += n,
+            None => self.counts.push((action, reason.to_string(), n)),
+        }
+    }
+
+    /// Nothing skipped, synthesized, merged or changed.
+    pub fn is_clean(&self) -> bool {
+        self.counts.is_empty()
+    }
+
+    /// The count of one action, over its reasons.
+    pub fn total(&self, action: Action) -> usize {
+        self.counts
+            .iter()
+            .filter(|c| c.0 == action)
+            .map(|c| c.2)
+            .sum()
+    }
+
+    /// The count of one reason (any action).
+    pub fn count(&self, reason: &str) -> usize {
+        self.counts
+            .iter()
+            .filter(|c| c.1 == reason)
+            .map(|c| c.2)
+            .sum()
+    }
+
+    /// One line per reason, grouped by action: `skipped: 3 data: URLs skipped`.
+    pub fn render(&self) -> String {
+        let mut rows = self.counts.clone();
+        rows.sort_by_key(|c| c.0);
+        rows.iter()
+            .map(|(a, r, n)| format!("{}: {n} {r}", a.as_str()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The reasons on one line, for an error message.
+    fn one_line(&self) -> String {
+        self.render().replace('\n', "; ")
+    }
+}
+
 /// Last-Modified when the input gives none: 2024-01-01.
 pub(crate) const DEFAULT_DATE: &str = "Mon, 01 Jan 2024 00:00:00 GMT";
 
@@ -83,6 +192,7 @@ pub(crate) fn keep_header(name: &str) -> bool {
 
 /// Collects objects (first one per URL wins) and pages, then writes the corpus.
 pub(crate) struct Builder {
+    pub(crate) summary: ImportSummary,
     w: CorpusWriter,
     input: PathBuf,
     limits: Limits,
@@ -99,6 +209,7 @@ impl Builder {
         limits: Limits,
     ) -> Result<Builder, CorpusError> {
         Ok(Builder {
+            summary: ImportSummary::default(),
             w: CorpusWriter::create(out_dir)?.with_limit(limits.total),
             input: input.to_path_buf(),
             limits,
@@ -143,34 +254,79 @@ impl Builder {
         Ok(o)
     }
 
-    /// Gives the object stored under `url` its body of `run` (0-based), when it differs from
-    /// the body it has: earlier runs keep theirs, so visit k gets run k's body (the object's
-    /// last version is repeated to keep runs and versions aligned).
-    pub(crate) fn add_run_version(
+    /// Counts a page's notes in the summary.
+    pub(crate) fn absorb(&mut self, notes: &Notes) {
+        for (what, n) in &notes.counts {
+            self.summary.add(Action::of(what), what, *n);
+        }
+        for (what, n) in &notes.reasons {
+            self.summary.add(Action::of(what), what, *n);
+        }
+    }
+
+    /// A version of `body` (stored), with a copy encoded in `coding` when one is given and
+    /// this build can produce it.
+    pub(crate) fn make_version(
         &mut self,
-        url: &str,
-        run: usize,
         body: &[u8],
+        coding: Option<&str>,
         last_modified: &str,
-    ) -> Result<(), CorpusError> {
-        let v = self.w.version(body, last_modified).map_err(|e| match e {
+    ) -> Result<Version, CorpusError> {
+        let r = match coding {
+            Some(c) => self.w.encoded_version(body, c, last_modified),
+            None => self.w.version(body, last_modified),
+        };
+        r.map_err(|e| match e {
             CorpusError::OverLimit { .. } => {
                 self.limits.exceeded(&self.input, "the bodies come to")
             }
             e => e,
-        })?;
+        })
+    }
+
+    /// Stores an object with the version given (or returns the one already stored under
+    /// `url`).
+    pub(crate) fn add_object_version(
+        &mut self,
+        url: &str,
+        content_type: &str,
+        status: u16,
+        headers: Vec<(String, String)>,
+        version: Version,
+    ) -> Object {
+        if let Some(o) = self.objects.get(url) {
+            return o.clone();
+        }
+        let o = Object {
+            url: url.to_string(),
+            content_type: content_type.to_string(),
+            status,
+            headers,
+            versions: vec![version],
+        };
+        self.objects.insert(url.to_string(), o.clone());
+        o
+    }
+
+    /// Gives the object under `url` version `v` for run `run` (0-based) when its content
+    /// (body, later responses) differs from its last version's: earlier runs keep theirs.
+    pub(crate) fn add_run_version_with(&mut self, url: &str, run: usize, v: Version) {
         let Some(o) = self.objects.get_mut(url) else {
-            return Ok(());
+            return;
         };
         let last = o.versions.last().cloned().expect("an object has a version");
-        if last.body == v.body {
-            return Ok(());
+        let key = |v: &Version| -> Vec<(u16, String)> {
+            std::iter::once((0, v.body.clone()))
+                .chain(v.then.iter().map(|r| (r.status, r.version.body.clone())))
+                .collect()
+        };
+        if key(&last) == key(&v) {
+            return;
         }
         while o.versions.len() < run {
             o.versions.push(last.clone());
         }
         o.versions.push(v);
-        Ok(())
     }
 
     /// Adds objects to page `index` (the ones a later run of it has and earlier runs had not)
@@ -231,6 +387,35 @@ impl Builder {
         description: String,
         extra_domains: &[String],
     ) -> Result<Corpus, CorpusError> {
+        self.finish_with(
+            input,
+            name,
+            description,
+            extra_domains,
+            ImportOptions::default(),
+        )
+        .map(|(c, _)| c)
+    }
+
+    /// [`Builder::finish`], returning the summary too; `strict` refuses (before writing the
+    /// manifest) an import that skipped, synthesized, merged or changed anything.
+    pub(crate) fn finish_with(
+        self,
+        input: &Path,
+        name: &str,
+        description: String,
+        extra_domains: &[String],
+        options: ImportOptions,
+    ) -> Result<(Corpus, ImportSummary), CorpusError> {
+        if options.strict && !self.summary.is_clean() {
+            return Err(CorpusError::Import {
+                path: input.to_path_buf(),
+                message: format!(
+                    "--strict: the import would not be faithful: {}",
+                    self.summary.one_line()
+                ),
+            });
+        }
         if self.pages.is_empty() {
             return Err(CorpusError::Import {
                 path: input.to_path_buf(),
@@ -253,7 +438,7 @@ impl Builder {
             domains: domains.into_iter().collect(),
             pages,
         };
-        self.w.finish(&manifest)
+        Ok((self.w.finish(&manifest)?, self.summary))
     }
 }
 
@@ -262,13 +447,35 @@ impl Builder {
 pub(crate) struct Notes {
     counts: Vec<(String, usize)>,
     lines: Vec<String>,
+    /// Reasons of the free-form notes, counted for the summary (not rendered).
+    reasons: Vec<(String, usize)>,
 }
 
 impl Notes {
+    /// A free-form note, counted in the summary under `reason`.
+    pub(crate) fn note_as(&mut self, reason: &str, line: String) {
+        match self.reasons.iter_mut().find(|c| c.0 == reason) {
+            Some(c) => c.1 += 1,
+            None => self.reasons.push((reason.to_string(), 1)),
+        }
+        self.note(line);
+    }
+
     pub(crate) fn count(&mut self, what: &str) {
         match self.counts.iter_mut().find(|c| c.0 == what) {
             Some(c) => c.1 += 1,
             None => self.counts.push((what.to_string(), 1)),
+        }
+    }
+
+    /// `n` more of `what` (none when `n` is 0).
+    pub(crate) fn count_n(&mut self, what: &str, n: usize) {
+        if n == 0 {
+            return;
+        }
+        match self.counts.iter_mut().find(|c| c.0 == what) {
+            Some(c) => c.1 += n,
+            None => self.counts.push((what.to_string(), n)),
         }
     }
 

@@ -265,10 +265,13 @@ pub(crate) fn import_warc_limited(
         u.set_fragment(None);
         let url = u.to_string();
         let Some((status, headers, raw_body)) = parse_http(&data[r.block.clone()]) else {
-            notes.note(format!(
-                "record at byte {} ({url}) has no parsable HTTP response",
-                r.offset
-            ));
+            notes.note_as(
+                "records without a parsable HTTP response skipped",
+                format!(
+                    "record at byte {} ({url}) has no parsable HTTP response",
+                    r.offset
+                ),
+            );
             continue;
         };
         let digest = r.header("WARC-Payload-Digest").map(str::to_string);
@@ -306,7 +309,10 @@ pub(crate) fn import_warc_limited(
                 match decode(enc, &b, limits.object) {
                     Some(x) => b = x,
                     None => {
-                        notes.note(format!("{url}: content encoding {enc} kept"));
+                        notes.note_as(
+                            "bodies stored in a content coding this build cannot decode",
+                            format!("{url}: content encoding {enc} kept"),
+                        );
                         keep.push(("Content-Encoding".into(), enc.to_string()));
                     }
                 }
@@ -335,11 +341,14 @@ pub(crate) fn import_warc_limited(
         let bodiless = (300..400).contains(&status) || status == 204 || status == 205;
         let mut body = if bodiless { Vec::new() } else { body };
         if body.len() as u64 > limits.object {
-            notes.note(format!(
-                "{url}: {} bytes or more, capped at {}",
-                body.len(),
-                limits.object
-            ));
+            notes.note_as(
+                "bodies capped",
+                format!(
+                    "{url}: {} bytes or more, capped at {}",
+                    body.len(),
+                    limits.object
+                ),
+            );
             body.truncate(limits.object as usize);
         }
         let last_modified = hget(&headers, "last-modified")
@@ -412,6 +421,7 @@ pub(crate) fn import_warc_limited(
         .collect();
     let many_hosts = root_hosts.len() > 1;
     let mut b = Builder::new(out_dir, path, limits)?;
+    b.absorb(&notes);
     let global = notes.render();
     for (root, objs, missing) in plans {
         if any_embedded && objs.is_empty() {
