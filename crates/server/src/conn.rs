@@ -18,6 +18,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::air::{self, ProbeSchedule};
+use crate::client_link::ClientLink;
 use crate::front::{admit, Outcome};
 use crate::http1::{self, BodyFraming, ChunkedDecoder, HeadError, RequestHead};
 use crate::limits::Limit;
@@ -729,6 +730,12 @@ async fn writer_loop(
         });
         Metrics::add(&server.metrics.client_bytes_out, written.bytes);
         server.metrics.request(meta.mode, status);
+        // The link to this client as its TCP connection measured it, after this response.
+        let link = {
+            use std::os::fd::AsFd;
+            let stream: &TcpStream = wr.as_ref();
+            ClientLink::of_socket(stream.as_fd())
+        };
         tracing::info!(
             target: "webpep::access",
             client = %peer,
@@ -741,6 +748,8 @@ async fn writer_loop(
             user = meta.user.as_deref().unwrap_or("-"),
             ms = meta.start.elapsed().as_millis() as u64,
             truncated = written.truncated,
+            link_kbps = link.and_then(|l| l.rate_kbps()).map(|k| k.round() as u64),
+            min_rtt_ms = link.and_then(|l| l.min_rtt).map(|d| d.as_millis() as u64),
         );
         if written.truncated {
             // The body broke off: a reset, not a clean close, so that no client (an HTTP/1.0

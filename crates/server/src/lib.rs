@@ -21,6 +21,7 @@
 pub mod acl;
 pub mod air;
 pub mod auth;
+pub mod client_link;
 pub mod config;
 pub mod conn;
 pub mod front;
