@@ -3,6 +3,7 @@
 //! The HTTP/1.1 and HTTP/2 front ends both call [`Site::respond`].
 
 use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::SystemTime;
 
 use bytes::Bytes;
@@ -32,6 +33,8 @@ pub struct Ask<'a> {
     pub secure: bool,
     pub if_none_match: Option<&'a str>,
     pub if_modified_since: Option<&'a str>,
+    /// The request's Accept-Encoding (all its fields joined), if any.
+    pub accept_encoding: Option<&'a str>,
 }
 
 /// Response header fields the server sets itself, or that are hop-by-hop: dropped from an
@@ -62,6 +65,9 @@ pub(crate) struct Site {
     index: HashMap<(bool, String, String), usize>,
     bodies: HashMap<String, Result<Bytes, String>>,
     domains: Vec<String>,
+    /// Requests answered per object since the last [`Site::restart`]: the nth request for a
+    /// URL gets the capture's nth response for it (the last one repeated).
+    served: Mutex<HashMap<usize, usize>>,
 }
 
 /// Lowercase host without a port (`WWW.X.com:80` → `www.x.com`; `[::1]:80` → `::1`).
@@ -110,24 +116,31 @@ impl Site {
                 if !domains.contains(&host) {
                     domains.push(host);
                 }
-                for v in &o.versions {
-                    if bodies.contains_key(&v.body) {
-                        continue;
-                    }
-                    let loaded = match corpus.body(&v.body) {
-                        Ok(b) => {
-                            if b.len() as u64 != v.size {
-                                warn!(url = %o.url, manifest = v.size, actual = b.len(),
-                                    "replay: body size differs from the manifest; serving the body");
+                let all = o
+                    .versions
+                    .iter()
+                    .flat_map(|v| std::iter::once(v).chain(v.then.iter().map(|r| &r.version)));
+                for v in all {
+                    let encoded = v.encoded.as_ref().map(|e| (&e.body, e.size));
+                    for (hash, size) in std::iter::once((&v.body, v.size)).chain(encoded) {
+                        if bodies.contains_key(hash) {
+                            continue;
+                        }
+                        let loaded = match corpus.body(hash) {
+                            Ok(b) => {
+                                if b.len() as u64 != size {
+                                    warn!(url = %o.url, manifest = size, actual = b.len(),
+                                        "replay: body size differs from the manifest; serving the body");
+                                }
+                                Ok(Bytes::from(b))
                             }
-                            Ok(Bytes::from(b))
-                        }
-                        Err(e) => {
-                            warn!(url = %o.url, error = %e, "replay: body cannot be served");
-                            Err(e.to_string())
-                        }
-                    };
-                    bodies.insert(v.body.clone(), loaded);
+                            Err(e) => {
+                                warn!(url = %o.url, error = %e, "replay: body cannot be served");
+                                Err(e.to_string())
+                            }
+                        };
+                        bodies.insert(hash.clone(), loaded);
+                    }
                 }
                 index.insert(key, objects.len());
                 objects.push(o.clone());
@@ -140,7 +153,29 @@ impl Site {
             index,
             bodies,
             domains,
+            served: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Starts the per-URL response order again: the next request for each URL gets its first
+    /// captured response (called when a visit is selected, before each page load).
+    pub(crate) fn restart(&self) {
+        self.served
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clear();
+    }
+
+    /// Which captured response (0-based) the request for object `i` gets now, counting it.
+    fn next_response(&self, i: usize) -> usize {
+        let mut served = self
+            .served
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let n = served.entry(i).or_insert(0);
+        let k = *n;
+        *n += 1;
+        k
     }
 
     pub(crate) fn domains(&self) -> &[String] {
@@ -206,8 +241,27 @@ impl Site {
             return simple(404, &format!("not in the corpus: {host}{path}\n"));
         };
         let object = &self.objects[i];
-        let version = object.version(visit);
-        let body = match self.bodies.get(&version.body) {
+        let first = object.version(visit);
+        // The nth request for the URL gets the capture's nth response for it.
+        let nth = self.next_response(i).min(first.then.len());
+        let (status, content_type, headers, version) = match nth {
+            0 => (object.status, &object.content_type, &object.headers, first),
+            k => {
+                let r = &first.then[k - 1];
+                (r.status, &r.content_type, &r.headers, &r.version)
+            }
+        };
+        // The captured coding when the client accepts it, else identity.
+        let coded = version
+            .encoded
+            .as_ref()
+            .filter(|e| accepts(ask.accept_encoding, &e.coding));
+        let (hash, etag) = match coded {
+            Some(e) => (&e.body, &e.etag),
+            None => (&version.body, &version.etag),
+        };
+        let negotiated = version.encoded.is_some();
+        let body = match self.bodies.get(hash) {
             Some(Ok(b)) => b.clone(),
             Some(Err(reason)) => {
                 warn!(url = %object.url, %reason, "replay: 500 for an object whose body cannot be served");
@@ -221,15 +275,19 @@ impl Site {
                 );
             }
         };
-        let extra = object
-            .headers
-            .iter()
-            .filter(|(n, _)| !OWN_HEADERS.contains(&n.to_ascii_lowercase().as_str()));
+        let extra = headers.iter().filter(|(n, _)| {
+            let n = n.to_ascii_lowercase();
+            !OWN_HEADERS.contains(&n.as_str())
+                && !(negotiated && (n == "content-encoding" || n == "vary"))
+        });
+        // A response negotiated by Accept-Encoding says so in Vary (kept with what the
+        // capture's Vary named).
+        let vary = negotiated.then(|| vary_with_accept_encoding(headers));
 
-        if object.status == 200 && not_modified(ask, &version.etag, &version.last_modified) {
+        if status == 200 && not_modified(ask, etag, &version.last_modified) {
             let mut headers = vec![("Date".to_string(), now())];
-            if !version.etag.is_empty() {
-                headers.push(("ETag".into(), version.etag.clone()));
+            if !etag.is_empty() {
+                headers.push(("ETag".into(), etag.clone()));
             }
             headers.extend(
                 extra
@@ -238,6 +296,7 @@ impl Site {
                     })
                     .cloned(),
             );
+            headers.extend(vary.clone());
             return Reply {
                 status: 304,
                 headers,
@@ -246,33 +305,97 @@ impl Site {
             };
         }
 
-        let mut headers = vec![("Date".to_string(), now())];
-        let bodiless = status_has_no_body(object.status);
-        if !bodiless && !object.content_type.is_empty() {
-            headers.push(("Content-Type".into(), object.content_type.clone()));
+        let mut out = vec![("Date".to_string(), now())];
+        let bodiless = status_has_no_body(status);
+        if !bodiless && !content_type.is_empty() {
+            out.push(("Content-Type".into(), content_type.clone()));
         }
-        if !version.etag.is_empty() {
-            headers.push(("ETag".into(), version.etag.clone()));
+        if let Some(e) = coded {
+            out.push(("Content-Encoding".into(), e.coding.clone()));
+        }
+        if !etag.is_empty() {
+            out.push(("ETag".into(), etag.clone()));
         }
         if !version.last_modified.is_empty() {
-            headers.push(("Last-Modified".into(), version.last_modified.clone()));
+            out.push(("Last-Modified".into(), version.last_modified.clone()));
         }
-        headers.extend(extra.cloned());
+        out.extend(extra.cloned());
+        out.extend(vary);
+        let headers = out;
         if bodiless {
             return Reply {
-                status: object.status,
+                status,
                 headers,
                 body: Bytes::new(),
                 content_length: None,
             };
         }
         Reply {
-            status: object.status,
+            status,
             headers,
             content_length: Some(body.len() as u64),
             body,
         }
     }
+}
+
+/// The Vary of a response negotiated by Accept-Encoding: the captured Vary with
+/// `Accept-Encoding` added when it lacks it.
+fn vary_with_accept_encoding(headers: &[(String, String)]) -> (String, String) {
+    let mut names: Vec<String> = headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("vary"))
+        .flat_map(|(_, v)| v.split(','))
+        .map(|x| x.trim().to_string())
+        .filter(|x| !x.is_empty())
+        .collect();
+    if !names
+        .iter()
+        .any(|x| x == "*" || x.eq_ignore_ascii_case("accept-encoding"))
+    {
+        names.push("Accept-Encoding".into());
+    }
+    ("Vary".into(), names.join(", "))
+}
+
+/// Whether a request's Accept-Encoding accepts `coding` (RFC 9110 §12.5.3: listed, or
+/// matched by `*`, with a q above 0; `x-gzip` is `gzip`). No Accept-Encoding: identity only,
+/// as HTTP clients that do not decode (curl without `--compressed`) send none.
+pub(crate) fn accepts(accept_encoding: Option<&str>, coding: &str) -> bool {
+    let Some(ae) = accept_encoding else {
+        return false;
+    };
+    let canon = |c: &str| {
+        let c = c.trim().to_ascii_lowercase();
+        if c == "x-gzip" {
+            "gzip".to_string()
+        } else {
+            c
+        }
+    };
+    let want = canon(coding);
+    let mut star = None;
+    for item in ae.split(',') {
+        let mut parts = item.split(';');
+        let name = canon(parts.next().unwrap_or(""));
+        let q = parts
+            .filter_map(|p| {
+                let (k, v) = p.split_once('=')?;
+                k.trim()
+                    .eq_ignore_ascii_case("q")
+                    .then(|| v.trim().parse::<f32>().ok())
+                    .flatten()
+            })
+            .next()
+            .unwrap_or(1.0);
+        if name == want {
+            return q > 0.0;
+        }
+        if name == "*" {
+            star = Some(q > 0.0);
+        }
+    }
+    star.unwrap_or(false)
 }
 
 /// 1xx, 204 and 304 responses carry no body and no Content-Length.
@@ -380,6 +503,27 @@ mod tests {
     }
 
     #[test]
+    fn accept_encoding() {
+        assert!(accepts(Some("gzip, deflate, br"), "gzip"));
+        assert!(accepts(Some("x-gzip"), "gzip"));
+        assert!(accepts(Some("GZIP;q=0.5"), "gzip"));
+        assert!(!accepts(Some("gzip;q=0"), "gzip"));
+        assert!(!accepts(Some("deflate, br"), "gzip"));
+        assert!(accepts(Some("*"), "gzip"));
+        assert!(!accepts(Some("*, gzip;q=0"), "gzip"));
+        assert!(!accepts(Some("identity"), "gzip"));
+        assert!(!accepts(None, "gzip"));
+        assert_eq!(
+            vary_with_accept_encoding(&[("Vary".into(), "Cookie".into())]).1,
+            "Cookie, Accept-Encoding"
+        );
+        assert_eq!(
+            vary_with_accept_encoding(&[("vary".into(), "accept-encoding".into())]).1,
+            "accept-encoding"
+        );
+    }
+
+    #[test]
     fn conditionals() {
         let lm = "Mon, 01 Jan 2024 00:00:00 GMT";
         let ask = |inm, ims| Ask {
@@ -389,6 +533,7 @@ mod tests {
             secure: false,
             if_none_match: inm,
             if_modified_since: ims,
+            accept_encoding: None,
         };
         assert!(not_modified(&ask(Some("\"a\""), None), "\"a\"", lm));
         assert!(not_modified(

@@ -233,8 +233,12 @@ impl ReplayServer {
     }
 
     /// Selects the visit: visit `k` (0-based) serves version `Object::version(k)`.
+    /// Also starts each URL's captured responses again: the next request for a URL gets the
+    /// first response the capture holds for it, the one after the second, and so on (whatever
+    /// the connection; the last one repeats), so every page load replays the same sequence.
     pub fn set_visit(&self, k: usize) {
         self.inner.visit.store(k, Ordering::SeqCst);
+        self.inner.site.restart();
     }
 
     /// The shared visit number, for the lab to change between page loads.
@@ -590,6 +594,9 @@ impl ReplayServer {
                             if buf.len() < total {
                                 break; // the body is still coming
                             }
+                            // Accept-Encoding, which the replay's head parser does not keep.
+                            let accept_encoding =
+                                accept_encoding_of(&buf[..n], cfg.max_header_bytes);
                             let _ = buf.split_to(total);
                             served = served.saturating_add(1);
                             let reply = self.reply(
@@ -600,6 +607,7 @@ impl ReplayServer {
                                     secure,
                                     if_none_match: head.if_none_match.as_deref(),
                                     if_modified_since: head.if_modified_since.as_deref(),
+                                    accept_encoding: accept_encoding.as_deref(),
                                 },
                                 fallback,
                             );
@@ -727,6 +735,7 @@ impl ReplayServer {
             .unwrap_or("/");
         let inm = header(http::header::IF_NONE_MATCH);
         let ims = header(http::header::IF_MODIFIED_SINCE);
+        let ae = header(http::header::ACCEPT_ENCODING);
         let method = req.method().as_str();
         let reply = self.reply(
             &Ask {
@@ -736,12 +745,25 @@ impl ReplayServer {
                 secure: true,
                 if_none_match: inm.as_deref(),
                 if_modified_since: ims.as_deref(),
+                accept_encoding: ae.as_deref(),
             },
             fallback,
         );
         self.count(conn, reply.status);
         to_http_response(reply, method == "HEAD")
     }
+}
+
+/// The Accept-Encoding fields of an HTTP/1.x request head, joined.
+fn accept_encoding_of(head: &[u8], max_head: usize) -> Option<String> {
+    let parsed = webpep_http1::parse_request_head(head, max_head).ok()??;
+    let values: Vec<&str> = parsed
+        .headers
+        .get_all(http::header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    (!values.is_empty()).then(|| values.join(", "))
 }
 
 fn to_http_response(reply: Reply, head_only: bool) -> http::Response<Full<Bytes>> {

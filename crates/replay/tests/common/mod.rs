@@ -48,6 +48,9 @@ pub fn tiny_corpus(dir: &Path) -> Corpus {
         size: 10,
         etag: "\"missing\"".into(),
         last_modified: LM0.into(),
+        encoded: None,
+        capture: None,
+        then: vec![],
     };
     let mut redirect = object(
         "http://www.alpha.test/old",
@@ -58,6 +61,9 @@ pub fn tiny_corpus(dir: &Path) -> Corpus {
             size: 0,
             etag: String::new(),
             last_modified: String::new(),
+            encoded: None,
+            capture: None,
+            then: vec![],
         }],
     );
     redirect.status = 301;
