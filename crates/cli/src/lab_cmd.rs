@@ -170,6 +170,10 @@ enum ImportSub {
         /// Corpus name (default: the file name).
         #[arg(long)]
         name: Option<String>,
+        /// Fail (exit 2, naming the file and the reasons) instead of skipping, synthesizing,
+        /// merging or changing anything the capture holds.
+        #[arg(long)]
+        strict: bool,
     },
     /// A WARC file (optionally gzip-compressed): one page per archived HTML response.
     Warc {
@@ -364,10 +368,22 @@ pub fn run_cmd(args: LabArgs) -> Result<u8> {
                 | ImportSub::Warc { out, .. }
                 | ImportSub::Dir { out, .. } => !out.exists(),
             };
+            let mut summary = None;
             let (c, out) = match sub {
-                ImportSub::Har { file, out, name } => {
+                ImportSub::Har {
+                    file,
+                    out,
+                    name,
+                    strict,
+                } => {
                     let n = name_of(&file, name);
-                    (import::import_har(&file, &out, &n), out)
+                    let r =
+                        import::import_har_with(&file, &out, &n, import::ImportOptions { strict })
+                            .map(|(c, s)| {
+                                summary = Some(s);
+                                c
+                            });
+                    (r, out)
                 }
                 ImportSub::Warc { file, out, name } => {
                     let n = name_of(&file, name);
@@ -397,6 +413,16 @@ pub fn run_cmd(args: LabArgs) -> Result<u8> {
             );
             // What the import made of the input (skipped entries, runs merged as visits).
             println!("{}", c.manifest.description);
+            if let Some(s) = summary {
+                if s.is_clean() {
+                    println!("summary: nothing skipped, synthesized, merged or changed");
+                } else {
+                    println!("summary (--strict makes these errors):");
+                    for line in s.render().lines() {
+                        println!("  {line}");
+                    }
+                }
+            }
             Ok(0)
         }
     }
