@@ -83,11 +83,14 @@ async fn connections_over_the_per_client_limit_get_503_and_others_keep_working()
 
 #[tokio::test]
 async fn at_the_total_limit_an_idle_connection_gives_way_and_busy_ones_refuse() {
-    // The origin answers /slow only after a while, so a connection asking for it stays busy.
-    let o = step(Origin::start(|r| {
+    // The origin answers /slow only once the test opens its gate, so a connection asking for
+    // it stays busy until then.
+    let gate = Gate::new();
+    let g = gate.clone();
+    let o = step(Origin::start(move |r| {
         let reply = OriginReply::ok("text/plain", format!("hello {}", r.path));
         if r.path == "/slow" {
-            reply.delay(Duration::from_secs(2))
+            reply.gate(&g)
         } else {
             reply
         }
@@ -113,17 +116,13 @@ async fn at_the_total_limit_an_idle_connection_gives_way_and_busy_ones_refuse() 
     )))
     .await;
     // The proxy has read the request once the origin has seen it.
-    step(async {
-        while o.requests() < 3 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
+    o.wait_requests(3).await;
     let (mut c3, r) = connect_and_get(&p, &url).await;
     assert_eq!(r.status, 503);
     assert!(r.text().contains("max-connections"), "{}", r.text());
     assert_eq!(r.header("connection"), Some("close"));
     assert!(step(c3.closed()).await);
+    gate.open();
     let slow = step(c2.read(false)).await.unwrap();
     assert_eq!((slow.status, slow.text().as_str()), (200, "hello /slow"));
     assert_eq!(refusals(&p, "total"), 1);

@@ -174,10 +174,11 @@ async fn a_streamed_response_cut_short_keeps_its_length_and_the_client_sees_it_s
 async fn a_close_delimited_stream_broken_off_by_the_origin_resets_the_client() {
     bounded(async {
         let good = good_origin().await;
-        // The origin breaks off after a pause in which the client has read everything: the
-        // proxy has nothing left to send when it learns of the break, so a FIN would go out
-        // at once (the case where a close that is not a reset shows).
-        let o = chunked_breakoff_origin(256 * 1024, Duration::from_millis(500)).await;
+        // The origin breaks off once the client has read everything: the proxy has nothing
+        // left to send when it learns of the break, so a FIN would go out at once (the case
+        // where a close that is not a reset shows).
+        let (release, released) = tokio::sync::watch::channel(false);
+        let o = chunked_breakoff_origin(256 * 1024, released).await;
         let p = start_proxy(streaming_config()).await;
         let mut c = RawClient::connect(p.addr).await.unwrap();
         c.send(format!("GET {} HTTP/1.0\r\n\r\n", o.url("/broken")).as_bytes())
@@ -186,9 +187,16 @@ async fn a_close_delimited_stream_broken_off_by_the_origin_resets_the_client() {
         let head = c.read_head(DEADLINE).await.expect("a response head");
         assert_eq!(head.status, 200);
         assert_eq!(head.header("content-length"), None);
-        let (body, end) = c.read_body(&head, false, usize::MAX, DEADLINE).await;
-        assert!(body.len() <= 256 * 1024);
-        assert_eq!(end, End::Reset, "{} bytes, then {end:?}", body.len());
+        let (body, end) = c.read_body(&head, false, 256 * 1024, DEADLINE).await;
+        assert_eq!(
+            (body.len(), end),
+            (256 * 1024, End::More),
+            "all the origin sent"
+        );
+        release.send_replace(true);
+        let (rest, end) = c.read_body(&head, false, usize::MAX, DEADLINE).await;
+        assert!(rest.is_empty(), "{} bytes more", rest.len());
+        assert_eq!(end, End::Reset);
         assert_still_serves(p.addr, good.addr).await;
     })
     .await

@@ -169,7 +169,11 @@ async fn a_head_trickled_slowly_gets_408_after_the_header_timeout() {
         let (slow, ()) = tokio::join!(
             slowloris_head(p.addr, &url, Duration::from_millis(300), DEADLINE),
             async {
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                // Once the slow client's connection is in.
+                wait_until("the slow connection accepted", DEADLINE, || {
+                    common::metric(&p, "webpep_connections_total") >= 1
+                })
+                .await;
                 assert_still_serves(p.addr, good.addr).await;
             }
         );
@@ -204,7 +208,11 @@ async fn a_body_below_the_minimum_rate_gets_408() {
                 DEADLINE,
             ),
             async {
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                // Once the slow client's connection is in.
+                wait_until("the slow connection accepted", DEADLINE, || {
+                    common::metric(&p, "webpep_connections_total") >= 1
+                })
+                .await;
                 assert_still_serves(p.addr, good.addr).await;
             }
         );

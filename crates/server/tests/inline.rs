@@ -84,6 +84,24 @@ fn config(inline: bool) -> webpep_server::ServerConfig {
     cfg
 }
 
+/// Waits until `url` is in the proxy's cache, asking with `only-if-cached` (never the
+/// origin) every 20 ms: a bounded poll, failing after a generous guard.
+async fn wait_cached(p: &Proxy, url: &str) {
+    let polling = async {
+        loop {
+            let r = get_once(p.addr, url, "Cache-Control: only-if-cached\r\n").await;
+            if r.status == 200 {
+                return;
+            }
+            assert_eq!(r.status, 504, "{}", r.text());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(WAIT_GUARD, polling)
+        .await
+        .unwrap_or_else(|_| panic!("{url} not in the cache within {WAIT_GUARD:?}"));
+}
+
 #[tokio::test]
 async fn small_shareable_stylesheets_and_scripts_go_into_the_page() {
     let o = Origin::start(site).await;
@@ -135,7 +153,8 @@ async fn the_page_is_put_together_again_from_the_cache() {
     let url = format!("http://{}/", o.addr);
     let first = step(get_once(p.addr, &url, "Accept-Encoding: gzip\r\n")).await;
     assert_eq!(first.header("content-encoding"), Some("gzip"));
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    // The slow script, late for the page, finishes into the cache.
+    wait_cached(&p, &format!("http://{}/js/slow.js", o.addr)).await;
     let n = o.requests();
     let again = step(get_once(p.addr, &url, "Accept-Encoding: identity\r\n")).await;
     assert!(again.text().contains("<script>var a = 1 < 2;</script>"));
@@ -352,7 +371,7 @@ async fn a_page_whose_candidates_were_late_is_not_stored_without_them() {
         text,
         slow_only("<script src=\"/js/slow.js\"></script>").as_bytes()
     );
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    wait_cached(&p, &format!("http://{}/js/slow.js", o.addr)).await;
     let again = step(get_once(p.addr, &url, "Accept-Encoding: gzip\r\n")).await;
     let text = decode(&again.body, "gzip", 1 << 20).unwrap();
     assert_eq!(text, slow_only("<script>slow()</script>").as_bytes());

@@ -465,9 +465,9 @@ pub async fn short_body_origin(declared: usize, sent: usize, then: Then) -> Host
 }
 
 /// An origin that answers chunked without a length, sends `sent` bytes in 16 KiB chunks,
-/// waits `pause` (the proxy has passed everything on by then), then closes without the last
-/// chunk (broke off mid-body).
-pub async fn chunked_breakoff_origin(sent: usize, pause: Duration) -> HostileOrigin {
+/// waits until `release` is true (e.g. the client has read them all), then closes without
+/// the last chunk (broke off mid-body).
+pub async fn chunked_breakoff_origin(sent: usize, release: watch::Receiver<bool>) -> HostileOrigin {
     let mut raw = b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
     for part in pattern(sent).chunks(16 * 1024) {
         raw.extend_from_slice(format!("{:x}\r\n", part.len()).as_bytes());
@@ -476,10 +476,10 @@ pub async fn chunked_breakoff_origin(sent: usize, pause: Duration) -> HostileOri
     }
     let raw: Arc<[u8]> = raw.into();
     scripted_origin(move |mut c| {
-        let raw = raw.clone();
+        let (raw, mut release) = (raw.clone(), release.clone());
         async move {
             if c.read_request().await.is_some() && c.write(&raw).await {
-                tokio::time::sleep(pause).await;
+                let _ = release.wait_for(|go| *go).await;
             }
         }
     })
