@@ -129,7 +129,7 @@ fn discovery(data: &[u8], step: usize) {
             "the elements depend on the split"
         );
     }
-    let _ = discover::pick_srcset(&text, None);
+    let _ = webpep_discover::srcset::largest(&text, None);
 
     // A layout of those elements with the text read as a stylesheet.
     let screen = Viewport::default();

@@ -39,6 +39,8 @@ pub(crate) struct Job {
 /// Fixed parameters of the drivers of one loader.
 #[derive(Debug, Clone)]
 pub(crate) struct DriverCfg {
+    /// When any of the loader's connections last received bytes (see [`Progress`]).
+    pub progress: Progress,
     pub user_agent: String,
     /// Sent with every request, after the fixed ones (a browser's Accept-Language etc.).
     pub request_headers: Vec<(String, String)>,
@@ -180,9 +182,17 @@ pub(crate) async fn run(
         tls: est.tls,
     });
     if est.alpn_h2 {
-        h2_loop(conn, est.stream, cfg, jobs, ev).await;
+        let stream = Noting {
+            inner: est.stream,
+            progress: cfg.progress.clone(),
+        };
+        h2_loop(conn, stream, cfg, jobs, ev).await;
     } else {
-        h1_loop(conn, est.stream, mode, cfg, jobs, ev).await;
+        let stream = Noting {
+            inner: est.stream,
+            progress: cfg.progress.clone(),
+        };
+        h1_loop(conn, stream, mode, cfg, jobs, ev).await;
     }
 }
 
@@ -472,7 +482,7 @@ fn finish_response(f: &InFlight) -> Response {
 
 async fn h1_loop(
     conn: u64,
-    stream: Stream,
+    stream: Noting<Stream>,
     mode: H1Mode,
     cfg: Arc<DriverCfg>,
     mut jobs: UnboundedReceiver<Job>,
@@ -591,18 +601,19 @@ async fn h1_loop(
 // ---------------------------------------------------------------------------------------------
 // HTTP/2
 
-/// When an HTTP/2 connection last received bytes. A stream waits as long as its connection
-/// makes progress: with a hundred streams sharing a slow link, one may rightly see no byte
-/// of its own for minutes, and no browser gives up on a stream for that; what it gives up on
-/// is a connection that has gone silent.
-#[derive(Clone)]
-struct Progress {
+/// When the loader's connections last received bytes, any of them. An HTTP/2 stream waits
+/// as long as the page makes progress: with a hundred streams on a dozen connections sharing
+/// a slow link, one may rightly see no byte of its own, or of its connection, for minutes
+/// (the link is busy with the others), and no browser gives up on a request for that; what
+/// the model gives up on is a load that has gone silent.
+#[derive(Clone, Debug)]
+pub(crate) struct Progress {
     base: Instant,
     last_ns: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Progress {
-    fn new() -> Progress {
+    pub(crate) fn new() -> Progress {
         Progress {
             base: Instant::now(),
             last_ns: Arc::new(std::sync::atomic::AtomicU64::new(0)),
@@ -619,8 +630,8 @@ impl Progress {
         self.base + Duration::from_nanos(self.last_ns.load(std::sync::atomic::Ordering::Relaxed))
     }
 
-    /// `fut`, or `None` once the connection has received nothing for `idle` (counted from
-    /// the later of now and its last bytes).
+    /// `fut`, or `None` once no connection has received anything for `idle` (counted from
+    /// the later of now and the last bytes).
     async fn within<F: std::future::Future>(&self, idle: Duration, fut: F) -> Option<F::Output> {
         let start = Instant::now();
         let quiet_since = || self.last().max(start);
@@ -638,8 +649,8 @@ impl Progress {
     }
 }
 
-/// The connection's transport, noting when bytes arrive.
-struct Noting<S> {
+/// A connection's transport, noting when bytes arrive.
+pub(crate) struct Noting<S> {
     inner: S,
     progress: Progress,
 }
@@ -683,16 +694,12 @@ impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Noting<S> {
 
 async fn h2_loop(
     conn: u64,
-    stream: Stream,
+    stream: Noting<Stream>,
     cfg: Arc<DriverCfg>,
     mut jobs: UnboundedReceiver<Job>,
     ev: UnboundedSender<Event>,
 ) {
-    let progress = Progress::new();
-    let stream = Noting {
-        inner: stream,
-        progress: progress.clone(),
-    };
+    let progress = cfg.progress.clone();
     let (client, connection) = match h2::client::Builder::new()
         .initial_window_size(4 << 20)
         .initial_connection_window_size(8 << 20)

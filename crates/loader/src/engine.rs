@@ -317,6 +317,7 @@ impl Loader {
             None => (None, None),
         };
         let dcfg = Arc::new(DriverCfg {
+            progress: crate::driver::Progress::new(),
             user_agent: cfg.user_agent.clone(),
             request_headers: cfg.request_headers.clone(),
             accept_encoding: cfg.accept_encoding.clone(),
