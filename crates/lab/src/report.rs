@@ -1078,7 +1078,7 @@ mod tests {
             baseline: "http11".into(),
             link_down_kbps: 38.0,
             link_rtt_ms: 2_000.0,
-            configs: configs,
+            configs,
         };
         Results::from_loads(info, loads, Vec::new(), true)
     }

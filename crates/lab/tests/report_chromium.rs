@@ -104,7 +104,7 @@ fn results(loads: Vec<LoadRecord>, configs: &[&str]) -> Results {
         baseline: "http11".into(),
         link_down_kbps: DOWN_KBPS,
         link_rtt_ms: RTT_MS,
-        configs: configs,
+        configs,
     };
     Results::from_loads(info, loads, Vec::new(), true)
 }
