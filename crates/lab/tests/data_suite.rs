@@ -65,6 +65,19 @@ fn a_real_page_over_a_real_trace_direct_and_through_the_edge_proxy() {
     eprintln!("{}\n{}\n{}", r.table(), r.air_table(), r.tls_upgrade_note());
     let load = |c: &str| r.loads.iter().find(|l| l.config == c).unwrap();
     let out = dir.0.join("out");
+    // Over a trace, no load of the browser model beats the physical bound (issue 33: 1.30
+    // over the LTE trace when the bound used the trace's mean rate). Chromium's loads count
+    // bytes it fetched after the load event too (issue 36), so they are not held to it yet.
+    for l in r.loads.iter().filter(|l| l.config != "chromium-explicit") {
+        assert!(
+            l.efficiency > 0.0 && l.efficiency <= 1.0,
+            "{}: efficiency {} (bound {} ms, PLT {} ms)",
+            l.config,
+            l.efficiency,
+            l.bound_ms,
+            l.plt_ms
+        );
+    }
 
     // The browser model fetches every object of the capture, direct and through the proxy
     // (there, less the small stylesheets and scripts the proxy copied into their pages).
@@ -197,4 +210,129 @@ fn a_real_sites_stylesheets_give_what_the_capturing_browser_fetched() {
         "left waiting: {:?}",
         pending.iter().map(|d| d.url.path()).collect::<Vec<_>>()
     );
+}
+
+/// The URLs a load got, without their scheme (the h2 configuration fetches a capture's
+/// http:// objects over TLS): its HAR's entries with a status (status 0: the fetch failed).
+fn urls_got(out: &Path, har: &str) -> std::collections::BTreeSet<String> {
+    har_of(out, har)["log"]["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter(|e| e["response"]["status"].as_u64().unwrap_or(0) > 0)
+        .filter_map(|e| e["request"]["url"].as_str())
+        .map(|u| u.split_once("://").map_or(u, |(_, rest)| rest).to_string())
+        .collect()
+}
+
+/// Each failed entry of a load: its URL without the scheme (as [`urls_got`]) and its error.
+fn failures(out: &Path, har: &str) -> Vec<(String, String)> {
+    har_of(out, har)["log"]["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter(|e| e["response"]["status"].as_u64().unwrap_or(0) == 0)
+        .map(|e| {
+            let u = e["request"]["url"].as_str().unwrap_or("?");
+            (
+                u.split_once("://").map_or(u, |(_, rest)| rest).to_string(),
+                e["response"]["_error"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Issue 33: the `h2` baseline lost 151 of 244 objects of one real page over gprs that
+/// `http11` loaded, with "no response progress": streams waiting behind a hundred others were
+/// given up on. On every HAR in `../shared/data/har`, over gprs, no object `http11` gets is lost
+/// by `h2` that way. What h2 may still lose is printed: a connection that could not be set up
+/// within the modern browser's 127 s (its dozens of parallel connections keep gprs's 120 KB
+/// queue full, so handshakes wait or drop there), as on a real link.
+#[test]
+fn h2_loses_no_object_http11_gets_to_a_stream_timeout_on_every_shared_har() {
+    let test = "h2_loses_no_object_http11_gets_to_a_stream_timeout_on_every_shared_har";
+    if !netns_available(test) {
+        return;
+    }
+    let mut hars: Vec<PathBuf> = std::fs::read_dir(data_dir().join("har"))
+        .expect("har dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "har"))
+        .collect();
+    hars.sort();
+    assert!(hars.len() >= 5, "{hars:?}");
+    let all = configs::load(None).unwrap();
+    let names: Vec<String> = ["http11", "h2"].map(String::from).into();
+    for (i, har) in hars.iter().enumerate() {
+        let dir =
+            TestDir(std::env::temp_dir().join(format!("webpep-lab-h2-{}-{i}", std::process::id())));
+        let _ = std::fs::remove_dir_all(&dir.0);
+        let corpus = import::import_har(har, &dir.0.join("corpus"), &format!("har{i}"))
+            .unwrap_or_else(|e| panic!("{}: {e}", har.display()));
+        let profile = webpep_link_model::resolve("gprs").unwrap();
+        let mut opts = RunOptions::new(profile, corpus, dir.0.join("out"));
+        opts.configs = configs::select(&all, &names).unwrap();
+        opts.time_scale = 20.0;
+        opts.gap_s = 1.0;
+        opts.progress = false;
+        let r = run(&opts).expect("run");
+        let out = dir.0.join("out");
+        for page in r
+            .loads
+            .iter()
+            .map(|l| l.page.clone())
+            .collect::<std::collections::BTreeSet<_>>()
+        {
+            let load = |c: &str| {
+                r.loads
+                    .iter()
+                    .find(|l| l.page == page && l.config == c)
+                    .unwrap_or_else(|| panic!("{}: no {c} load of {page}", har.display()))
+            };
+            let (h1, h2) = (load("http11"), load("h2"));
+            let (got1, got2) = (urls_got(&out, &h1.har), urls_got(&out, &h2.har));
+            let missing: Vec<&String> = got1.difference(&got2).collect();
+            let failed = failures(&out, &h2.har);
+            // The h2 errors of the objects http11 got.
+            let lost: std::collections::BTreeMap<&String, &String> = failed
+                .iter()
+                .filter(|(u, _)| got1.contains(u) && !got2.contains(u))
+                .map(|(u, e)| (u, e))
+                .collect();
+            println!(
+                "{} {page}: http11 {} objects ({} errors) in {:.1} s, h2 {} ({} errors) in {:.1} s",
+                har.file_name().unwrap().to_string_lossy(),
+                h1.objects,
+                h1.errors,
+                h1.plt_ms / 1000.0,
+                h2.objects,
+                h2.errors,
+                h2.plt_ms / 1000.0
+            );
+            for l in [h1, h2] {
+                assert!(
+                    l.efficiency <= 1.0,
+                    "{} {page} {}: efficiency {}",
+                    har.display(),
+                    l.config,
+                    l.efficiency
+                );
+            }
+            println!("  h2 lost {} that http11 got: {lost:#?}", lost.len());
+            let stream_timeouts: Vec<_> = lost
+                .iter()
+                .filter(|(_, e)| e.contains("no response progress"))
+                .collect();
+            assert!(
+                stream_timeouts.is_empty(),
+                "{} {page}: h2 gave up on streams http11 loaded: {stream_timeouts:#?}",
+                har.display()
+            );
+            assert_eq!(
+                lost.len(),
+                missing.len(),
+                "every lost object has its error: {missing:?}"
+            );
+        }
+    }
 }
