@@ -29,6 +29,13 @@ impl Drop for TestDir {
     }
 }
 
+/// The tests of one binary run in parallel; lab runs, which pace real traffic through the
+/// link emulator, go one at a time so that one does not slow the other's link.
+fn one_lab_run_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LAB: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LAB.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn har_of(out: &Path, har: &str) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(out.join(har)).expect("HAR")).expect("HAR JSON")
 }
@@ -39,6 +46,7 @@ fn a_real_page_over_a_real_trace_direct_and_through_the_edge_proxy() {
     if !netns_available(test) || !webpep_lab::chromium::available_for_test(test) {
         return;
     }
+    let _one = one_lab_run_at_a_time();
     let dir = TestDir(std::env::temp_dir().join(format!("webpep-lab-data-{}", std::process::id())));
     let _ = std::fs::remove_dir_all(&dir.0);
     let har = data_dir().join("har/haralyzer-cnn.har");
@@ -85,11 +93,13 @@ fn a_real_page_over_a_real_trace_direct_and_through_the_edge_proxy() {
         let l = load(c);
         assert_eq!((l.objects + l.inlined, l.errors), (objects, 0), "{c}");
     }
-    // The proxy compresses and transcodes a real page: fewer bytes cross the air (×3.2 when
-    // this test was written; asserted loosely, it is a behaviour check, not a benchmark).
+    // The proxy transcodes images and compresses what the origin sent plain: fewer bytes
+    // cross the air. Against origins that send what the capture sent (its text gzipped as on
+    // the real wire, issue 36) that is ×1.28 here (1,736,231 B against 2,227,682 B); it was
+    // ×3.2 when the replay served every text uncompressed. A behaviour check, not a benchmark.
     let (direct, proxied) = (load("http11"), load("explicit"));
     assert!(
-        proxied.air_down_bytes * 2 < direct.air_down_bytes,
+        proxied.air_down_bytes < direct.air_down_bytes,
         "explicit {} B down vs http11 {} B",
         proxied.air_down_bytes,
         direct.air_down_bytes
@@ -254,6 +264,7 @@ fn h2_loses_no_object_http11_gets_to_a_stream_timeout_on_every_shared_har() {
     if !netns_available(test) {
         return;
     }
+    let _one = one_lab_run_at_a_time();
     let mut hars: Vec<PathBuf> = std::fs::read_dir(data_dir().join("har"))
         .expect("har dir")
         .filter_map(|e| e.ok().map(|e| e.path()))
