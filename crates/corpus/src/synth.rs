@@ -61,6 +61,20 @@ pub fn body(mime: &str, size: usize, seed: u64) -> Result<Vec<u8>, CorpusError> 
 /// documents with `<iframe>`, fonts with `@font-face`, anything else with `<object data>`
 /// (elements every browser fetches; Mozilla 1.x ignored `<link rel=preload>`).
 pub fn html_document(seed: u64, size: usize, title: &str, refs: &[(String, String)]) -> Vec<u8> {
+    html_document_by(seed, size, title, refs, |render| {
+        render(text::DEFAULT_REDUNDANCY)
+    })
+}
+
+/// [`html_document`] whose full document `choose` picks from `render(redundancy)` (the HAR
+/// importer fits the redundancy to a captured compressed size).
+pub(crate) fn html_document_by(
+    seed: u64,
+    size: usize,
+    title: &str,
+    refs: &[(String, String)],
+    choose: impl FnOnce(&dyn Fn(f64) -> Vec<u8>) -> Vec<u8>,
+) -> Vec<u8> {
     let mut h = HtmlRefs::default();
     for (u, ct) in refs {
         let m = essence(ct);
@@ -93,9 +107,12 @@ pub fn html_document(seed: u64, size: usize, title: &str, refs: &[(String, Strin
         headline: title.to_string(),
         time: "9:00 a.m. GMT".to_string(),
     };
-    let full = text::html_versions(seed, &h, &[meta], size, text::DEFAULT_REDUNDANCY)
-        .pop()
-        .unwrap_or_default();
+    let render = |redundancy: f64| {
+        text::html_versions(seed, &h, std::slice::from_ref(&meta), size, redundancy)
+            .pop()
+            .unwrap_or_default()
+    };
+    let full = choose(&render);
     if full.len() <= size {
         full
     } else {

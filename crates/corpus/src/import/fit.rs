@@ -5,7 +5,7 @@
 
 use crate::store::CorpusError;
 use crate::synth::{self, essence};
-use crate::text::{self, HtmlMeta, HtmlRefs, IframeRef, ImgRef, Srcset};
+use crate::text;
 
 /// How close a fitted body's gzip size gets to its target before the search stops.
 const TOLERANCE: f64 = 0.02;
@@ -82,49 +82,7 @@ pub(crate) fn html(
     refs: &[(String, String)],
     target: Option<u64>,
 ) -> Vec<u8> {
-    if target.is_none() {
-        return synth::html_document(seed, size, title, refs);
-    }
-    let mut h = HtmlRefs::default();
-    for (u, ct) in refs {
-        let m = essence(ct);
-        if m.starts_with("image/") {
-            h.images.push(ImgRef {
-                url: u.clone(),
-                width: 100,
-                height: 75,
-                srcset: Srcset::No,
-            });
-        } else if m == "text/css" {
-            h.stylesheets.push(u.clone());
-        } else if m.contains("javascript") || m.contains("ecmascript") {
-            h.body_scripts.push(u.clone());
-        } else if m.contains("html") {
-            h.iframes.push(IframeRef {
-                url: u.clone(),
-                width: 300,
-                height: 250,
-            });
-        } else if m.starts_with("font/") || m.contains("woff") || m.contains("font") {
-            h.fonts.push(u.clone());
-        } else {
-            h.embeds.push(u.clone());
-        }
-    }
-    let meta = HtmlMeta {
-        site: title.to_string(),
-        title: title.to_string(),
-        headline: title.to_string(),
-        time: "9:00 a.m. GMT".to_string(),
-    };
-    let full = search(target, text::DEFAULT_REDUNDANCY, |r| {
-        text::html_versions(seed, &h, std::slice::from_ref(&meta), size, r)
-            .pop()
-            .unwrap_or_default()
-    });
-    if full.len() <= size {
-        full
-    } else {
-        text::html_minimal(seed, &h, title, size)
-    }
+    synth::html_document_by(seed, size, title, refs, |render| {
+        search(target, text::DEFAULT_REDUNDANCY, render)
+    })
 }
