@@ -730,12 +730,15 @@ async fn writer_loop(
         });
         Metrics::add(&server.metrics.client_bytes_out, written.bytes);
         server.metrics.request(meta.mode, status);
-        // The link to this client as its TCP connection measured it, after this response.
-        let link = {
-            use std::os::fd::AsFd;
-            let stream: &TcpStream = wr.as_ref();
-            ClientLink::of_socket(stream.as_fd())
-        };
+        // The link to this client as its TCP connection measured it, after this response
+        // (a system call: only when the access log is on).
+        let link = tracing::enabled!(target: "webpep::access", tracing::Level::INFO)
+            .then(|| {
+                use std::os::fd::AsFd;
+                let stream: &TcpStream = wr.as_ref();
+                ClientLink::of_socket(stream.as_fd())
+            })
+            .flatten();
         tracing::info!(
             target: "webpep::access",
             client = %peer,
