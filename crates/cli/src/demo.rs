@@ -239,7 +239,8 @@ fn model_beside_chromium(r: &Results) -> String {
     let mut marked = false;
     for page in webpep_lab::results::order(r.summary.iter().map(|s| &s.page)) {
         if let (Some(m), Some(c)) = (cell(page, "http11-6"), cell(page, "chromium")) {
-            let mark = |s: &webpep_lab::results::SummaryRecord| if s.errors > 0 { "!" } else { "" };
+            let mark =
+                |s: &webpep_lab::results::SummaryRecord| if s.incomplete() { "!" } else { "" };
             marked |= m.errors + c.errors > 0;
             let (ms, cs) = (m.plt_ms.mean / 1000.0, c.plt_ms.mean / 1000.0);
             rows.push(vec![
@@ -299,6 +300,9 @@ mod tests {
                         objects: 61,
                         inlined: 0,
                         errors: usize::from(*config == "squid" && i == 1 && r == 0) * 2,
+                        page_objects: 0,
+                        missing: 0,
+                        missing_why: Default::default(),
                         breakdown_ms: BreakdownMs::default(),
                         body_bytes: down * 9 / 10,
                         head_bytes: 20_000,

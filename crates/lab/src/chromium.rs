@@ -798,6 +798,7 @@ impl Recorder {
             dns_lookups: lookups,
             timed_out,
             objects_dropped: 0,
+            unrequested: Vec::new(),
             tls_upgrades,
         }
     }

@@ -6,6 +6,7 @@ pub mod chromium;
 pub mod configs;
 pub mod edge_proxy;
 pub mod hosting;
+pub mod missing;
 pub mod nsrt;
 pub mod paper_refs;
 pub mod peer_images;

@@ -13,7 +13,7 @@
 
 use std::fmt::Write as _;
 
-use crate::results::{order, Results, SummaryRecord};
+use crate::results::{order, LoadRecord, Results, SummaryRecord};
 
 const PALETTE: &[&str] = &[
     "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
@@ -511,20 +511,38 @@ pub fn charts(r: &Results) -> [String; 3] {
     [plt.render(), breakdown.render(), air.render()]
 }
 
-/// Loads of (`page`, `config`) that lost objects: (such loads, all loads, objects lost).
+/// Loads of (`page`, `config`) that lost objects or left some of the page unrequested: (such
+/// loads, all loads, objects lost or not requested).
 fn losses(r: &Results, page: &str, config: &str) -> (usize, usize, usize) {
     let mine = r
         .loads
         .iter()
         .filter(|l| l.page == page && l.config == config);
     mine.fold((0, 0, 0), |(bad, all, lost), l| {
-        (bad + usize::from(l.errors > 0), all + 1, lost + l.errors)
+        (
+            bad + usize::from(l.incomplete()),
+            all + 1,
+            lost + l.errors + l.missing,
+        )
     })
+}
+
+/// `3 (2 not used, 1 not referenced)`, or `0`.
+fn missing_text(l: &LoadRecord) -> String {
+    if l.missing == 0 {
+        return "0".into();
+    }
+    let why: Vec<String> = l
+        .missing_why
+        .iter()
+        .map(|(w, n)| format!("{n} {}", esc(w)))
+        .collect();
+    format!("{} ({})", l.missing, why.join(", "))
 }
 
 fn losses_text((bad, all, lost): (usize, usize, usize)) -> String {
     format!(
-        "{lost} object{} lost in {bad} of {all} load{}",
+        "{lost} object{} lost or not requested in {bad} of {all} load{}",
         if lost == 1 { "" } else { "s" },
         if all == 1 { "" } else { "s" }
     )
@@ -663,8 +681,9 @@ fn verdict(r: &Results) -> String {
     } else {
         let _ = write!(
             h,
-            " <span class=\"warn\">Loads that lost objects (network failures or HTTP errors; \
-             their PLT is not a whole page's): {}.</span>",
+            " <span class=\"warn\">Loads that lost objects (network failures or HTTP errors) or \
+             did not request some of the page's (see <i>not requested</i> under Loads; their \
+             PLT is not a whole page's): {}.</span>",
             bad.join("; ")
         );
     }
@@ -795,12 +814,12 @@ pub fn html(r: &Results) -> String {
         h.push_str("</figure>");
     }
     h.push_str(r#"</section><section id="tables"><h2>Tables</h2>"#);
-    h.push_str("<h3>Summary</h3><table><tr><th>page</th><th>config</th><th>loads</th><th>PLT mean s</th><th>sd</th><th>median</th><th>vs baseline</th><th>paired by repeat [95 % CI]</th><th>DNS s</th><th>connect s</th><th>idle s</th><th>payload s</th><th>air down KiB</th><th>air up KiB</th><th>utilization</th><th>efficiency</th><th>errors</th></tr>");
+    h.push_str("<h3>Summary</h3><table><tr><th>page</th><th>config</th><th>loads</th><th>PLT mean s</th><th>sd</th><th>median</th><th>vs baseline</th><th>paired by repeat [95 % CI]</th><th>DNS s</th><th>connect s</th><th>idle s</th><th>payload s</th><th>air down KiB</th><th>air up KiB</th><th>utilization</th><th>efficiency</th><th>errors</th><th>not requested</th></tr>");
     for s in &r.summary {
         let b = s.breakdown_ms;
         let _ = write!(
             h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.1}</td><td>{:.1}</td><td>{:.0} %</td><td>{:.0} %</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.1}</td><td>{:.1}</td><td>{:.0} %</td><td>{:.0} %</td><td>{}</td><td>{}</td></tr>",
             esc(&s.page),
             esc(&s.config),
             s.plt_ms.n,
@@ -818,7 +837,8 @@ pub fn html(r: &Results) -> String {
             s.air_up_bytes.mean / 1024.0,
             s.utilization.mean * 100.0,
             s.efficiency.mean * 100.0,
-            s.errors
+            s.errors,
+            s.missing
         );
     }
     h.push_str("</table><h3>Air bytes over all pages</h3><table><tr><th>config</th><th>down KiB</th><th>up KiB</th><th>down, baseline ÷ config</th><th>mean of the pages' ÷</th><th>bodies KiB</th><th>heads KiB</th><th>payload: mean of the pages' ÷ (000 Table 3, 003 Fig. 7)</th></tr>");
@@ -912,17 +932,18 @@ pub fn html(r: &Results) -> String {
         }
         h.push_str("</ul>");
     }
-    h.push_str("<h3>Loads</h3><table><tr><th>page</th><th>config</th><th>repeat</th><th>PLT s</th><th>objects</th><th>errors</th><th>air down B</th><th>air up B</th><th>HAR</th></tr>");
+    h.push_str("<h3>Loads</h3><table><tr><th>page</th><th>config</th><th>repeat</th><th>PLT s</th><th>objects</th><th>errors</th><th>not requested (why)</th><th>air down B</th><th>air up B</th><th>HAR</th></tr>");
     for l in &r.loads {
         let _ = write!(
             h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><a href=\"{h}\">{h}</a></td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><a href=\"{h}\">{h}</a></td></tr>",
             esc(&l.page),
             esc(&l.config),
             l.repeat,
             l.plt_ms / 1000.0,
             l.objects,
             l.errors,
+            missing_text(l),
             l.air_down_bytes,
             l.air_up_bytes,
             h = esc(&l.har)
@@ -964,6 +985,9 @@ mod tests {
                     objects: 30,
                     inlined: 0,
                     errors: 0,
+                    page_objects: 0,
+                    missing: 0,
+                    missing_why: Default::default(),
                     breakdown_ms: BreakdownMs {
                         dns: 1000.0,
                         connect: 2000.0,
@@ -1050,6 +1074,9 @@ mod tests {
             objects: 20 - errors,
             inlined: 0,
             errors,
+            page_objects: 0,
+            missing: 0,
+            missing_why: Default::default(),
             breakdown_ms: BreakdownMs {
                 dns: 0.1 * plt_ms,
                 connect: 0.2 * plt_ms,
@@ -1267,7 +1294,7 @@ mod tests {
         let v = verdict_of(&h);
         assert!(
             v.contains(
-                "<b>ziproxy</b> <span class=\"warn\">⚠ 1 object lost in 1 of 2 loads</span>"
+                "<b>ziproxy</b> <span class=\"warn\">⚠ 1 object lost or not requested in 1 of 2 loads</span>"
             ),
             "{v}"
         );
@@ -1276,7 +1303,10 @@ mod tests {
             "{v}"
         );
         assert!(v.contains("⚠ Its loads lost 1 object"), "{v}");
-        assert!(v.contains("ziproxy (1 object lost in 1 of 2 loads)"), "{v}");
+        assert!(
+            v.contains("ziproxy (1 object lost or not requested in 1 of 2 loads)"),
+            "{v}"
+        );
         assert!(!v.contains("Every load fetched every object."), "{v}");
     }
 

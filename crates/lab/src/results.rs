@@ -34,6 +34,19 @@ pub struct LoadRecord {
     #[serde(default)]
     pub inlined: usize,
     pub errors: usize,
+    /// The page's objects (the corpus's, one per URL: an http:// and https:// twin count
+    /// once), so that objects the browser requested + `inlined` + `missing` = this.
+    #[serde(default)]
+    pub page_objects: usize,
+    /// The page's objects the browser did not request (issue 36: no silent losses), and
+    /// their count by why: the browser model's reasons (`not used`, `not reached`, `redirect
+    /// not followed`, `over max objects`, `nested too deep`), else `not referenced` (nothing
+    /// the model parsed refers to it: a script makes that request), or `not requested` for
+    /// real Chromium, which does not say.
+    #[serde(default)]
+    pub missing: usize,
+    #[serde(default)]
+    pub missing_why: BTreeMap<String, usize>,
     pub breakdown_ms: BreakdownMs,
     /// Response bodies as they arrived (content-coded sizes), summed over the objects: the
     /// payload that 000 Table 3 and 003 §7.1 compare, without headers and TCP/IP.
@@ -60,6 +73,14 @@ pub struct LoadRecord {
     /// http:// (Chromium's HSTS preload list; never the model).
     #[serde(default)]
     pub tls_upgrades: Vec<String>,
+}
+
+impl LoadRecord {
+    /// The load lost objects (errors) or left some of the page's objects unrequested: its
+    /// PLT and bytes are not those of the whole page.
+    pub fn incomplete(&self) -> bool {
+        self.errors > 0 || self.missing > 0
+    }
 }
 
 /// How one load used the link (DESIGN §7.5). The bound counts the load's own response
@@ -257,6 +278,9 @@ pub struct SummaryRecord {
     pub efficiency: Stats,
     pub breakdown_ms: BreakdownMs,
     pub errors: usize,
+    /// The page's objects its loads did not request, summed (see [`LoadRecord::missing`]).
+    #[serde(default)]
+    pub missing: usize,
     /// Mean PLT ÷ the baseline configuration's mean PLT on the same page.
     pub plt_ratio_to_baseline: Option<f64>,
     /// 1 − ratio: the PLT cut, as the papers report it.
@@ -373,6 +397,7 @@ pub fn summarize(loads: &[LoadRecord], baseline: &str) -> Vec<SummaryRecord> {
                     payload: bd(&|b| b.payload),
                 },
                 errors: mine.iter().map(|l| l.errors).sum(),
+                missing: mine.iter().map(|l| l.missing).sum(),
                 plt_ratio_to_baseline: None,
                 plt_reduction: None,
                 plt_change_paired: None,
@@ -406,6 +431,13 @@ pub fn summarize(loads: &[LoadRecord], baseline: &str) -> Vec<SummaryRecord> {
         s.plt_change_paired = PairedChange::of(&changes);
     }
     out
+}
+
+impl SummaryRecord {
+    /// A load of this cell lost objects or left some unrequested ([`LoadRecord::incomplete`]).
+    pub fn incomplete(&self) -> bool {
+        self.errors > 0 || self.missing > 0
+    }
 }
 
 impl Results {
@@ -471,7 +503,7 @@ impl Results {
         if self
             .summary
             .iter()
-            .any(|s| s.errors > 0 && s.config != self.baseline)
+            .any(|s| s.incomplete() && s.config != self.baseline)
         {
             t += ERROR_MARK_NOTE;
         }
@@ -513,9 +545,10 @@ impl Results {
         wrap(head, CONSOLE_WIDTH) + &blocks.join("\n")
     }
 
-    /// Loads that lost objects (network or protocol failures, HTTP errors).
+    /// Loads that lost objects (network or protocol failures, HTTP errors) or left some of
+    /// the page's objects unrequested.
     fn error_loads(&self) -> Vec<&LoadRecord> {
-        self.loads.iter().filter(|l| l.errors > 0).collect()
+        self.loads.iter().filter(|l| l.incomplete()).collect()
     }
 
     /// The note under the PLT table when loads lost objects: how many, and where; empty when
@@ -549,11 +582,27 @@ impl Results {
             list.push(format!("{} more", cells.len() - SHOWN));
         }
         let objects: usize = bad.iter().map(|l| l.errors).sum();
+        let mut why: BTreeMap<&str, usize> = BTreeMap::new();
+        for l in &bad {
+            for (w, n) in &l.missing_why {
+                *why.entry(w.as_str()).or_default() += n;
+            }
+        }
+        let missing: usize = why.values().sum();
+        let lost = if missing == 0 {
+            format!("had errors ({objects} objects lost in all")
+        } else {
+            let why: Vec<String> = why.iter().map(|(w, n)| format!("{n} {w}")).collect();
+            format!(
+                "had errors or left objects of the page unrequested ({objects} objects lost, \
+                 {missing} not requested: {}",
+                why.join(", ")
+            )
+        };
         wrap(
             &format!(
-                "! {} of {} loads had errors ({objects} objects lost in all: {}): their PLT and \
-                 bytes are not those of the whole page; results.json and the HARs say which \
-                 objects",
+                "! {} of {} loads {lost}: {}): their PLT and bytes are not those of the whole \
+                 page; results.json and the HARs say which objects",
                 bad.len(),
                 self.loads.len(),
                 list.join(", ")
@@ -603,7 +652,7 @@ impl Results {
             run_pages: run_pages.len(),
             speedup,
             air_factor: (b_air > 0.0 && s_air > 0.0).then(|| b_air / s_air),
-            error_loads: loads.iter().filter(|l| l.errors > 0).count(),
+            error_loads: loads.iter().filter(|l| l.incomplete()).count(),
             loads: loads.len(),
             repeats: pairs
                 .iter()
@@ -694,7 +743,7 @@ const ERROR_MARK_NOTE: &str =
 /// `!` when the summary's loads lost objects, so that no figure of an incomplete page reads
 /// as a clean result.
 fn error_mark(s: &SummaryRecord) -> &'static str {
-    if s.errors > 0 {
+    if s.incomplete() {
         "!"
     } else {
         ""
@@ -1200,7 +1249,7 @@ impl Results {
         let bad = self
             .summary
             .iter()
-            .any(|s| s.config == config && s.errors > 0);
+            .any(|s| s.config == config && s.incomplete());
         format!("{config}{}", if bad { "!" } else { "" })
     }
 
@@ -1399,6 +1448,9 @@ mod tests {
             objects: 3,
             inlined: 0,
             errors: 0,
+            page_objects: 0,
+            missing: 0,
+            missing_why: Default::default(),
             breakdown_ms: BreakdownMs {
                 dns: 1.0,
                 connect: 2.0,

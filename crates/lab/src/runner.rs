@@ -14,6 +14,7 @@ use crate::chromium::{self, Chromium, Launch};
 use crate::configs::{Browser, LabConfig, PolicyName, ProxyMode};
 use crate::edge_proxy::EdgeProxy;
 use crate::hosting::Hosting;
+use crate::missing;
 use crate::nsrt::run_in;
 use crate::report;
 use crate::results::{BreakdownMs, LinkUse, LoadRecord, NotApplicable, Results, RunInfo};
@@ -287,6 +288,7 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
     tcfg.wired_rtt_ms = opts.wired_rtt_ms;
     tcfg.tcp = opts.tcp;
     let topo = Topology::build(&tcfg)?;
+    let topo_edge = topo.edge_addr();
     let hosting = Hosting::start(&topo, replay, opts.dns_ttl_s, k, &opts.out.join("ca"))?;
 
     let total = pages.len() * opts.configs.len() * opts.repeat;
@@ -329,6 +331,15 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
                         break;
                     }
                 };
+                let rewritten = (cfg.proxy == ProxyMode::TransparentUrl)
+                    .then(|| format!("http://{}/", topo_edge));
+                let missing = missing::of(
+                    page,
+                    &load,
+                    inlined as usize,
+                    rewritten.as_deref(),
+                    cfg.browser() != Browser::Chromium,
+                );
                 let har_name = format!("{}-{}-{r}.har", safe(&page.id), safe(cname));
                 let har = load.to_har(&page.id);
                 let text = serde_json::to_vec_pretty(&har)
@@ -354,6 +365,9 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
                     objects: load.objects.len(),
                     inlined: inlined as usize,
                     errors: failed_objects(&load),
+                    page_objects: missing.page_objects,
+                    missing: missing.missing,
+                    missing_why: missing.why,
                     breakdown_ms: BreakdownMs {
                         dns: ms(load.breakdown.dns),
                         connect: ms(load.breakdown.connect),
@@ -573,6 +587,11 @@ pub fn progress_line(
     let errors = match r.errors {
         1 => "1 error".to_string(),
         n => format!("{n} errors"),
+    };
+    let errors = if r.missing > 0 {
+        format!("{errors}, {} not requested", r.missing)
+    } else {
+        errors
     };
     let left = if done > 0 && done < total {
         let per = elapsed.as_secs_f64() / done as f64;
@@ -832,6 +851,9 @@ mod tests {
             objects: 61,
             inlined: 0,
             errors,
+            page_objects: 0,
+            missing: 0,
+            missing_why: Default::default(),
             breakdown_ms: BreakdownMs::default(),
             body_bytes: 0,
             head_bytes: 0,

@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 
 use webpep_corpus::import;
-use webpep_lab::configs;
 use webpep_lab::runner::{run, RunOptions};
+use webpep_lab::{configs, missing};
 use webpep_link::testing::netns_available;
 
 /// `shared/data` found among the ancestors of the current directory.
@@ -320,6 +320,52 @@ fn h2_loses_no_object_http11_gets_to_a_stream_timeout_on_every_shared_har() {
                 h2.errors,
                 h2.plt_ms / 1000.0
             );
+            // Issue 36 item 2: no object goes missing silently. Each of the page's objects
+            // (the corpus's, one per URL without its scheme) was requested (the HAR's
+            // entries, failures included) or is reported missing with why.
+            let corpus_page = opts
+                .corpus
+                .manifest
+                .page(&page)
+                .expect("the page in its corpus");
+            let objects: std::collections::BTreeSet<String> = corpus_page
+                .objects
+                .iter()
+                .filter_map(|o| missing::key(&o.url))
+                .collect();
+            for l in [h1, h2] {
+                let requested = har_of(&out, &l.har)["log"]["entries"]
+                    .as_array()
+                    .expect("entries")
+                    .iter()
+                    .filter_map(|e| missing::key(e["request"]["url"].as_str()?))
+                    .filter(|k| objects.contains(k))
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .len();
+                println!(
+                    "  {}: {} of the page's {} objects requested, {} not: {:?}",
+                    l.config,
+                    requested,
+                    objects.len(),
+                    l.missing,
+                    l.missing_why
+                );
+                assert_eq!(
+                    l.page_objects,
+                    objects.len(),
+                    "{} {page} {}",
+                    har.display(),
+                    l.config
+                );
+                assert_eq!(
+                    requested + l.missing,
+                    l.page_objects,
+                    "{} {page} {}: requested + reported missing = the page's objects",
+                    har.display(),
+                    l.config
+                );
+                assert_eq!(l.missing_why.values().sum::<usize>(), l.missing);
+            }
             for l in [h1, h2] {
                 assert!(
                     l.efficiency <= 1.0,

@@ -69,6 +69,9 @@ fn load(
         objects: 20 - errors,
         inlined: 0,
         errors,
+        page_objects: 0,
+        missing: 0,
+        missing_why: Default::default(),
         breakdown_ms: BreakdownMs {
             dns,
             connect,
@@ -442,7 +445,7 @@ fn the_report_lays_out_inside_its_charts_in_chromium() {
         "{verdict}"
     );
     assert!(
-        verdict.contains("⚠ 1 object lost in 1 of 2 loads"),
+        verdict.contains("⚠ 1 object lost or not requested in 1 of 2 loads"),
         "{verdict}"
     );
     assert!(

@@ -141,6 +141,14 @@ fn lab_run_writes_results_hars_and_report() {
     for l in &r.loads {
         assert_eq!(l.objects + l.inlined, 9, "{}: every object", l.config);
         assert_eq!(l.errors, 0, "{}", l.config);
+        // Requested + inlined + missing = the page's objects, nothing missing (issue 36).
+        assert_eq!(
+            (l.page_objects, l.missing),
+            (9, 0),
+            "{}: {:?}",
+            l.config,
+            l.missing_why
+        );
         let b = l.breakdown_ms;
         let sum = b.dns + b.connect + b.idle + b.payload;
         assert!((sum - l.plt_ms).abs() < 1.0, "breakdown sums to PLT");
@@ -426,6 +434,14 @@ fn the_edge_proxy_serves_every_mode() {
         );
         assert_eq!(l.objects + l.inlined, 9, "{}: every object", l.config);
         assert_eq!(l.errors, 0, "{}", l.config);
+        // Requested + inlined + missing = the page's objects, nothing missing (issue 36).
+        assert_eq!(
+            (l.page_objects, l.missing),
+            (9, 0),
+            "{}: {:?}",
+            l.config,
+            l.missing_why
+        );
         // webpep's proxy copies the small stylesheet into the page, except with every
         // switch off.
         let inlines = !matches!(l.config.as_str(), "http11" | "explicit-plain");

@@ -28,7 +28,10 @@ use crate::discover::{self, Discovered, Hint, HtmlScanner, Need, ResourceKind};
 use crate::driver::{self, DriverCfg, Event, H1Mode, Job, Response, Sent};
 use crate::error::FetchError;
 use crate::net::{Origin, Protocol, Target};
-use crate::result::{self, ConnectionInfo, DnsLookup, ObjectTiming, PageLoad, Phase, Timings};
+use crate::result::{
+    self, ConnectionInfo, DnsLookup, ObjectTiming, PageLoad, Phase, Timings, Unrequested,
+    UnrequestedRef,
+};
 use crate::selectors::ElementInfo;
 use crate::stylesheet::{scan_stylesheet, DocumentStyle, FontUse, SheetRefs};
 
@@ -205,6 +208,9 @@ struct LoadState {
     conn_recs: Vec<ConnRecord>,
     conn_rec_idx: HashMap<u64, usize>,
     dropped: usize,
+    /// References not requested for a reason known when they were found (over
+    /// `max_objects`, nested too deep, never usable); the rest are collected in `build`.
+    unrequested: Vec<(Url, ResourceKind, Unrequested)>,
     timed_out: bool,
     dns_aborts: Vec<AbortHandle>,
     /// Failed connection attempts per (group, affinity) in this load.
@@ -420,6 +426,7 @@ impl Loader {
             conn_recs: Vec::new(),
             conn_rec_idx: HashMap::new(),
             dropped: 0,
+            unrequested: Vec::new(),
             timed_out: false,
             dns_aborts: Vec::new(),
             connect_failures: HashMap::new(),
@@ -566,16 +573,9 @@ impl Loader {
         }
     }
 
-    /// Add a discovered object (once per URL); returns its id if added.
-    fn add_object(
-        &mut self,
-        st: &mut LoadState,
-        mut url: Url,
-        kind: ResourceKind,
-        initiator: Option<usize>,
-        nesting: usize,
-        is_main: bool,
-    ) -> Option<usize> {
+    /// `url` as the browser requests it: without its fragment, and over https where it
+    /// upgrades.
+    fn as_requested(&self, mut url: Url) -> Url {
         url.set_fragment(None);
         if self.cfg.upgrade_insecure && url.scheme() == "http" {
             let default_port = url.port().is_none();
@@ -583,11 +583,27 @@ impl Loader {
                 let _ = url.set_port(None);
             }
         }
+        url
+    }
+
+    /// Add a discovered object (once per URL); returns its id if added.
+    fn add_object(
+        &mut self,
+        st: &mut LoadState,
+        url: Url,
+        kind: ResourceKind,
+        initiator: Option<usize>,
+        nesting: usize,
+        is_main: bool,
+    ) -> Option<usize> {
+        let url = self.as_requested(url);
         if !st.seen.insert(url.as_str().to_string()) {
             return None;
         }
         if st.objs.len() >= self.cfg.max_objects {
             st.dropped += 1;
+            st.unrequested
+                .push((url, kind, Unrequested::OverMaxObjects));
             return None;
         }
         let origin = Origin::of(&url);
@@ -623,10 +639,15 @@ impl Loader {
                 layout.style.add_font_use(u);
             }
         }
+        for (url, kind) in sheet.unused {
+            st.unrequested.push((url, kind, Unrequested::NotUsed));
+        }
         for d in sheet.refs {
             let n = nesting_below(d.kind, nesting);
             if n <= self.cfg.max_nesting {
                 self.add_found(st, d, parent, n, doc);
+            } else {
+                st.unrequested.push((d.url, d.kind, Unrequested::TooDeep));
             }
         }
         if let Some(doc) = doc {
@@ -769,6 +790,8 @@ impl Loader {
             let n = nesting_below(d.kind, nesting);
             if n <= self.cfg.max_nesting {
                 steps.push(Step::Ref(d, n));
+            } else {
+                st.unrequested.push((d.url, d.kind, Unrequested::TooDeep));
             }
         }
         if body_at == Some(len) {
@@ -1834,7 +1857,9 @@ impl Loader {
                 error: r.as_ref().err().cloned(),
             })
             .collect();
+        let unrequested = self.unrequested_of(&st);
         PageLoad {
+            unrequested,
             url: st.url,
             policy: self.cfg.policy,
             via_proxy: self.cfg.proxy.is_some(),
@@ -1849,6 +1874,57 @@ impl Loader {
             objects_dropped: st.dropped,
             tls_upgrades: Vec::new(),
         }
+    }
+}
+
+impl Loader {
+    /// What the page referred to and was not requested, each URL once (none that was
+    /// requested after all), with why: besides what was noted when found, a stylesheet's
+    /// images and fonts the layout did not use (or that waited for a layout that never came),
+    /// what parsers held when the load ended, and redirect targets not followed (an embedded
+    /// object's, or the page's past `max_redirects`).
+    fn unrequested_of(&self, st: &LoadState) -> Vec<UnrequestedRef> {
+        let mut all: Vec<(Url, ResourceKind, Unrequested)> = st.unrequested.clone();
+        for l in st.layouts.values() {
+            let why = if l.laid_out {
+                Unrequested::NotUsed
+            } else {
+                Unrequested::NotReached
+            };
+            all.extend(
+                l.pending
+                    .iter()
+                    .map(|(d, _, _)| (d.url.clone(), d.kind, why)),
+            );
+        }
+        for h in st.held.values() {
+            for step in &h.items {
+                if let Step::Ref(d, _) = step {
+                    all.push((d.url.clone(), d.kind, Unrequested::NotReached));
+                }
+            }
+        }
+        for o in &st.objs {
+            if let Some(to) = o.redirect_url.as_deref().and_then(|u| Url::parse(u).ok()) {
+                all.push((to, o.kind, Unrequested::RedirectNotFollowed));
+            }
+        }
+        let mut out: Vec<UnrequestedRef> = Vec::new();
+        let mut listed: HashSet<String> = HashSet::new();
+        for (url, kind, reason) in all {
+            let url = self.as_requested(url);
+            if !matches!(url.scheme(), "http" | "https") || st.seen.contains(url.as_str()) {
+                continue;
+            }
+            if listed.insert(url.as_str().to_string()) {
+                out.push(UnrequestedRef {
+                    url: url.into(),
+                    kind,
+                    reason,
+                });
+            }
+        }
+        out
     }
 }
 

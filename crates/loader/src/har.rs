@@ -179,6 +179,10 @@ impl PageLoad {
                     "_cacheHits": self.cache_hits(),
                     "_timedOut": self.timed_out,
                     "_tlsUpgrades": self.tls_upgrades,
+                    "_unrequested": self.unrequested.iter().map(|u| json!({
+                        "url": u.url,
+                        "reason": u.reason.name(),
+                    })).collect::<Vec<_>>(),
                 }],
                 "entries": self.objects.iter().map(|o| entry(self, o, page_id)).collect::<Vec<_>>(),
             }

@@ -84,6 +84,7 @@ pub use net::{Origin, Protocol};
 pub use request_headers::{KindHeaders, RefererPolicy};
 pub use result::{
     breakdown_of_objects, Breakdown, ConnectionInfo, DnsLookup, ObjectTiming, PageLoad, Timings,
+    Unrequested, UnrequestedRef,
 };
 
 #[cfg(test)]

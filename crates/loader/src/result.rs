@@ -118,6 +118,47 @@ impl ObjectTiming {
     }
 }
 
+/// Why the browser model did not request an object the page referred to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Unrequested {
+    /// What a stylesheet uses that the page does not: a rule no element matches (or that can
+    /// never match), a font face its text is not set in, anything under media that do not
+    /// apply. A browser does not fetch it either.
+    NotUsed,
+    /// Found by a parser that had not got to it when the load ended (it waited behind a
+    /// script, or for the document's layout).
+    NotReached,
+    /// The target of an embedded object's redirect: the model follows the page's own
+    /// redirects only.
+    RedirectNotFollowed,
+    /// Past [`crate::LoaderConfig::max_objects`].
+    OverMaxObjects,
+    /// In a frame or stylesheet nested deeper than [`crate::LoaderConfig::max_nesting`].
+    TooDeep,
+}
+
+impl Unrequested {
+    /// Its name in records (`results.json`, HARs): `not used`, `not reached`, ...
+    pub fn name(self) -> &'static str {
+        match self {
+            Unrequested::NotUsed => "not used",
+            Unrequested::NotReached => "not reached",
+            Unrequested::RedirectNotFollowed => "redirect not followed",
+            Unrequested::OverMaxObjects => "over max objects",
+            Unrequested::TooDeep => "nested too deep",
+        }
+    }
+}
+
+/// A reference the browser model did not request ([`PageLoad::unrequested`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnrequestedRef {
+    /// As the browser would have requested it (no fragment; https where it upgrades).
+    pub url: String,
+    pub kind: ResourceKind,
+    pub reason: Unrequested,
+}
+
 /// One connection used (or attempted) during the load.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConnectionInfo {
@@ -204,6 +245,10 @@ pub struct PageLoad {
     pub timed_out: bool,
     /// References not followed because the page hit `max_objects`.
     pub objects_dropped: usize,
+    /// What the page referenced and the browser did not request, each URL once, with why
+    /// (issue 36: no object goes missing silently). Empty for a real browser's record, which
+    /// does not say.
+    pub unrequested: Vec<UnrequestedRef>,
     /// Hosts whose http:// URLs the browser fetched over https on its own (Chromium's HSTS
     /// preload list); the model never does. Through a proxy such requests are CONNECT
     /// tunnels, out of the proxy's reach.

@@ -34,6 +34,10 @@ pub struct FontUse {
 pub struct SheetRefs {
     pub refs: Vec<Discovered>,
     pub font_uses: Vec<FontUse>,
+    /// What the sheet refers to that a page can never use: `url()`s of rules no element can
+    /// match or under media that do not apply, font faces that do not apply or leave out
+    /// Latin letters (reported, never requested).
+    pub unused: Vec<(Url, ResourceKind)>,
 }
 
 enum Ctx {
@@ -255,6 +259,16 @@ struct Scan<'a> {
 }
 
 impl Scan<'_> {
+    /// A reference the page can never use: kept only to be reported.
+    fn push_unused(&mut self, raw: &str, kind: ResourceKind) {
+        if webpep_discover::is_data_url(raw) {
+            return;
+        }
+        if let Some(url) = resolve(self.base, raw) {
+            self.out.unused.push((url, kind));
+        }
+    }
+
     fn push(&mut self, raw: &str, kind: ResourceKind, need: Need) {
         if webpep_discover::is_data_url(raw) {
             return;
@@ -341,6 +355,14 @@ impl Scan<'_> {
                 let need = need.clone();
                 self.declaration(t, need);
             }
+            Some(Ctx::Rule { need: None }) => {
+                if let Some((_, value)) = t.split_once(':') {
+                    for raw in urls_in(value) {
+                        let kind = url_kind(&raw, false);
+                        self.push_unused(&raw, kind);
+                    }
+                }
+            }
             Some(Ctx::FontFace(f)) => {
                 let Some((prop, value)) = t.split_once(':') else {
                     return;
@@ -418,8 +440,11 @@ impl Scan<'_> {
 
     fn close(&mut self, ctx: Ctx) {
         if let Ctx::FontFace(f) = ctx {
-            if let (true, Some(family), Some(src)) = (f.applies, f.family, f.src) {
-                if f.latin != Some(false) {
+            let Some(src) = f.src else {
+                return;
+            };
+            match f.family {
+                Some(family) if f.applies && f.latin != Some(false) => {
                     let face = Face {
                         family,
                         weight: f.weight.unwrap_or((400, 400)),
@@ -428,6 +453,7 @@ impl Scan<'_> {
                     };
                     self.push(&src, ResourceKind::Font, Need::FontFace(Arc::new(face)));
                 }
+                _ => self.push_unused(&src, ResourceKind::Font),
             }
         }
     }

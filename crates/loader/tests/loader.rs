@@ -2060,7 +2060,9 @@ async fn tight_mode_holds_low_priority_requests_until_the_head_scripts_have_arri
 
 /// A blocking script whose host does not resolve fails, and the parser goes on as a
 /// browser's does: everything after it is requested and loads, and the failure is counted.
-#[tokio::test(flavor = "current_thread")]
+/// In paused time (no sleeps): the lookup's failure and every answer come without a timer, and
+/// the load must end without its page timeout.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_blocking_script_whose_host_does_not_resolve_does_not_stop_the_parser() {
     let (routes, srv, dns) = www_test().await;
     let port = srv.addr.port();
@@ -2089,9 +2091,116 @@ async fn a_blocking_script_whose_host_does_not_resolve_does_not_stop_the_parser(
             p.objects
         );
         assert_eq!(p.errors(), 1, "the script's lookup, counted");
+        let failed = object(&p, "/a.js").expect("the script is an object of the load");
+        assert!(failed.error.is_some(), "{failed:#?}");
         for path in ["/one.gif", "/b.js", "/two.gif"] {
             let o = object(&p, path).unwrap_or_else(|| panic!("{path} requested"));
             assert_eq!(o.status, Some(200), "{path}");
         }
+        // Requested + not requested = the page's 5 objects: nothing is left out.
+        assert!(p.unrequested.is_empty(), "{:#?}", p.unrequested);
     }
+}
+
+/// Issue 36 item 2: what the page refers to and the model does not request is in the record
+/// with why: a stylesheet's image no element uses, one under print media, a font face for
+/// other scripts than Latin, an embedded image's redirect target, and (the load cut by its
+/// page timeout while a blocking script is still on its way) what the parser had not reached.
+/// Paused time: the 60 s script and the 10 s page timeout pass without waiting.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn what_the_page_refers_to_and_is_not_requested_is_reported_with_why() {
+    use webpep_loader::Unrequested;
+    let (routes, srv, dns) = www_test().await;
+    let port = srv.addr.port();
+    routes.add(
+        "www.test",
+        "/",
+        Route::html(
+            "<html><head><link rel=stylesheet href=/s.css></head><body class=page>\
+             <img src=/moved.gif><img src=/ok.gif></body></html>",
+        ),
+    );
+    routes.add(
+        "www.test",
+        "/s.css",
+        Route::css(
+            ".page { background: url(/bg.gif) } .nowhere { background: url(/never.gif) } \
+             @media print { .page { background: url(/print.gif) } } \
+             @font-face { font-family: X; src: url(/cyr.woff2); unicode-range: U+0400-04FF }",
+        ),
+    );
+    routes.add(
+        "www.test",
+        "/moved.gif",
+        Route::redirect(302, "/target.gif"),
+    );
+    for path in [
+        "/ok.gif",
+        "/bg.gif",
+        "/target.gif",
+        "/never.gif",
+        "/print.gif",
+    ] {
+        routes.add("www.test", path, Route::image(100));
+    }
+    let c = cfg(Policy::Http11 { per_host: 2 }, &dns);
+    let p = load_page(&format!("http://www.test:{port}/"), &c).await;
+    assert!(!p.timed_out);
+    let why = |p: &webpep_loader::PageLoad| -> Vec<(String, Unrequested)> {
+        let mut v: Vec<(String, Unrequested)> = p
+            .unrequested
+            .iter()
+            .map(|u| (u.url.rsplit('/').next().unwrap_or("").to_string(), u.reason))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        why(&p),
+        vec![
+            ("cyr.woff2".to_string(), Unrequested::NotUsed),
+            ("never.gif".to_string(), Unrequested::NotUsed),
+            ("print.gif".to_string(), Unrequested::NotUsed),
+            ("target.gif".to_string(), Unrequested::RedirectNotFollowed),
+        ]
+    );
+    for path in ["/", "/s.css", "/moved.gif", "/ok.gif", "/bg.gif"] {
+        assert!(object(&p, path).is_some(), "{path} requested");
+    }
+    assert_eq!(p.objects.len(), 5);
+    let har = p.to_har("p");
+    assert_eq!(
+        har["log"]["pages"][0]["_unrequested"]
+            .as_array()
+            .map(Vec::len),
+        Some(4)
+    );
+
+    // A load cut short: the 2003 browser's parser waits for a script that takes 60 s, and
+    // the page gives up at 10 s with what follows the script not reached.
+    routes.add(
+        "www.test",
+        "/slow",
+        Route::html(
+            "<html><head><script src=/slow.js></script></head>\
+             <body><img src=/after.gif></body></html>",
+        ),
+    );
+    routes.add(
+        "www.test",
+        "/slow.js",
+        Route::image(10).delayed(Duration::from_secs(60)),
+    );
+    routes.add("www.test", "/after.gif", Route::image(100));
+    let mut c = cfg(Policy::Http11 { per_host: 2 }, &dns);
+    c.blocking_scripts = true;
+    c.page_timeout = Duration::from_secs(10);
+    c.response_timeout = Duration::from_secs(120);
+    let p = load_page(&format!("http://www.test:{port}/slow"), &c).await;
+    assert!(p.timed_out);
+    assert_eq!(p.objects.len(), 2, "{:#?}", p.objects);
+    assert_eq!(
+        why(&p),
+        vec![("after.gif".to_string(), Unrequested::NotReached)]
+    );
 }
