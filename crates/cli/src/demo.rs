@@ -154,7 +154,8 @@ fn bottom_line(r: &Results, absent: &[(&str, String)]) -> String {
     } else {
         format!("these {pages} pages")
     };
-    // "(on 3 of the 4 pages; 2 of its 8 loads had errors, marked ! in the tables)"
+    // "(on 3 of the 4 pages; 1 page left out, where 2 of its 8 loads had errors, marked ! in
+    // the tables)"
     let caveats = |c: &Comparison| {
         let v = c.caveats();
         if v.is_empty() {
@@ -233,6 +234,7 @@ fn model_beside_chromium(r: &Results) -> String {
         "model http11-6 s",
         "chromium s",
         "chromium vs model",
+        "errors",
     ]
     .map(String::from)
     .to_vec()];
@@ -241,13 +243,16 @@ fn model_beside_chromium(r: &Results) -> String {
         if let (Some(m), Some(c)) = (cell(page, "http11-6"), cell(page, "chromium")) {
             let mark =
                 |s: &webpep_lab::results::SummaryRecord| if s.incomplete() { "!" } else { "" };
-            marked |= m.errors + c.errors > 0;
+            marked |= m.incomplete() || c.incomplete();
             let (ms, cs) = (m.plt_ms.mean / 1000.0, c.plt_ms.mean / 1000.0);
             rows.push(vec![
                 page.clone(),
                 format!("{ms:.1}{}", mark(m)),
                 format!("{cs:.1}{}", mark(c)),
                 format!("{:+.0}%", (cs / ms - 1.0) * 100.0),
+                r.errors_cell(|l| {
+                    &l.page == page && (l.config == "http11-6" || l.config == "chromium")
+                }),
             ]);
         }
     }
@@ -374,11 +379,12 @@ mod tests {
             ),
             "{t}"
         );
-        // Squid lost objects on one load: the bottom line says so, the tables mark it.
+        // Squid lost objects on one load: that page is left out of its factors, the bottom
+        // line says so, the tables mark it.
         assert!(
             flat.contains(
-                "Squid 1.4× faster, about as many bytes (1 of its 8 loads had errors, marked ! \
-                 in the tables); Ziproxy 1.3× faster, 2.0× fewer bytes."
+                "Squid 1.4× faster, about as many bytes (1 page left out, where 1 of its 8 loads \
+                 had errors, marked ! in the tables); Ziproxy 1.3× faster, 2.0× fewer bytes."
             ),
             "{t}"
         );

@@ -62,6 +62,9 @@ pub struct Launch<'a> {
     pub proxy: Option<SocketAddr>,
 }
 
+/// What the recorder notes for a request the page timeout cut off.
+const PAGE_TIMED_OUT: &str = "page load timed out";
+
 /// A running browser with one page attached.
 pub struct Chromium {
     child: Child,
@@ -298,7 +301,8 @@ impl Chromium {
         &self.product
     }
 
-    /// Loads `url` and waits for its load event (or `timeout`); the record has wall-clock
+    /// Loads `url` and waits for its load event (or `timeout`, the error of every request it
+    /// cuts off); the record has wall-clock
     /// times (the caller unscales them).
     pub fn load(&mut self, url: &str, timeout: Duration) -> Result<PageLoad> {
         let session = self.session.clone();
@@ -352,6 +356,13 @@ impl Chromium {
             rec.event(&ev);
         }
         let mut load = rec.build(url, wall0, plt, via_proxy);
+        // The requests the page timeout cut off name it (in wall time here: the caller
+        // scales the record, errors too).
+        for o in &mut load.objects {
+            if o.error == Some(FetchError::Browser(PAGE_TIMED_OUT.into())) {
+                o.error = Some(FetchError::PageTimeout(timeout));
+            }
+        }
         if let (Some(e), Some(main)) = (nav_error, load.objects.first_mut()) {
             if main.error.is_none() {
                 main.error = Some(FetchError::Browser(e.to_string()));
@@ -608,7 +619,7 @@ impl Recorder {
                 if !timed_out {
                     continue;
                 }
-                e.error = Some("page load timed out".into());
+                e.error = Some(PAGE_TIMED_OUT.into());
                 e.end = Some(last_end);
             }
             let id = objects.len();

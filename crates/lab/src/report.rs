@@ -841,11 +841,11 @@ pub fn html(r: &Results) -> String {
             s.missing
         );
     }
-    h.push_str("</table><h3>Air bytes over all pages</h3><table><tr><th>config</th><th>down KiB</th><th>up KiB</th><th>down, baseline ÷ config</th><th>mean of the pages' ÷</th><th>bodies KiB</th><th>heads KiB</th><th>payload: mean of the pages' ÷ (000 Table 3, 003 Fig. 7)</th></tr>");
+    h.push_str("</table><h3>Air bytes over all pages</h3><table><tr><th>config</th><th>down KiB</th><th>up KiB</th><th>down, baseline ÷ config</th><th>mean of the pages' ÷</th><th>bodies KiB</th><th>heads KiB</th><th>payload: mean of the pages' ÷ (000 Table 3, 003 Fig. 7)</th><th>errors</th></tr>");
     for a in &r.air_totals {
         let _ = write!(
             h,
-            "<tr><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td></tr>",
             esc(&a.config),
             a.down_bytes / 1024.0,
             a.up_bytes / 1024.0,
@@ -856,37 +856,40 @@ pub fn html(r: &Results) -> String {
             a.body_bytes / 1024.0,
             a.head_bytes / 1024.0,
             a.payload_page_factor
-                .map_or("-".into(), |f| format!("×{f:.2}"))
+                .map_or("-".into(), |f| format!("×{f:.2}")),
+            r.errors_cell(|l| l.config == a.config)
         );
     }
     let _ = write!(
         h,
-        "</table><h3>Link use</h3><p>Mean over the pages. Utilization = air bits down ÷ ({:.1} kbit/s × PLT); efficiency = bound ÷ PLT, where the bound is one idle RTT ({:.2} s) plus the load's response bodies at the down rate (over a trace: what the trace offered from the load's start).</p><table><tr><th>config</th><th>utilization</th><th>efficiency</th></tr>",
+        "</table><h3>Link use</h3><p>Mean over the pages. Utilization = air bits down ÷ ({:.1} kbit/s × PLT); efficiency = bound ÷ PLT, where the bound is one idle RTT ({:.2} s) plus the load's response bodies at the down rate (over a trace: what the trace offered from the load's start).</p><table><tr><th>config</th><th>utilization</th><th>efficiency</th><th>errors</th></tr>",
         r.link_down_kbps,
         r.link_rtt_ms / 1000.0
     );
     for (c, u, e) in r.link_use() {
         let _ = write!(
             h,
-            "<tr><td>{}</td><td>{:.0} %</td><td>{:.0} %</td></tr>",
+            "<tr><td>{}</td><td>{:.0} %</td><td>{:.0} %</td><td>{}</td></tr>",
             esc(&c),
             u * 100.0,
-            e * 100.0
+            e * 100.0,
+            r.errors_cell(|l| l.config == c)
         );
     }
     h.push_str("</table>");
     if !r.ablations.is_empty() {
-        h.push_str("<h3>Ablation (000 Fig. 8)</h3><p>Mean PLT over the pages; share of the gain = (without − full) ÷ (baseline − full).</p><table><tr><th>full</th><th>switch off</th><th>baseline s</th><th>full s</th><th>without s</th><th>share of the gain</th></tr>");
+        h.push_str("<h3>Ablation (000 Fig. 8)</h3><p>Mean PLT over the pages; share of the gain = (without − full) ÷ (baseline − full).</p><table><tr><th>full</th><th>switch off</th><th>baseline s</th><th>full s</th><th>without s</th><th>share of the gain</th><th>errors</th></tr>");
         for a in &r.ablations {
             let _ = write!(
                 h,
-                "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.0} %</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.0} %</td><td>{}</td></tr>",
                 esc(&a.full),
                 esc(&a.switch),
                 a.baseline_s,
                 a.full_s,
                 a.without_s,
-                a.share_of_gain * 100.0
+                a.share_of_gain * 100.0,
+                r.ablation_errors(a)
             );
         }
         h.push_str("</table>");
@@ -898,17 +901,18 @@ pub fn html(r: &Results) -> String {
              http11 beside what the paper measured for the page, and the paper's change against \
              its own http11 load.</p><table><tr><th>page</th><th>config</th><th>PLT s</th>\
              <th>paper s</th><th>÷ paper</th><th>change</th><th>paper's change</th>\
-             <th>source</th></tr>",
+             <th>errors</th><th>source</th></tr>",
             esc(&r.profile)
         );
         for p in &r.paper {
             let [paper_s, ratio, change, paper_change] = p.cells(" %");
             let _ = write!(
                 h,
-                "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{paper_s}</td><td>{ratio}</td><td>{change}</td><td>{paper_change}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{paper_s}</td><td>{ratio}</td><td>{change}</td><td>{paper_change}</td><td>{}</td><td>{}</td></tr>",
                 esc(&p.page),
                 esc(&p.config),
                 p.measured_s,
+                r.errors_cell(|l| l.page == p.page && l.config == p.config),
                 esc(&p.source)
             );
         }

@@ -532,17 +532,57 @@ impl Results {
             .iter()
             .map(|p| configs.iter().map(|c| text(p, c)).collect())
             .collect();
-        let by_config: Vec<Vec<String>> = (0..configs.len())
+        let mut by_config: Vec<Vec<String>> = (0..configs.len())
             .map(|j| by_page.iter().map(|row| row[j].clone()).collect())
             .collect();
-        let across = fit("page", &pages, configs, &by_page);
-        let down = fit("config", configs, &pages, &by_config);
+        // The last column: each row's loads that lost objects or left some unrequested.
+        let errors = ERRORS_COLUMN.to_string();
+        let by_page: Vec<Vec<String>> = pages
+            .iter()
+            .zip(by_page)
+            .map(|(p, mut row)| {
+                row.push(self.errors_cell(|l| &l.page == *p && configs.contains(&&l.config)));
+                row
+            })
+            .collect();
+        for (c, row) in configs.iter().zip(by_config.iter_mut()) {
+            row.push(self.errors_cell(|l| &l.config == *c && pages.contains(&&l.page)));
+        }
+        let cols_across: Vec<&String> = configs.iter().copied().chain([&errors]).collect();
+        let cols_down: Vec<&String> = pages.iter().copied().chain([&errors]).collect();
+        let across = fit("page", &pages, &cols_across, &by_page);
+        let down = fit("config", configs, &cols_down, &by_config);
         let blocks = if across.len() <= down.len() {
             across
         } else {
             down
         };
         wrap(head, CONSOLE_WIDTH) + &blocks.join("\n")
+    }
+
+    /// The error column's cell for the loads `mine` picks: those that lost objects or left
+    /// some of the page's unrequested, of all (`1/4`), or `0` when none did.
+    pub fn errors_cell(&self, mine: impl Fn(&LoadRecord) -> bool) -> String {
+        let (bad, all) = self
+            .loads
+            .iter()
+            .filter(|l| mine(l))
+            .fold((0, 0), |(b, a), l| (b + usize::from(l.incomplete()), a + 1));
+        if bad == 0 {
+            "0".into()
+        } else {
+            format!("{bad}/{all}")
+        }
+    }
+
+    /// [`Results::errors_cell`] for an ablation row's three configurations.
+    pub fn ablation_errors(&self, r: &AblationRow) -> String {
+        let without = if r.switch == "all" {
+            format!("{}-plain", r.full)
+        } else {
+            format!("{}-no-{}", r.full, r.switch)
+        };
+        self.errors_cell(|l| [&self.baseline, &r.full, &without].contains(&&l.config))
     }
 
     /// Loads that lost objects (network or protocol failures, HTTP errors) or left some of
@@ -612,7 +652,9 @@ impl Results {
     }
 
     /// `subject` against `baseline` over the pages both loaded (with a PLT): the bottom line
-    /// of a run. None when they share no page.
+    /// of a run. A page where a load of either lost objects or left some unrequested is left
+    /// out of the factors (counted in `left_out`), unless every page is: then the factors
+    /// count them and the caveats say so. None when they share no page.
     pub fn bottom_line(&self, baseline: &str, subject: &str) -> Option<Comparison> {
         let of = |p: &String, c: &str| {
             self.summary
@@ -620,13 +662,24 @@ impl Results {
                 .find(|s| &s.page == p && s.config == c && s.plt_ms.mean > 0.0)
         };
         let run_pages = self.pages();
-        let pairs: Vec<(&SummaryRecord, &SummaryRecord)> = run_pages
+        let shared: Vec<(&SummaryRecord, &SummaryRecord)> = run_pages
             .iter()
             .filter_map(|p| Some((of(p, baseline)?, of(p, subject)?)))
             .collect();
-        if pairs.is_empty() {
+        if shared.is_empty() {
             return None;
         }
+        let whole: Vec<(&SummaryRecord, &SummaryRecord)> = shared
+            .iter()
+            .copied()
+            .filter(|(b, s)| !b.incomplete() && !s.incomplete())
+            .collect();
+        let all_incomplete = whole.is_empty();
+        let pairs = if all_incomplete {
+            shared.clone()
+        } else {
+            whole
+        };
         // The geometric mean of the per-page ratios: each page weighs the same whatever its
         // size, and a 2× gain on one page and a 2× loss on another cancel out.
         let log_sum: f64 = pairs
@@ -642,12 +695,14 @@ impl Results {
             .iter()
             .filter(|l| {
                 (l.config == baseline || l.config == subject)
-                    && pairs.iter().any(|(b, _)| b.page == l.page)
+                    && shared.iter().any(|(b, _)| b.page == l.page)
             })
             .collect();
         Some(Comparison {
             baseline: baseline.to_string(),
             subject: subject.to_string(),
+            left_out: shared.len() - pairs.len(),
+            all_incomplete,
             pages: pairs.len(),
             run_pages: run_pages.len(),
             speedup,
@@ -668,8 +723,13 @@ impl Results {
 pub struct Comparison {
     pub baseline: String,
     pub subject: String,
-    /// Pages both loaded, and the pages of the run.
+    /// Pages the factors are over, and the pages of the run.
     pub pages: usize,
+    /// Pages both loaded but left out of the factors, since a load of either lost objects or
+    /// left some unrequested.
+    pub left_out: usize,
+    /// Every page both loaded had such a load: the factors count them (marked).
+    pub all_incomplete: bool,
     pub run_pages: usize,
     /// The baseline's PLT ÷ the subject's: the geometric mean over the pages of the ratios
     /// of their mean PLTs (equal to the ratio of the geometric means); above 1, the subject
@@ -678,8 +738,8 @@ pub struct Comparison {
     /// The baseline's air bytes down ÷ the subject's, each summed over those pages (means
     /// per page); above 1, the subject sent fewer. None when either measured none.
     pub air_factor: Option<f64>,
-    /// Loads of either configuration on those pages that lost objects, and all their loads
-    /// there.
+    /// Loads of either configuration on the pages both loaded that lost objects or left
+    /// some unrequested, and all their loads there.
     pub error_loads: usize,
     pub loads: usize,
     /// The fewest loads behind one page's mean.
@@ -706,13 +766,29 @@ impl Comparison {
     /// when nothing.
     pub fn caveats(&self) -> Vec<String> {
         let mut c = Vec::new();
-        if self.pages < self.run_pages {
-            c.push(format!("on {} of the {} pages", self.pages, self.run_pages));
+        let shared = self.pages
+            + if self.all_incomplete {
+                0
+            } else {
+                self.left_out
+            };
+        if shared < self.run_pages {
+            c.push(format!("on {} of the {} pages", shared, self.run_pages));
         }
-        if self.error_loads > 0 {
+        if self.all_incomplete {
             c.push(format!(
-                "{} of its {} loads had errors, marked ! in the tables",
+                "{} of its {} loads had errors, marked ! in the tables, on every page: these \
+                 factors count them",
                 self.error_loads, self.loads
+            ));
+        } else if self.left_out > 0 {
+            c.push(format!(
+                "{} page{} left out, where {} of its {} loads had errors, marked ! in the \
+                 tables",
+                self.left_out,
+                if self.left_out == 1 { "" } else { "s" },
+                self.error_loads,
+                self.loads
             ));
         }
         c
@@ -735,6 +811,10 @@ fn factor_words(f: f64, up: &str, down: &str, same: &str) -> String {
 
 /// The widest line of the console tables: they must read on a terminal of 100 columns.
 pub const CONSOLE_WIDTH: usize = 100;
+
+/// The heading of the tables' error column: loads that lost objects or left some of the
+/// page unrequested, of the row's loads.
+const ERRORS_COLUMN: &str = "errors";
 
 /// The note under a table whose cells carry `!`.
 const ERROR_MARK_NOTE: &str =
@@ -1030,12 +1110,29 @@ impl Results {
             return String::new();
         }
         let mut rows = vec![[
-            "page", "config", "PLT s", "paper s", "÷ paper", "change", "paper", "source",
+            "page",
+            "config",
+            "PLT s",
+            "paper s",
+            "÷ paper",
+            "change",
+            "paper",
+            ERRORS_COLUMN,
+            "source",
         ]
         .map(String::from)
         .to_vec()];
         let mut marked = false;
+        // Sources as numbered notes under the table: the table stays within the width.
+        let mut sources: Vec<&str> = Vec::new();
         for r in &self.paper {
+            let n = match sources.iter().position(|s| *s == r.source) {
+                Some(i) => i + 1,
+                None => {
+                    sources.push(&r.source);
+                    sources.len()
+                }
+            };
             let [paper_s, ratio, change, paper_change] = r.cells("%");
             let mark = self
                 .summary
@@ -1051,7 +1148,8 @@ impl Results {
                 ratio,
                 change,
                 paper_change,
-                r.source.clone(),
+                self.errors_cell(|l| l.page == r.page && l.config == r.config),
+                format!("[{n}]"),
             ]);
         }
         let mut t = wrap(
@@ -1062,7 +1160,10 @@ impl Results {
             ),
             CONSOLE_WIDTH,
         );
-        t += &aligned(&rows, |j| j < 2 || j == 7);
+        t += &aligned(&rows, |j| j < 2 || j == 8);
+        for (i, s) in sources.iter().enumerate() {
+            t += &format!("[{}] {s}\n", i + 1);
+        }
         if marked {
             t += ERROR_MARK_NOTE;
         }
@@ -1283,6 +1384,7 @@ impl Results {
             "bodies KiB",
             "heads KiB",
             "payload ÷",
+            ERRORS_COLUMN,
         ]
         .map(String::from)
         .to_vec()];
@@ -1298,6 +1400,7 @@ impl Results {
                 kib(a.body_bytes),
                 kib(a.head_bytes),
                 factor(a.payload_page_factor),
+                self.errors_cell(|l| l.config == a.config),
             ]);
         }
         t += &columns(&rows);
@@ -1333,7 +1436,7 @@ impl Results {
              rate) ÷ PLT; over a trace, the trace's own offer from the load's start",
             CONSOLE_WIDTH,
         );
-        let mut rows = vec![["config", "utilization", "efficiency"]
+        let mut rows = vec![["config", "utilization", "efficiency", ERRORS_COLUMN]
             .map(String::from)
             .to_vec()];
         for (c, u, e) in self.link_use() {
@@ -1341,6 +1444,7 @@ impl Results {
                 self.config_label(&c),
                 format!("{:.0}%", u * 100.0),
                 format!("{:.0}%", e * 100.0),
+                self.errors_cell(|l| l.config == c),
             ]);
         }
         t += &columns(&rows);
@@ -1361,11 +1465,17 @@ impl Results {
             ),
             CONSOLE_WIDTH,
         );
-        let mut rows = vec![
-            ["full", "switch off", "baseline", "full", "without", "share"]
-                .map(String::from)
-                .to_vec(),
-        ];
+        let mut rows = vec![[
+            "full",
+            "switch off",
+            "baseline",
+            "full",
+            "without",
+            "share",
+            ERRORS_COLUMN,
+        ]
+        .map(String::from)
+        .to_vec()];
         for r in ab {
             rows.push(vec![
                 self.config_label(&r.full),
@@ -1374,6 +1484,7 @@ impl Results {
                 format!("{:.1}", r.full_s),
                 format!("{:.1}", r.without_s),
                 format!("{:.0}%", r.share_of_gain * 100.0),
+                self.ablation_errors(&r),
             ]);
         }
         t += &columns(&rows);
@@ -1804,6 +1915,13 @@ mod tests {
                 // One load has no spread and no interval.
                 assert_eq!(t.contains('±'), repeats > 1, "{t}");
                 assert_eq!(t.contains("confidence interval"), repeats > 1, "{t}");
+                // Every table has its error column (issue 36 item 4).
+                for t in [r.table(), r.air_table(), r.link_table(), r.paper_table()] {
+                    assert!(t.is_empty() || t.contains(ERRORS_COLUMN), "{t}");
+                }
+                if repeats > 1 {
+                    assert!(r.paired_table().contains(ERRORS_COLUMN));
+                }
                 // The load that lost objects is marked, and the note says so.
                 let plt = r.table();
                 assert!(plt.contains('!'), "{plt}");
@@ -1871,11 +1989,19 @@ mod tests {
             f.air_down_bytes = f_air;
             loads.extend([b, f]);
         }
-        // Squid ran on page a only, and lost objects there.
+        // Squid ran on page a only, and lost objects there; ziproxy lost objects on page a and
+        // loaded b whole, 2× slower.
         let mut sq = load("a", "squid", 80.0);
         sq.errors = 2;
         sq.air_down_bytes = 195;
         loads.push(sq);
+        let mut zi = load("a", "ziproxy", 5.0);
+        zi.missing = 3;
+        zi.missing_why.insert("not referenced".into(), 3);
+        loads.push(zi);
+        let mut zi = load("b", "ziproxy", 40.0);
+        zi.air_down_bytes = 100;
+        loads.push(zi);
         let r = results_of(loads);
         let c = r.bottom_line("http11", "explicit").unwrap();
         assert!((c.speedup - 2.0).abs() < 1e-9, "{c:?}");
@@ -1884,6 +2010,7 @@ mod tests {
             (c.pages, c.run_pages, c.error_loads, c.loads, c.repeats),
             (2, 2, 0, 4, 1)
         );
+        assert_eq!((c.left_out, c.all_incomplete), (0, false));
         assert_eq!(c.speed_words(), "2.0× faster");
         assert_eq!(c.bytes_words(), "3.0× fewer bytes over the air");
         assert!(c.caveats().is_empty());
@@ -1894,10 +2021,19 @@ mod tests {
             s.caveats(),
             [
                 "on 1 of the 2 pages",
-                "1 of its 2 loads had errors, marked ! in the tables"
+                "1 of its 2 loads had errors, marked ! in the tables, on every page: these \
+                 factors count them"
             ]
         );
+        // Ziproxy's bottom line leaves page a out: its fast load there was not a whole page.
+        let z = r.bottom_line("http11", "ziproxy").unwrap();
+        assert_eq!((z.pages, z.left_out, z.all_incomplete), (1, 1, false));
+        assert_eq!(z.speed_words(), "2.0× slower");
+        assert_eq!(
+            z.caveats(),
+            ["1 page left out, where 1 of its 4 loads had errors, marked ! in the tables"]
+        );
         // A configuration that did not run has no bottom line.
-        assert_eq!(r.bottom_line("http11", "ziproxy"), None);
+        assert_eq!(r.bottom_line("http11", "intercept"), None);
     }
 }

@@ -722,6 +722,10 @@ fn measure_chromium(
     browser.close();
     drop(proxy);
     load.scale_times(k);
+    // Chromium's record names its timeouts in wall time; the model's already in link time.
+    for o in &mut load.objects {
+        o.error = o.error.take().map(|e| e.scaled(k));
+    }
     Ok(Measured {
         load,
         down: after.down.delivered_bytes - before.down.delivered_bytes,

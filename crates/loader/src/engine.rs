@@ -471,7 +471,7 @@ impl Loader {
                     st.timed_out = true;
                     let now = Instant::now();
                     for o in st.objs.iter_mut().filter(|o| !o.done) {
-                        o.error = Some(FetchError::PageTimeout);
+                        o.error = Some(FetchError::PageTimeout(self.cfg.page_timeout));
                         finish_failed(o, now);
                     }
                     break;
@@ -2102,7 +2102,7 @@ mod tests {
         assert!(page.timed_out);
         assert_eq!(page.objects.len(), 1);
         assert!(
-            matches!(page.objects[0].error, Some(FetchError::PageTimeout)),
+            matches!(page.objects[0].error, Some(FetchError::PageTimeout(_))),
             "{:?}",
             page.objects[0].error
         );

@@ -52,9 +52,9 @@ pub enum FetchError {
     /// An I/O error on an established connection.
     #[error("I/O: {0}")]
     Io(String),
-    /// The whole-page timeout expired before this object finished.
-    #[error("page load timed out")]
-    PageTimeout,
+    /// The whole-page timeout (this long) expired before this object finished.
+    #[error("page load timed out after {0:?}")]
+    PageTimeout(Duration),
     /// The page has more objects than the configured maximum; this one was not fetched.
     #[error("too many objects on the page (limit {0})")]
     TooManyObjects(usize),
@@ -79,6 +79,7 @@ impl FetchError {
                 after: after.mul_f64(k),
             },
             FetchError::ResponseTimeout(d) => FetchError::ResponseTimeout(d.mul_f64(k)),
+            FetchError::PageTimeout(d) => FetchError::PageTimeout(d.mul_f64(k)),
             other => other,
         }
     }
@@ -101,7 +102,7 @@ impl FetchError {
             FetchError::TooLarge(_) => "too-large",
             FetchError::H2(_) => "h2",
             FetchError::Io(_) => "io",
-            FetchError::PageTimeout => "page-timeout",
+            FetchError::PageTimeout(_) => "page-timeout",
             FetchError::TooManyObjects(_) => "too-many-objects",
             FetchError::Redirects(_) => "redirects",
             FetchError::Browser(_) => "browser",
@@ -140,11 +141,11 @@ mod tests {
         }
         .scaled(10.0);
         assert!(e.to_string().ends_with("timed out after 75s"), "{e}");
+        let e = FetchError::PageTimeout(Duration::from_secs(180)).scaled(10.0);
+        assert_eq!(e, FetchError::PageTimeout(Duration::from_secs(1800)));
+        assert_eq!(e.to_string(), "page load timed out after 1800s");
         // Other errors, and a scale of 1, are left as they are.
-        assert_eq!(
-            FetchError::PageTimeout.scaled(10.0),
-            FetchError::PageTimeout
-        );
+        assert_eq!(FetchError::Truncated.scaled(10.0), FetchError::Truncated);
         let d = FetchError::ResponseTimeout(Duration::from_secs(3));
         assert_eq!(d.clone().scaled(1.0), d);
     }

@@ -677,7 +677,10 @@ async fn page_timeout_ends_the_load() {
         .iter()
         .find(|o| o.url.ends_with("/hang.gif"))
         .expect("hang");
-    assert_eq!(hang.error, Some(FetchError::PageTimeout));
+    assert_eq!(
+        hang.error,
+        Some(FetchError::PageTimeout(Duration::from_millis(600)))
+    );
     assert_eq!(
         page.objects
             .iter()
