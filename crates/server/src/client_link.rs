@@ -80,6 +80,63 @@ impl ClientLink {
     }
 }
 
+/// How many clients' links are remembered at most (the memory is cleared when full).
+pub const REMEMBERED_CLIENTS: usize = 65_536;
+
+/// How long a client's measured link is used for its later requests.
+pub const REMEMBERED_FOR: Duration = Duration::from_secs(600);
+
+/// Each client's link as last measured (after a response to it, on any of its connections),
+/// for the decisions on its next requests: a new connection has measured nothing yet, but
+/// the client's link is the same.
+#[derive(Debug, Default)]
+pub struct ClientLinks {
+    seen: std::sync::Mutex<
+        std::collections::HashMap<std::net::IpAddr, (ClientLink, std::time::Instant)>,
+    >,
+    /// Every client's link taken to be this, whatever was measured (tests).
+    fixed: Option<ClientLink>,
+}
+
+impl ClientLinks {
+    /// Links as measured.
+    pub fn new() -> ClientLinks {
+        ClientLinks::default()
+    }
+
+    /// Every client's link taken to be `link` (tests: a loopback connection measures no
+    /// link worth scaling by).
+    pub fn fixed(link: ClientLink) -> ClientLinks {
+        ClientLinks {
+            fixed: Some(link),
+            ..ClientLinks::default()
+        }
+    }
+
+    /// Remembers `link` as `client`'s when it measured both a rate and an RTT.
+    pub fn measured(&self, client: std::net::IpAddr, link: ClientLink, now: std::time::Instant) {
+        if link.delivery_rate.is_none() || link.min_rtt.is_none() {
+            return;
+        }
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.len() >= REMEMBERED_CLIENTS && !seen.contains_key(&client) {
+            seen.clear();
+        }
+        seen.insert(client, (link, now));
+    }
+
+    /// `client`'s link as last measured within [`REMEMBERED_FOR`] of `now`.
+    pub fn get(&self, client: std::net::IpAddr, now: std::time::Instant) -> Option<ClientLink> {
+        if self.fixed.is_some() {
+            return self.fixed;
+        }
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.get(&client)
+            .filter(|(_, at)| now.saturating_duration_since(*at) <= REMEMBERED_FOR)
+            .map(|(l, _)| *l)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,6 +163,36 @@ mod tests {
         assert_eq!(ClientLink::from_tcp_info(&info).min_rtt, None);
         // A short buffer (an old kernel): what is there, nothing past it.
         assert_eq!(ClientLink::from_tcp_info(&info[..100]).delivery_rate, None);
+    }
+
+    #[test]
+    fn a_clients_link_is_remembered_for_a_while() {
+        let links = ClientLinks::new();
+        let (a, b) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let t0 = std::time::Instant::now();
+        let l = ClientLink {
+            delivery_rate: Some(4_800),
+            min_rtt: Some(Duration::from_millis(700)),
+            srtt: None,
+        };
+        links.measured(a, l, t0);
+        // Half measured (no rate yet): not remembered.
+        links.measured(
+            b,
+            ClientLink {
+                delivery_rate: None,
+                ..l
+            },
+            t0,
+        );
+        assert_eq!(links.get(a, t0 + Duration::from_secs(1)), Some(l));
+        assert_eq!(links.get(b, t0), None);
+        assert_eq!(
+            links.get(a, t0 + REMEMBERED_FOR + Duration::from_secs(1)),
+            None
+        );
+        let fixed = ClientLinks::fixed(l);
+        assert_eq!(fixed.get(b, t0), Some(l));
     }
 
     #[test]

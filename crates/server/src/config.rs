@@ -461,6 +461,10 @@ pub struct AirConfig {
     /// kernel's 1 s, which over GPRS (1–3 s to a first packet) sends SYN-ACKs twice. 003 §6.1
     /// tuned 7 s.
     pub initial_rto: Option<Secs>,
+    /// Scale with each client's measured link (rate × RTT from `TCP_INFO`): the inline sizes
+    /// and wait, and whether a response is held for a transform (issue 33; `adapt.rs`).
+    /// Off: the configured values for every client, every transform held for.
+    pub adapt: bool,
 }
 
 impl Default for AirConfig {
@@ -472,6 +476,7 @@ impl Default for AirConfig {
             probe_interval: Secs::from_secs(4),
             probe_stop: Secs::from_secs(20),
             initial_rto: None,
+            adapt: true,
         }
     }
 }

@@ -366,7 +366,14 @@ async fn reader_loop(
         // already be sending tunnel bytes, so those refusals close (as does a 400 for a
         // request no mode fits).
         let req = match adm.outcome {
-            Outcome::Serve(req) => req,
+            Outcome::Serve(mut req) => {
+                if server.measure_links {
+                    // The client's link as last measured (on this or another of its
+                    // connections); a new client's is not known yet.
+                    req.link = server.links.get(conn.peer.ip(), Instant::now());
+                }
+                req
+            }
             Outcome::Refuse(r) => {
                 let close = r.close || !keep_alive;
                 if send(Pending::Now(r, meta)).await.is_err() || close {
@@ -718,6 +725,7 @@ async fn writer_loop(
         };
         let status = reply.status.as_u16();
         let cache = reply.cache;
+        let trace = reply.trace;
         let res = tokio::select! {
             r = write_reply(&mut wr, reply, &meta.method, meta.version, meta.keep_alive, &server.metrics.origin_bytes_in) => r,
             _ = hard.cancelled() => return,
@@ -727,18 +735,31 @@ async fn writer_loop(
             bytes: 0,
             close: true,
             truncated: false,
+            first_out: None,
         });
         Metrics::add(&server.metrics.client_bytes_out, written.bytes);
         server.metrics.request(meta.mode, status);
-        // The link to this client as its TCP connection measured it, after this response
-        // (a system call: only when the access log is on).
-        let link = tracing::enabled!(target: "webpep::access", tracing::Level::INFO)
+        // The link to this client as its TCP connection measured it, after this response (a
+        // system call: only when the access log is on or the stages scale with it).
+        let logged = tracing::enabled!(target: "webpep::access", tracing::Level::INFO);
+        let link = (logged || server.measure_links)
             .then(|| {
                 use std::os::fd::AsFd;
                 let stream: &TcpStream = wr.as_ref();
                 ClientLink::of_socket(stream.as_fd())
             })
             .flatten();
+        if let (Some(l), true) = (link, server.measure_links) {
+            server.links.measured(peer.ip(), l, Instant::now());
+        }
+        let ms = |d: Duration| (d.as_secs_f64() * 1e4).round() / 10.0;
+        let timing = trace.timing.unwrap_or_default();
+        // The edge's added latency: from the response's first byte at the proxy (the
+        // origin's head, the cache's answer) to its first byte out to the client.
+        let added = match (trace.first_in, written.first_out) {
+            (Some(i), Some(o)) => Some(ms(o.saturating_duration_since(i))),
+            _ => None,
+        };
         tracing::info!(
             target: "webpep::access",
             client = %peer,
@@ -753,6 +774,11 @@ async fn writer_loop(
             truncated = written.truncated,
             link_kbps = link.and_then(|l| l.rate_kbps()).map(|k| k.round() as u64),
             min_rtt_ms = link.and_then(|l| l.min_rtt).map(|d| d.as_millis() as u64),
+            added_ms = added,
+            origin_ms = timing.origin.map(ms),
+            queue_ms = timing.queue.map(ms),
+            transform_ms = timing.transform.map(ms),
+            hold = timing.hold.map(|h| h.label()),
         );
         if written.truncated {
             // The body broke off: a reset, not a clean close, so that no client (an HTTP/1.0

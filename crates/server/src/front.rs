@@ -111,6 +111,7 @@ pub(crate) async fn admit(
             original_dst: at.original_dst,
             mode,
             body_lease,
+            link: None,
         }),
     };
     adm

@@ -19,6 +19,7 @@
 //! [`config`].
 
 pub mod acl;
+pub mod adapt;
 pub mod air;
 pub mod auth;
 pub mod client_link;

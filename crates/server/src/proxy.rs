@@ -17,6 +17,7 @@ use hyper::body::Incoming;
 use webpep_cache::{CachedResponse, Lookup};
 use webpep_optimize::compress;
 
+use crate::adapt::{Hold, Kind};
 use crate::http1::{strip_hop_by_hop, via_has};
 use crate::metrics::Metrics;
 use crate::mode::Mode;
@@ -54,23 +55,38 @@ impl Exchange {
             client_headers: h,
             url_mode: self.url_mode.as_ref().map(|(u, a)| (u, a.as_str())),
             background: self.below.is_some(),
+            link: if self.server.measure_links {
+                crate::adapt::Measured::of(self.req.link.as_ref())
+            } else {
+                None
+            },
         }
     }
 }
 
 /// The origin's and the body filters' time on one request, in microseconds (`u64::MAX`:
-/// not spent), shared by the phases of an exchange (on the stack of its future).
+/// not spent), what was decided about holding it for a transform, and when its first byte
+/// reached the proxy; shared by the phases of an exchange (on the stack of its future).
 #[derive(Debug)]
 struct TimingCell {
     origin: AtomicU64,
     transform: AtomicU64,
+    queue: AtomicU64,
+    /// 0: no decision; else 1 + the [`Hold`]'s place in [`HOLDS`].
+    hold: std::sync::atomic::AtomicU8,
+    first_in: std::sync::OnceLock<tokio::time::Instant>,
 }
+
+const HOLDS: [Hold; 3] = [Hold::Transform, Hold::Defer, Hold::Skip];
 
 impl Default for TimingCell {
     fn default() -> Self {
         TimingCell {
             origin: u64::MAX.into(),
             transform: u64::MAX.into(),
+            queue: u64::MAX.into(),
+            hold: 0.into(),
+            first_in: std::sync::OnceLock::new(),
         }
     }
 }
@@ -88,11 +104,29 @@ impl TimingCell {
             us => Some(Duration::from_micros(us)),
         }
     }
-    fn timing(&self, total: Duration) -> Timing {
+    /// The response's first byte is at the proxy now (the origin's head, the cache's
+    /// answer); the first mark counts.
+    fn first_byte_in(&self) {
+        let _ = self.first_in.set(tokio::time::Instant::now());
+    }
+    fn set_hold(&self, h: Hold) {
+        let i = HOLDS.iter().position(|x| *x == h).unwrap_or(0) as u8;
+        self.hold.store(i + 1, Ordering::Relaxed);
+    }
+    fn timing(&self, started: tokio::time::Instant, total: Duration) -> Timing {
         Timing {
             total,
             origin: Self::get(&self.origin),
             transform: Self::get(&self.transform),
+            queue: Self::get(&self.queue),
+            hold: match self.hold.load(Ordering::Relaxed) {
+                0 => None,
+                i => HOLDS.get(usize::from(i) - 1).copied(),
+            },
+            first_in: self
+                .first_in
+                .get()
+                .map(|t| t.saturating_duration_since(started)),
         }
     }
 }
@@ -114,13 +148,17 @@ pub async fn proxy_http(server: Arc<Server>, req: Arc<ClientRequest>) -> Reply {
     if matches!(req.mode, Mode::UrlPath { .. }) {
         rewrite_location(&mut reply.headers, &ex);
     }
-    let timing = cell.timing(started.elapsed());
+    let timing = cell.timing(started, started.elapsed());
     server.stages.response(&ctx, &mut reply.headers, &timing);
     server.stages.log(&crate::stage::LogRecord {
         status: reply.status,
         cache: reply.cache,
         timing,
     });
+    reply.trace = crate::reply::Trace {
+        timing: Some(timing),
+        first_in: cell.first_in.get().map(|t| t.into_std()),
+    };
     add_via(&mut reply.headers, req.head.version, &server);
     reply
 }
@@ -310,6 +348,7 @@ async fn run(ex: &Exchange, ctx: &StageCtx<'_>, timing: &TimingCell) -> Reply {
     // Phase: a stored transformed variant for exactly this kind of client.
     if !variant.is_empty() {
         if let Lookup::Fresh(c) = cache.lookup(&ex.parts, &variant, now).await {
+            timing.first_byte_in();
             count(&metrics.cache_hits);
             return from_cached(ex, c, "HIT");
         }
@@ -317,6 +356,7 @@ async fn run(ex: &Exchange, ctx: &StageCtx<'_>, timing: &TimingCell) -> Reply {
     // Phase: the origin's bytes.
     match cache.lookup(&ex.parts, "", now).await {
         Lookup::Fresh(c) => {
+            timing.first_byte_in();
             count(&metrics.cache_hits);
             let held = Held {
                 status: c.status,
@@ -373,6 +413,7 @@ fn full_or_not_modified(
             close: false,
             cache: label,
             lease: None,
+            trace: Default::default(),
         };
     }
     Reply {
@@ -382,6 +423,7 @@ fn full_or_not_modified(
         close: false,
         cache: label,
         lease: None,
+        trace: Default::default(),
     }
 }
 
@@ -478,6 +520,7 @@ async fn fetch_and_process(
         }
     };
     let response_time = server.clock.now();
+    timing.first_byte_in();
     TimingCell::set(&timing.origin, asked.elapsed());
     let (mut rparts, incoming) = resp.into_parts();
     // The head is received whatever the status: a 304 or a HEAD answer is all head (only
@@ -527,6 +570,7 @@ async fn fetch_and_process(
             close: false,
             cache: "MISS",
             lease: None,
+            trace: Default::default(),
         };
     }
     // Phase: buffer the body when small enough to transform, within the buffered-body
@@ -537,6 +581,14 @@ async fn fetch_and_process(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse().ok());
+    // A stage waiting on this fetch may give up on it now, from the head alone (the fetch
+    // goes on into the cache).
+    if let Some(w) = ex.below.as_ref().and_then(|b| b.head.as_ref()) {
+        w.tell(crate::subrequest::HeadSeen {
+            status: rparts.status,
+            declared,
+        });
+    }
     let stall = o.response_timeout.0;
     if declared.is_some_and(|n| n > max as u64) || is_event_stream(&rparts.headers) {
         if declared.is_none() {
@@ -591,6 +643,7 @@ async fn fetch_and_process(
             "MISS"
         },
         lease: Some(lease),
+        trace: Default::default(),
     }
 }
 
@@ -642,6 +695,7 @@ fn stream_reply(
         close: false,
         cache: "MISS",
         lease: None,
+        trace: Default::default(),
     }
 }
 
@@ -768,14 +822,15 @@ async fn held_phases(
         // the transform's state.
         Some((h, b)) => {
             Box::pin(transform_off_thread(
-                ex, timing, variant, status, h, b, rt, st,
+                ex, timing, variant, status, h, b, rt, st, false,
             ))
             .await
         }
         None if needs_transform(ex, status, &held.body) => {
             let (h, b) = (held.headers.clone(), held.body.clone());
+            // The origin's own response: it may go out as it is while its variant is made.
             Box::pin(transform_off_thread(
-                ex, timing, variant, status, h, b, rt, st,
+                ex, timing, variant, status, h, b, rt, st, true,
             ))
             .await
         }
@@ -822,7 +877,9 @@ fn needs_transform(ex: &Exchange, status: StatusCode, body: &Bytes) -> bool {
 /// Runs the transform phases in the transform pool (blocking threads, at most `[limits]
 /// transform-workers` at once): image transcoding and brotli take milliseconds of CPU that
 /// must not stall other connections on this worker. A panic in a transform costs only the
-/// transformation: the original goes out.
+/// transformation: the original goes out. With `may_defer` (the origin's own response to a
+/// client), the client's measured link decides whether the response waits for the
+/// transform at all ([`crate::adapt::hold_for_transform`]); the work is measured either way.
 #[allow(clippy::too_many_arguments)]
 async fn transform_off_thread(
     ex: &Exchange,
@@ -833,6 +890,7 @@ async fn transform_off_thread(
     body: Bytes,
     request_time: SystemTime,
     response_time: SystemTime,
+    may_defer: bool,
 ) -> Transformed {
     if !needs_transform(ex, status, &body) {
         return client_decodable(
@@ -844,25 +902,77 @@ async fn transform_off_thread(
             },
         );
     }
+    let server = &ex.server;
+    let ctx = ex.ctx();
+    let kind = Kind::of(crate::optimize::content_type(&headers));
+    let measured = server.stages.wants_body(&headers, &ctx);
+    if !measured {
+        // No body filter works on it (each checks what it wants first): no trip to a worker.
+        let original = Transformed {
+            status,
+            headers,
+            body,
+        };
+        return client_decodable(ex, original);
+    }
+    let memory = server.stages.body_memory(&body);
     let job = ex.clone();
+    let has_variant = !variant.is_empty();
     let variant = variant.to_string();
     let (h2, b2) = (headers.clone(), body.clone());
+    let bytes_in = body.len() as u64;
+    let run = move || {
+        let t0 = std::time::Instant::now();
+        let out = transform_and_store(&job, &variant, status, h2, b2, request_time, response_time);
+        let work = t0.elapsed();
+        job.server
+            .costs
+            .ran(kind, bytes_in, out.body.len() as u64, work);
+        (out, work)
+    };
+    if may_defer && ex.below.is_none() && ctx.link.is_some() {
+        let pool = &server.transform_pool;
+        let cacheable = has_variant && ex.parts.method == Method::GET && server.cache.is_some();
+        let d = crate::adapt::hold_for_transform(
+            ctx.link,
+            body.len() as u64,
+            server.costs.estimate(kind),
+            (pool.waiting().max(0) as usize, pool.workers()),
+            cacheable,
+        );
+        server.costs.decided(kind, d.hold);
+        timing.set_hold(d.hold);
+        if d.hold != Hold::Transform {
+            if d.hold == Hold::Defer {
+                // Made for the next client, behind the clients' own transforms.
+                let pool = pool.clone();
+                tokio::spawn(async move {
+                    let _ = pool.run_as(Priority::Background, memory, run).await;
+                });
+            }
+            let original = Transformed {
+                status,
+                headers,
+                body,
+            };
+            return client_decodable(ex, original);
+        }
+    }
     let priority = match ex.below {
         None => Priority::Client,
         Some(_) => Priority::Background,
     };
-    let memory = ex.server.stages.body_memory(&body);
     let started = tokio::time::Instant::now();
-    let done = ex
-        .server
-        .transform_pool
-        .run_as(priority, memory, move || {
-            transform_and_store(&job, &variant, status, h2, b2, request_time, response_time)
-        })
-        .await;
-    TimingCell::set(&timing.transform, started.elapsed());
+    let done = server.transform_pool.run_as(priority, memory, run).await;
+    let elapsed = started.elapsed();
+    if let Ok((_, work)) = &done {
+        TimingCell::set(&timing.transform, *work);
+        TimingCell::set(&timing.queue, elapsed.saturating_sub(*work));
+    } else {
+        TimingCell::set(&timing.transform, elapsed);
+    }
     match done {
-        Ok(t) => t,
+        Ok((t, _)) => t,
         Err(e) => {
             tracing::error!(error = ?e, url = %ex.parts.uri, "transform failed; original passed through");
             client_decodable(

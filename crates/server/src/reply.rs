@@ -51,6 +51,8 @@ pub struct Written {
     /// The body broke off (the origin failed or stalled, or sent less than it declared): the
     /// connection must be reset so the client cannot take the body as complete.
     pub truncated: bool,
+    /// When the first byte went to the client (its first write returned).
+    pub first_out: Option<std::time::Instant>,
 }
 
 /// A response for the client.
@@ -68,6 +70,18 @@ pub struct Reply {
     pub cache: &'static str,
     /// The buffered-body budget the body holds until it is written.
     pub lease: Option<crate::limits::BufferLease>,
+    /// Where the pipeline's time went, for the access log.
+    pub trace: Trace,
+}
+
+/// What the pipeline reports about a reply to the access log.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Trace {
+    /// The pipeline's timing (`None`: the proxy answered before the pipeline).
+    pub timing: Option<crate::stage::Timing>,
+    /// When the response's first byte reached the proxy (the origin's head, the cache's
+    /// answer); with the first byte out, the edge's added latency.
+    pub first_in: Option<std::time::Instant>,
 }
 
 impl Reply {
@@ -91,6 +105,7 @@ impl Reply {
             close: false,
             cache: "-",
             lease: None,
+            trace: Trace::default(),
         }
     }
 
@@ -161,6 +176,7 @@ pub async fn write_reply<W: AsyncWrite + Unpin>(
         out.extend_from_slice(LAST_CHUNK);
     }
     let mut written = raw(w, &out).await?;
+    let first_out = Some(std::time::Instant::now());
     drop(out);
     if let Some((mut rest, mut sent, len, stall)) = stream {
         let broke_off = |why: &dyn std::fmt::Display, written| {
@@ -170,6 +186,7 @@ pub async fn write_reply<W: AsyncWrite + Unpin>(
                 bytes: written,
                 close: true,
                 truncated: true,
+                first_out,
             })
         };
         loop {
@@ -212,6 +229,7 @@ pub async fn write_reply<W: AsyncWrite + Unpin>(
         bytes: written,
         close: must_close,
         truncated: false,
+        first_out,
     })
 }
 
@@ -304,6 +322,7 @@ mod tests {
             close: false,
             cache: "-",
             lease: None,
+            trace: Trace::default(),
         };
         let (w, n, close) = writes_of(reply).await;
         assert!(!close);

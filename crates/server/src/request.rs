@@ -25,6 +25,9 @@ pub struct ClientRequest {
     pub mode: Mode,
     /// The budget the body holds while the request lives.
     pub body_lease: Option<crate::limits::BufferLease>,
+    /// The link to the client as last measured, when the stages scale with it
+    /// ([`crate::adapt`]); `None`: not measured (today's defaults apply).
+    pub link: Option<crate::client_link::ClientLink>,
 }
 
 /// Where a request arrived, as its transport knows it.

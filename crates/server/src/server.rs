@@ -86,6 +86,7 @@ impl Server {
         };
         let limits = ClientLimits::new(&cfg.limits);
         let instance = instance_id();
+        let stages_filter = stages.filter_bodies();
         Ok(Arc::new(Server {
             acl,
             auth,
@@ -101,6 +102,9 @@ impl Server {
                 cfg.limits.transform_memory,
             ),
             clock: Arc::new(SystemClock),
+            links: crate::client_link::ClientLinks::new(),
+            measure_links: cfg.air.adapt && (cfg.inline.enabled || stages_filter),
+            costs: crate::adapt::Costs::default(),
             buffers: Buffers::new(&cfg.limits),
             cfg,
             limits,
@@ -120,6 +124,21 @@ impl Server {
         self
     }
 
+    /// The same server taking every client's link to be `link`, whatever its connection
+    /// measures (tests: loopback measures no link worth scaling by). Call it before the
+    /// server is shared.
+    ///
+    /// # Panics
+    ///
+    /// If another `Arc` to the server exists.
+    pub fn with_fixed_link(mut self: Arc<Self>, link: crate::client_link::ClientLink) -> Arc<Self> {
+        let s =
+            Arc::get_mut(&mut self).expect("Server::with_fixed_link before the server is shared");
+        s.links = crate::client_link::ClientLinks::fixed(link);
+        s.measure_links = true;
+        self
+    }
+
     /// The configuration in use.
     pub fn config(&self) -> &ServerConfig {
         &self.cfg
@@ -136,6 +155,7 @@ impl Server {
     pub fn metrics_text(&self) -> String {
         let mut s = self.metrics.render();
         s.push_str(&self.transform_pool.metrics_text());
+        s.push_str(&self.costs.metrics_text());
         s.push_str(&format!(
             "# HELP webpep_buffered_bytes Bytes of request and response bodies held in memory now (limits.max-buffered-bytes).\n# TYPE webpep_buffered_bytes gauge\nwebpep_buffered_bytes {}\n",
             self.buffers.held()

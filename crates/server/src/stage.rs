@@ -48,6 +48,9 @@ pub struct StageCtx<'a> {
     pub url_mode: Option<(&'a url::Url, &'a str)>,
     /// The proxy's own fetch (a prefetch or an inline fetch), not a client's request.
     pub background: bool,
+    /// The link to the client as measured (`None`: not measured, or `[air] adapt` off):
+    /// what [`crate::adapt`] scales the stages' limits with.
+    pub link: Option<crate::adapt::Measured>,
 }
 
 /// Where the proxy's time on one request went, for `response_filter` and `logging`.
@@ -57,8 +60,17 @@ pub struct Timing {
     pub total: Duration,
     /// Waiting for the origin (connect, request, response), when it was asked.
     pub origin: Option<Duration>,
-    /// Running body filters (transcode, rewrite, compress), when they ran.
+    /// Running body filters (transcode, rewrite, compress), when they ran: their work on a
+    /// transform worker.
     pub transform: Option<Duration>,
+    /// Waiting for a transform worker (or its memory) before that work.
+    pub queue: Option<Duration>,
+    /// What was decided about holding the response for its transform at the client's
+    /// measured rate, when a decision was made ([`crate::adapt::hold_for_transform`]).
+    pub hold: Option<crate::adapt::Hold>,
+    /// From the request's arrival to the first byte of the response at the proxy: the
+    /// origin's head, or the cache's answer (`None`: the proxy answered itself).
+    pub first_in: Option<Duration>,
 }
 
 /// What the access log line of a request says, for `logging`.
@@ -132,6 +144,12 @@ pub trait Stage: Send + Sync {
     /// True when `body_filter` would work on a response with these headers (so the pipeline
     /// decodes the origin's content coding first).
     fn wants_body(&self, _headers: &HeaderMap, _ctx: &StageCtx<'_>) -> bool {
+        false
+    }
+    /// True when `page_filter` or `after_response` would look at the body of a response with
+    /// these headers. A response no stage wants the body of streams through to the client
+    /// as it comes (the cache gets a copy).
+    fn wants_original(&self, _status: StatusCode, _headers: &HeaderMap) -> bool {
         false
     }
     /// Memory the body filter may take at its peak for this body (reserved before it runs).
@@ -420,6 +438,16 @@ impl Stages {
     /// Some stage's body filter wants this response.
     pub fn wants_body(&self, headers: &HeaderMap, ctx: &StageCtx<'_>) -> bool {
         self.stages.iter().any(|s| s.wants_body(headers, ctx))
+    }
+
+    /// Some stage wants the whole body of this response (a body filter, a page filter or
+    /// `after_response`): it is held, not streamed through.
+    pub fn holds_body(&self, ctx: &StageCtx<'_>, status: StatusCode, headers: &HeaderMap) -> bool {
+        (self.bodies && status == StatusCode::OK && self.wants_body(headers, ctx))
+            || self
+                .stages
+                .iter()
+                .any(|s| s.wants_original(status, headers))
     }
 
     /// The most any body filter may take in memory for this body.

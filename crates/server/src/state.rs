@@ -58,6 +58,13 @@ pub struct Server {
     pub(crate) transform_pool: TransformPool,
     /// The wall clock of the pipeline ([`SystemClock`] unless [`Server::with_clock`]).
     pub(crate) clock: Arc<dyn Clock>,
+    /// Each client's link as last measured ([`crate::adapt`] scales with it).
+    pub(crate) links: crate::client_link::ClientLinks,
+    /// Some stage scales with the client's link (inlining, body filters): the link is read
+    /// after every response, not only for the access log.
+    pub(crate) measure_links: bool,
+    /// What each kind of transform has cost and saved ([`crate::adapt::CostEstimate`]).
+    pub(crate) costs: crate::adapt::Costs,
 }
 
 impl std::fmt::Debug for Server {

@@ -68,6 +68,32 @@ pub struct Below {
     pub depth: u8,
     /// The client's page's allowance, shared by everything below it.
     pub budget: Budget,
+    /// Told the origin's response head when it arrives ([`SubRequest::watch_head`]).
+    pub head: Option<HeadWatch>,
+}
+
+/// The origin's response head of a sub-request as it arrived: its status and declared
+/// length (`Content-Length`, in its coding), before the body is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeadSeen {
+    /// The status.
+    pub status: StatusCode,
+    /// The declared body length.
+    pub declared: Option<u64>,
+}
+
+/// Where the pipeline tells the origin's head of one sub-request (once).
+#[derive(Clone, Debug)]
+pub struct HeadWatch(Arc<std::sync::Mutex<Option<tokio::sync::oneshot::Sender<HeadSeen>>>>);
+
+impl HeadWatch {
+    /// Tells `seen` to the watcher, the first time only.
+    pub fn tell(&self, seen: HeadSeen) {
+        let tx = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(tx) = tx {
+            let _ = tx.send(seen);
+        }
+    }
 }
 
 /// A sub-request's answer, as a client would have got it.
@@ -103,6 +129,14 @@ impl SubRequest {
     /// Where it stands below the client's request.
     pub fn below(&self) -> &Below {
         &self.below
+    }
+
+    /// What the origin's head says, told when it arrives (before the body is read); the
+    /// sender is dropped unheard when no origin is asked (a cache hit, an error).
+    pub fn watch_head(&mut self) -> tokio::sync::oneshot::Receiver<HeadSeen> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.below.head = Some(HeadWatch(Arc::new(std::sync::Mutex::new(Some(tx)))));
+        rx
     }
 }
 
@@ -196,6 +230,7 @@ impl SubRequests {
             below: Below {
                 depth: self.depth().saturating_add(1),
                 budget,
+                head: None,
             },
         })
     }
@@ -297,6 +332,8 @@ pub fn request_for(client: &ClientRequest, page: &Url, url: &Url) -> Option<Clie
         original_dst: None,
         mode,
         body_lease: None,
+        // The same client on the same link.
+        link: client.link,
     })
 }
 
@@ -341,6 +378,7 @@ mod tests {
             local: "10.0.0.1:80".parse().unwrap(),
             original_dst: Some("192.0.2.1:80".parse().unwrap()),
             body_lease: None,
+            link: None,
             mode: Mode::Transparent {
                 authority: "www.example.com".into(),
                 path: "/news/index.html".into(),

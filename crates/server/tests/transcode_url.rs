@@ -2,29 +2,7 @@
 
 mod common;
 
-use std::io::Cursor;
-
 use common::*;
-
-/// A photo-like JPEG (gradients and noise) at high quality: room for the proxy to save.
-fn photo_jpeg() -> Vec<u8> {
-    let (w, h) = (320u32, 240u32);
-    let mut seed = 12345u32;
-    let img = image::RgbImage::from_fn(w, h, |x, y| {
-        seed = seed.wrapping_mul(1103515245).wrapping_add(12345);
-        let n = ((seed >> 16) % 6) as i32 - 3;
-        let c = |v: i32| (v + n).clamp(0, 255) as u8;
-        image::Rgb([
-            c((x * 255 / w) as i32),
-            c((y * 255 / h) as i32),
-            c(((x + y) % 256) as i32),
-        ])
-    });
-    let mut out = Vec::new();
-    let enc = image::codecs::jpeg::JpegEncoder::new_with_quality(Cursor::new(&mut out), 95);
-    img.write_with_encoder(enc).unwrap();
-    out
-}
 
 fn transcode_config() -> webpep_server::ServerConfig {
     let mut cfg = test_config();

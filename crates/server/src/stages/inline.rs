@@ -84,6 +84,9 @@ impl Stage for Inline {
         // part of the variant key comes last, as before the stages, so stored keys still match.
         400
     }
+    fn wants_original(&self, status: http::StatusCode, headers: &HeaderMap) -> bool {
+        status == http::StatusCode::OK && crate::optimize::mime_is(headers, &["text/html"])
+    }
     fn variant_part(&self, ctx: &StageCtx<'_>) -> Option<String> {
         // A page without data: images for one browser is not the page for another.
         let images = self.cfg.images && crate::inline::data_uri_images(ctx.client_headers);
@@ -104,12 +107,16 @@ impl Stage for Inline {
             // The page would go out uncompressed where the origin had compressed it.
             return None;
         }
+        // The sizes and the wait for this client's link (the configured ones when it is not
+        // measured).
+        let plan = crate::adapt::inline_plan(ctx.link, &self.cfg);
         Some(Box::pin(async move {
             let late = Arc::new(AtomicBool::new(false));
-            let replaced = self.inline(ctx, original, page, sub, &late).await;
+            let replaced = self.inline(ctx, original, page, sub, plan, &late).await;
             // An inlined page depends on other responses, so it is put together again on
             // every request; one that got nothing because a candidate missed the deadline may
-            // get it next time. Neither is stored as the variant.
+            // get it next time, and on a measured link what fits depends on the link. None
+            // is stored as the variant.
             PageChange {
                 uncacheable: replaced.is_some() || late.load(Relaxed),
                 replaced,
@@ -120,17 +127,25 @@ impl Stage for Inline {
 
 impl Inline {
     /// `page` (a client asked for it) with its small stylesheets, scripts and images in it,
-    /// in identity coding without validators; `None` when nothing went in. Sets `late` when
-    /// a fetch was still under way at the deadline.
+    /// within `plan`'s sizes and wait, in identity coding without validators; `None` when
+    /// nothing went in. Sets `late` when a fetch was still under way at the deadline, or the
+    /// plan was scaled to a measured link and the page had candidates.
     async fn inline(
         &self,
         ctx: &StageCtx<'_>,
         original: Original<'_>,
         page: crate::inline::Page,
         sub: &SubRequests,
+        plan: crate::adapt::InlinePlan,
         late: &Arc<AtomicBool>,
     ) -> Option<(HeaderMap, Bytes)> {
-        let cfg = &self.cfg;
+        let cfg = &Arc::new(InlineConfig {
+            max_bytes: plan.max_bytes,
+            image_max_bytes: plan.image_max_bytes,
+            max_total: plan.max_total,
+            timeout: crate::config::Secs(plan.wait),
+            ..(*self.cfg).clone()
+        });
         let headers = original.headers;
         let page_url = Url::parse(&original.uri.to_string()).ok()?;
         let limit = self.max_body;
@@ -174,7 +189,11 @@ impl Inline {
                 go
             })
             .collect();
+        if plan.scaled && !wanted.is_empty() {
+            late.store(true, Relaxed);
+        }
         let round = Round {
+            plan,
             sub: sub.clone(),
             cfg: cfg.clone(),
             page,
@@ -307,6 +326,8 @@ fn origin_url(u: &Url, proxy_authority: Option<&str>) -> Url {
 /// client's request for the page would have asked, within the page's allowance, `[inline]
 /// concurrency` at a time, until the deadline.
 struct Round {
+    /// The sizes: a candidate its origin declares too big is given up at its head.
+    plan: crate::adapt::InlinePlan,
     sub: SubRequests,
     cfg: Arc<InlineConfig>,
     page: crate::inline::Page,
@@ -329,11 +350,27 @@ impl Round {
             };
             // The text itself is wanted, not a coding of it for this client.
             req.headers_mut().remove(header::ACCEPT_ENCODING);
+            let mut head = req.watch_head();
             let fetch = self.sub.get(req);
-            let (slots, page, cfg) = (self.slots.clone(), self.page, self.cfg.clone());
+            let (slots, page, cfg, plan) =
+                (self.slots.clone(), self.page, self.cfg.clone(), self.plan);
             set.spawn(async move {
                 let _slot = slots.acquire_owned().await;
-                let reply = fetch.await;
+                // Spawned: a fetch given up on here still finishes into the cache, for the
+                // browser's own request.
+                let mut fetch = tokio::spawn(fetch);
+                let image = kind == InlineKind::Image;
+                let reply = tokio::select! {
+                    r = &mut fetch => r.ok(),
+                    Ok(seen) = &mut head => {
+                        let usable = seen.status == http::StatusCode::OK
+                            && !crate::adapt::too_big_to_inline(image, seen.declared, &plan);
+                        if usable { (&mut fetch).await.ok() } else { None }
+                    }
+                };
+                let Some(reply) = reply else {
+                    return (i, url, kind, None);
+                };
                 let text = reply.body.as_ref().and_then(|b| {
                     crate::inline::resource_text(
                         &page,

@@ -92,6 +92,14 @@ impl Stage for Prefetch {
         // No body filter; its hooks run after the inline stage's.
         500
     }
+    fn wants_original(&self, status: StatusCode, headers: &http::HeaderMap) -> bool {
+        status == StatusCode::OK
+            && is_document(
+                headers
+                    .get(header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok()),
+            )
+    }
     fn before_lookup<'a>(&'a self, ctx: &StageCtx<'_>, uri: &'a Uri) -> Option<BoxFuture<'a, ()>> {
         // Nothing under way (the common case) costs one load.
         if ctx.background || self.prefetcher.queued() == 0 {

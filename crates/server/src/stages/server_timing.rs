@@ -1,6 +1,7 @@
 //! `Server-Timing` on responses to clients (W3C Server Timing): where the proxy's time on the
-//! request went (`proxy` in all, `origin` waiting for the origin, `transform` in the body
-//! filters), so a browser's developer tools and the lab can see it. `[stages.server-timing]`;
+//! request went (`proxy` in all, `origin` waiting for the origin, `queue` waiting for a
+//! transform worker, `transform` the body filters' work, and `hold;desc=held|deferred|skipped`
+//! when the client's measured link decided whether the response waited for its transform), so a browser's developer tools and the lab can see it. `[stages.server-timing]`;
 //! off by default, since every response head grows by about 60 bytes over the slow link.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -14,7 +15,7 @@ use crate::stage::{bool_key, KeyDoc, Registry, Section, Stage, StageCtx, StageFa
 const KEYS: &[KeyDoc] = &[KeyDoc {
     key: "enabled",
     default: "false",
-    help: "add a Server-Timing field (proxy, origin and transform durations) to every response to a client",
+    help: "add a Server-Timing field (proxy, origin, queue and transform durations; the transform hold decision) to every response to a client",
 }];
 
 pub(super) struct Factory;
@@ -77,8 +78,15 @@ impl Stage for ServerTiming {
         if let Some(o) = timing.origin {
             v.push_str(&format!(", origin;dur={}", ms(o)));
         }
+        if let Some(q) = timing.queue {
+            v.push_str(&format!(", queue;dur={}", ms(q)));
+        }
         if let Some(t) = timing.transform {
             v.push_str(&format!(", transform;dur={}", ms(t)));
+        }
+        if let Some(h) = timing.hold {
+            // Whether the response waited for its transform at the client's measured rate.
+            v.push_str(&format!(", hold;desc={}", h.label()));
         }
         if let Ok(v) = HeaderValue::from_str(&v) {
             headers.append(HeaderName::from_static("server-timing"), v);

@@ -438,6 +438,10 @@ pub fn test_config() -> ServerConfig {
     cfg.compress.enabled = false;
     cfg.transcode.enabled = false;
     cfg.inline.enabled = false;
+    // A loopback client's measured link (gigabytes a second, microseconds) would shrink the
+    // inline wait to nothing and send every original untransformed: the suites test the
+    // configured behaviour (a link not measured); tests/adapt.rs gives the proxy links.
+    cfg.air.adapt = false;
     cfg.origin.dns_upstream = Some("127.0.0.1:9".parse().unwrap());
     cfg.origin.connect_timeout = webpep_server::config::Secs(Duration::from_secs(2));
     cfg
@@ -458,7 +462,25 @@ pub async fn start_proxy(cfg: ServerConfig) -> Proxy {
 }
 
 /// [`start_proxy`] with these stages besides the built-in ones.
-pub async fn start_proxy_with(mut cfg: ServerConfig, extra: Vec<Box<dyn StageFactory>>) -> Proxy {
+pub async fn start_proxy_with(cfg: ServerConfig, extra: Vec<Box<dyn StageFactory>>) -> Proxy {
+    start_proxy_full(cfg, extra, None).await
+}
+
+/// [`start_proxy`] taking every client's link to be `link` (as if its connection had
+/// measured it), with `[air] adapt` on.
+pub async fn start_proxy_on_link(
+    mut cfg: ServerConfig,
+    link: webpep_server::client_link::ClientLink,
+) -> Proxy {
+    cfg.air.adapt = true;
+    start_proxy_full(cfg, Vec::new(), Some(link)).await
+}
+
+async fn start_proxy_full(
+    mut cfg: ServerConfig,
+    extra: Vec<Box<dyn StageFactory>>,
+    link: Option<webpep_server::client_link::ClientLink>,
+) -> Proxy {
     let cache_dir = if cfg.cache.enabled && cfg.cache.dir.is_none() {
         let d = tempfile::tempdir().unwrap();
         cfg.cache.dir = Some(d.path().to_path_buf());
@@ -471,7 +493,10 @@ pub async fn start_proxy_with(mut cfg: ServerConfig, extra: Vec<Box<dyn StageFac
     let (addr, admin) = (l.local_addr().unwrap(), a.local_addr().unwrap());
     let mut factories = webpep_server::stages::default_stages();
     factories.extend(extra);
-    let server = Server::with_stages(cfg, &factories).unwrap();
+    let mut server = Server::with_stages(cfg, &factories).unwrap();
+    if let Some(l) = link {
+        server = server.with_fixed_link(l);
+    }
     let cancel = CancellationToken::new();
     let done = tokio::spawn(server.clone().serve(vec![l], Some(a), cancel.clone()));
     Proxy {
@@ -679,6 +704,27 @@ pub async fn step<F: std::future::Future>(f: F) -> F::Output {
     tokio::time::timeout(Duration::from_secs(5), f)
         .await
         .expect("step timed out")
+}
+
+/// A photo-like JPEG (gradients and noise) at high quality: room for the proxy to save.
+pub fn photo_jpeg() -> Vec<u8> {
+    let (w, h) = (320u32, 240u32);
+    let mut seed = 12345u32;
+    let img = image::RgbImage::from_fn(w, h, |x, y| {
+        seed = seed.wrapping_mul(1103515245).wrapping_add(12345);
+        let n = ((seed >> 16) % 6) as i32 - 3;
+        let c = |v: i32| (v + n).clamp(0, 255) as u8;
+        image::Rgb([
+            c((x * 255 / w) as i32),
+            c((y * 255 / h) as i32),
+            c(((x + y) % 256) as i32),
+        ])
+    });
+    let mut out = Vec::new();
+    let enc =
+        image::codecs::jpeg::JpegEncoder::new_with_quality(std::io::Cursor::new(&mut out), 95);
+    img.write_with_encoder(enc).unwrap();
+    out
 }
 
 /// A TCP echo server on loopback (a CONNECT tunnel's destination); its address.

@@ -1,0 +1,377 @@
+//! The edge adapts to the link it serves (issue 33 items 1 and 2), end to end: the inline
+//! sizes and wait follow the client's measured rate × RTT, a candidate its origin declares
+//! too big is given up at its head, an origin lying about Content-Length does not stall the
+//! page, a transform that costs more than its bytes save at the client's rate is made for the
+//! next client instead, and the access log gives the edge's added latency (first byte in to
+//! first byte out) for a hit, a miss and a transformed image.
+//!
+//! The proxy is given its clients' links (`Server::with_fixed_link`): a loopback connection
+//! measures gigabytes a second and microseconds.
+
+mod common;
+
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use common::*;
+use tokio::sync::Notify;
+use webpep_server::client_link::ClientLink;
+
+/// A guard against a hang, never a latency bound.
+async fn bounded<F: std::future::Future>(f: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(60), f)
+        .await
+        .expect("no answer within the 60 s guard")
+}
+
+fn link(rate: u64, min_rtt: Duration, srtt: Duration) -> ClientLink {
+    ClientLink {
+        delivery_rate: Some(rate),
+        min_rtt: Some(min_rtt),
+        srtt: Some(srtt),
+    }
+}
+
+const SMALL_JS: usize = 1000;
+const MID_JS: usize = 3000;
+
+fn page() -> String {
+    "<html><head><script src=\"/js/small.js\"></script>\
+     <script src=\"/js/mid.js\"></script></head><body>news</body></html>"
+        .to_string()
+}
+
+fn js(fill: u8, n: usize) -> Vec<u8> {
+    let mut b = b"var s='".to_vec();
+    b.resize(n - 2, fill);
+    b.extend_from_slice(b"';");
+    b
+}
+
+fn head(ct: &str, len: usize) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: {ct}\r\nCache-Control: max-age=86400\r\nContent-Length: {len}\r\n\r\n"
+    )
+    .into_bytes()
+}
+
+/// A site whose `/js/mid.js` sends its head at once and its body only once `release` is
+/// notified; `/js/liar.js` declares 500 bytes, sends 100 and holds the rest until `release`.
+fn site(release: Arc<Notify>) -> impl Fn(&OriginRequest) -> OriginReply + Send + Sync {
+    move |r: &OriginRequest| {
+        let long = |ct: &str, body: Vec<u8>| {
+            OriginReply::ok(ct, body).header("Cache-Control", "max-age=86400")
+        };
+        match r.path.as_str() {
+            "/" => long("text/html", page().into_bytes()),
+            "/liar" => long(
+                "text/html",
+                page().replace("mid.js", "liar.js").into_bytes(),
+            ),
+            "/js/small.js" => long("application/javascript", js(b'a', SMALL_JS)),
+            "/js/mid.js" => OriginReply::raw(vec![
+                Part::Send(head("application/javascript", MID_JS)),
+                Part::Wait(release.clone()),
+                Part::Send(js(b'm', MID_JS)),
+            ]),
+            "/js/liar.js" => OriginReply::raw(vec![
+                Part::Send(head("application/javascript", 500)),
+                Part::Send(js(b'l', 100)),
+                Part::Wait(release.clone()),
+                Part::Send(js(b'l', 400)),
+            ]),
+            _ => OriginReply::ok("text/plain", "none").status(404),
+        }
+    }
+}
+
+fn inline_config(timeout: Duration) -> webpep_server::ServerConfig {
+    let mut cfg = test_config();
+    cfg.cache.enabled = true;
+    cfg.inline.enabled = true;
+    cfg.inline.timeout = webpep_server::config::Secs(timeout);
+    // Only the page's own inline fetches reach the origins.
+    cfg.prefetch.enabled = false;
+    cfg
+}
+
+fn inlined(r: &Resp, fill: u8, n: usize) -> bool {
+    let text = String::from_utf8_lossy(&js(fill, n)).into_owned();
+    r.text().contains(&text)
+}
+
+#[tokio::test]
+async fn inline_sizes_follow_the_measured_link_and_a_too_big_candidate_is_not_waited_for() {
+    // GPRS-like, 38.4 kbit/s and 700 ms: half of rate × RTT is 1,680 bytes, so the 3,000-byte
+    // script is out, from its head. The smoothed RTT and the timeout are long (a 60 s wait):
+    // the page comes back while that script's body is still held, so nothing waited for it.
+    let release = Arc::new(Notify::new());
+    let o = Origin::start(site(release.clone())).await;
+    let slow = link(4_800, Duration::from_millis(700), Duration::from_secs(200));
+    let p = start_proxy_on_link(inline_config(Duration::from_secs(60)), slow).await;
+    let r = bounded(get_once(p.addr, &format!("http://{}/", o.addr), "")).await;
+    assert_eq!(r.status, 200);
+    assert!(inlined(&r, b'a', SMALL_JS), "{}", r.text());
+    assert!(!inlined(&r, b'm', MID_JS));
+    assert!(r.text().contains("src=\"/js/mid.js\""), "{}", r.text());
+    assert!(
+        o.in_flight() >= 1,
+        "mid.js's body is still held at its origin: {:?}",
+        o.events()
+    );
+    release.notify_one();
+    o.wait_for("mid.js answered", |o| o.in_flight() == 0).await;
+
+    // A client whose link is not measured yet (a new client on a new connection) gets the
+    // configured sizes: 3,000 bytes are within the default 4,096.
+    let release = Arc::new(Notify::new());
+    release.notify_one();
+    let o = Origin::start(site(release)).await;
+    let mut cfg = inline_config(Duration::from_secs(60));
+    cfg.air.adapt = true;
+    let p = start_proxy(cfg).await;
+    let r = bounded(get_once(p.addr, &format!("http://{}/", o.addr), "")).await;
+    assert!(inlined(&r, b'a', SMALL_JS), "{}", r.text());
+    assert!(inlined(&r, b'm', MID_JS), "{}", r.text());
+
+    // A fast link (1 MB/s, 50 ms: 25 KB in half a round trip) takes the mid-sized script too.
+    let release = Arc::new(Notify::new());
+    release.notify_one();
+    let o = Origin::start(site(release)).await;
+    let fast = link(
+        1_000_000,
+        Duration::from_millis(50),
+        Duration::from_millis(60),
+    );
+    let p = start_proxy_on_link(inline_config(Duration::from_secs(60)), fast).await;
+    let r = bounded(get_once(p.addr, &format!("http://{}/", o.addr), "")).await;
+    assert!(inlined(&r, b'm', MID_JS), "{}", r.text());
+}
+
+#[tokio::test]
+async fn an_origin_lying_about_content_length_does_not_stall_the_page() {
+    let release = Arc::new(Notify::new());
+    let o = Origin::start(site(release.clone())).await;
+    let url = format!("http://{}/liar", o.addr);
+    // The liar declares 500 bytes (small enough to inline), sends 100 and stops: the page
+    // waits for it only the inline wait (here 300 ms, a link not measured), and goes out with
+    // the honest script in and the liar left external, while the liar still holds.
+    let p = start_proxy(inline_config(Duration::from_millis(300))).await;
+    let r = bounded(get_once(p.addr, &url, "")).await;
+    assert_eq!(r.status, 200);
+    assert!(inlined(&r, b'a', SMALL_JS), "{}", r.text());
+    assert!(r.text().contains("src=\"/js/liar.js\""), "{}", r.text());
+    assert!(o.in_flight() >= 1, "the liar still holds: {:?}", o.events());
+    // The proxy is not stuck: another page is served meanwhile.
+    let r = bounded(get_once(p.addr, &format!("http://{}/", o.addr), "")).await;
+    assert_eq!(r.status, 200);
+    release.notify_one();
+    release.notify_one();
+}
+
+fn image_config() -> webpep_server::ServerConfig {
+    let mut cfg = test_config();
+    cfg.cache.enabled = true;
+    cfg.transcode.enabled = true;
+    let mut timing = toml::Table::new();
+    timing.insert("enabled".into(), toml::Value::Boolean(true));
+    cfg.stages.insert("server-timing".into(), timing);
+    cfg
+}
+
+fn images(jpeg: Vec<u8>) -> impl Fn(&OriginRequest) -> OriginReply + Send + Sync {
+    move |_r: &OriginRequest| {
+        OriginReply::ok("image/jpeg", jpeg.clone()).header("Cache-Control", "max-age=600")
+    }
+}
+
+/// Waits until the metric `name` (labels included) reaches `n`: a background transform is
+/// state the proxy reaches on its own.
+async fn metric_reaches(p: &Proxy, name: &str, n: u64) {
+    let waiting = async {
+        while metric(p, name) < n {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    if tokio::time::timeout(Duration::from_secs(60), waiting)
+        .await
+        .is_err()
+    {
+        panic!("{name} did not reach {n}: {}", p.server.metrics_text());
+    }
+}
+
+/// `path` at origin `o` through proxy `p`, on a new connection, within the guard.
+async fn get_path(p: &Proxy, o: &Origin, path: &str) -> Resp {
+    bounded(get_once(p.addr, &format!("http://{}{path}", o.addr), "")).await
+}
+
+const IMAGE_BYTES_IN: &str = "webpep_transform_bytes_in_total{kind=\"image\"}";
+
+#[tokio::test]
+async fn a_transform_not_worth_its_time_at_the_rate_is_made_for_the_next_client() {
+    let jpeg = photo_jpeg();
+    let o = Origin::start(images(jpeg.clone())).await;
+    // 1 Gbit/s and 1 ms: the bytes a transcode saves take microseconds, its work far more.
+    let fast = link(
+        125_000_000,
+        Duration::from_millis(1),
+        Duration::from_millis(1),
+    );
+    let p = start_proxy_on_link(image_config(), fast).await;
+    // Nothing measured yet: the first image waits for its transcode, as before.
+    let a = get_path(&p, &o, "/a.jpg").await;
+    assert!(
+        a.body.len() < jpeg.len(),
+        "{} !< {}",
+        a.body.len(),
+        jpeg.len()
+    );
+    let st = a.header("server-timing").unwrap_or_default().to_string();
+    assert!(st.contains("hold;desc=held"), "{st}");
+    assert!(st.contains("transform;dur="), "{st}");
+    assert_eq!(metric(&p, IMAGE_BYTES_IN), jpeg.len() as u64);
+    // Its cost is known now: the next image goes out as the origin sent it, at once...
+    let b = get_path(&p, &o, "/b.jpg").await;
+    assert_eq!(b.body, jpeg);
+    let st = b.header("server-timing").unwrap_or_default().to_string();
+    assert!(st.contains("hold;desc=deferred"), "{st}");
+    assert!(!st.contains("transform;dur="), "{st}");
+    // ... and its variant is made in the background for the next client, who gets it from
+    // the cache.
+    metric_reaches(&p, IMAGE_BYTES_IN, 2 * jpeg.len() as u64).await;
+    let b2 = get_path(&p, &o, "/b.jpg").await;
+    assert_eq!(b2.body, a.body, "the same photo, transcoded");
+    assert_eq!(
+        o.seen().iter().filter(|r| r.path == "/b.jpg").count(),
+        1,
+        "from the cache"
+    );
+    let m = p.server.metrics_text();
+    for line in [
+        "webpep_transform_holds_total{kind=\"image\",decision=\"held\"} 1",
+        "webpep_transform_holds_total{kind=\"image\",decision=\"deferred\"} 1",
+    ] {
+        assert!(m.contains(line), "{line} in {m}");
+    }
+    assert!(
+        metric(
+            &p,
+            "webpep_transform_work_microseconds_total{kind=\"image\"}"
+        ) > 0
+    );
+
+    // Over a slow link (4 kbit/s) the same saving is worth seconds: the image waits for it.
+    let slow = link(500, Duration::from_millis(700), Duration::from_millis(900));
+    let p = start_proxy_on_link(image_config(), slow).await;
+    let _ = get_path(&p, &o, "/c.jpg").await;
+    let d = get_path(&p, &o, "/d.jpg").await;
+    assert!(d.body.len() < jpeg.len());
+    let st = d.header("server-timing").unwrap_or_default().to_string();
+    assert!(st.contains("hold;desc=held"), "{st}");
+}
+
+/// What the access log wrote, one JSON object a line.
+fn access_log() -> &'static Arc<Mutex<Vec<u8>>> {
+    static LOG: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOG.get_or_init(|| {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let sink = buf.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_env_filter("webpep::access=info")
+            .with_writer(move || Sink(sink.clone()))
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
+        buf
+    })
+}
+
+struct Sink(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Sink {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The access lines for `url` so far, as their fields.
+fn lines_for(url: &str) -> Vec<serde_json::Value> {
+    let text = String::from_utf8_lossy(&access_log().lock().unwrap()).into_owned();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|v| v["fields"].clone())
+        .filter(|f| f["url"] == url)
+        .collect()
+}
+
+/// Waits for the `n`th access line of `url` (written just after the response).
+async fn nth_line(url: &str, n: usize) -> serde_json::Value {
+    let waiting = async {
+        loop {
+            if let Some(l) = lines_for(url).get(n - 1) {
+                return l.clone();
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(WAIT_GUARD, waiting)
+        .await
+        .unwrap_or_else(|_| panic!("no access line {n} for {url}: {:?}", lines_for(url)))
+}
+
+fn num(v: &serde_json::Value, key: &str) -> Option<f64> {
+    v[key].as_f64()
+}
+
+#[tokio::test]
+async fn the_access_log_gives_the_edges_added_latency_per_response() {
+    access_log();
+    let jpeg = photo_jpeg();
+    let j = jpeg.clone();
+    let o = Origin::start(move |r: &OriginRequest| {
+        if r.path.ends_with(".jpg") {
+            OriginReply::ok("image/jpeg", j.clone()).header("Cache-Control", "max-age=600")
+        } else {
+            OriginReply::ok("text/plain", "a text").header("Cache-Control", "max-age=600")
+        }
+    })
+    .await;
+    let p = start_proxy(image_config()).await;
+    let text = format!("http://{}/t.txt", o.addr);
+    let photo = format!("http://{}/p.jpg", o.addr);
+    let _ = bounded(get_once(p.addr, &text, "")).await;
+    let _ = bounded(get_once(p.addr, &text, "")).await;
+    let r = bounded(get_once(p.addr, &photo, "")).await;
+    assert!(r.body.len() < jpeg.len());
+
+    let miss = nth_line(&text, 1).await;
+    let hit = nth_line(&text, 2).await;
+    let image = nth_line(&photo, 1).await;
+    assert_eq!(miss["cache"], "MISS");
+    assert_eq!(hit["cache"], "HIT");
+    assert_eq!(image["cache"], "MISS");
+    for l in [&miss, &hit, &image] {
+        let added = num(l, "added_ms").unwrap_or_else(|| panic!("added_ms in {l}"));
+        let total = num(l, "ms").expect("ms");
+        // From the first byte at the proxy to the first byte out: within the request's time.
+        assert!(added >= 0.0 && added <= total + 1.0, "{l}");
+    }
+    // The miss waited for the origin; the hit did not ask it.
+    assert!(num(&miss, "origin_ms").is_some(), "{miss}");
+    assert!(num(&hit, "origin_ms").is_none(), "{hit}");
+    // The transformed image's added latency holds its transform's wait and work.
+    let work = num(&image, "transform_ms").expect("transform_ms");
+    let queue = num(&image, "queue_ms").expect("queue_ms");
+    let added = num(&image, "added_ms").unwrap();
+    assert!(work > 0.0, "{image}");
+    assert!(added + 0.2 >= work + queue, "{image}");
+    assert!(
+        num(&miss, "transform_ms").is_none(),
+        "text/plain is not transformed: {miss}"
+    );
+}
