@@ -302,6 +302,8 @@ mod tests {
                         plt_ms,
                         air_down_bytes: down,
                         air_up_bytes: down / 12,
+                        late_down_bytes: 0,
+                        late_up_bytes: 0,
                         objects: 61,
                         inlined: 0,
                         errors: usize::from(*config == "squid" && i == 1 && r == 0) * 2,

@@ -304,7 +304,16 @@ impl Chromium {
     /// Loads `url` and waits for its load event (or `timeout`, the error of every request it
     /// cuts off); the record has wall-clock
     /// times (the caller unscales them).
-    pub fn load(&mut self, url: &str, timeout: Duration) -> Result<PageLoad> {
+    ///
+    /// `at_load` is called as the load event arrives (not when the load timed out), so that
+    /// the caller can read the air counters at the load's end: what the page does after it
+    /// (Chromium's late requests) is not part of the load.
+    pub fn load(
+        &mut self,
+        url: &str,
+        timeout: Duration,
+        at_load: &mut dyn FnMut(),
+    ) -> Result<PageLoad> {
         let session = self.session.clone();
         let via_proxy = self.via_proxy;
         let wall0 = SystemTime::now();
@@ -324,6 +333,7 @@ impl Chromium {
         if nav_error.is_none() {
             while let Some(ev) = cdp.next_event(deadline).map_err(cdp_err)? {
                 if ev["method"] == "Page.loadEventFired" && ev["sessionId"] == session.as_str() {
+                    at_load();
                     loaded = true;
                     break;
                 }

@@ -936,11 +936,11 @@ pub fn html(r: &Results) -> String {
         }
         h.push_str("</ul>");
     }
-    h.push_str("<h3>Loads</h3><table><tr><th>page</th><th>config</th><th>repeat</th><th>PLT s</th><th>objects</th><th>errors</th><th>not requested (why)</th><th>air down B</th><th>air up B</th><th>HAR</th></tr>");
+    h.push_str("<h3>Loads</h3><table><tr><th>page</th><th>config</th><th>repeat</th><th>PLT s</th><th>objects</th><th>errors</th><th>not requested (why)</th><th>air down B</th><th>air up B</th><th>late down B (after the load)</th><th>HAR</th></tr>");
     for l in &r.loads {
         let _ = write!(
             h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><a href=\"{h}\">{h}</a></td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><a href=\"{h}\">{h}</a></td></tr>",
             esc(&l.page),
             esc(&l.config),
             l.repeat,
@@ -950,6 +950,7 @@ pub fn html(r: &Results) -> String {
             missing_text(l),
             l.air_down_bytes,
             l.air_up_bytes,
+            l.late_down_bytes,
             h = esc(&l.har)
         );
     }
@@ -986,6 +987,8 @@ mod tests {
                     plt_ms: plt + r as f64 * 1000.0,
                     air_down_bytes: 200_000,
                     air_up_bytes: 20_000,
+                    late_down_bytes: 0,
+                    late_up_bytes: 0,
                     objects: 30,
                     inlined: 0,
                     errors: 0,
@@ -1075,6 +1078,8 @@ mod tests {
             plt_ms,
             air_down_bytes: 100_000,
             air_up_bytes: 8_000,
+            late_down_bytes: 0,
+            late_up_bytes: 0,
             objects: 20 - errors,
             inlined: 0,
             errors,

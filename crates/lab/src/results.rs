@@ -25,8 +25,16 @@ pub struct LoadRecord {
     pub profile: String,
     pub repeat: usize,
     pub plt_ms: f64,
+    /// Air bytes of the load: from its start to its end (the last byte for the browser
+    /// model, the load event for Chromium).
     pub air_down_bytes: u64,
     pub air_up_bytes: u64,
+    /// Air bytes after the load's end, not part of it (Chromium's requests after its load
+    /// event; 0 for the browser model, which requests nothing after its last byte).
+    #[serde(default)]
+    pub late_down_bytes: u64,
+    #[serde(default)]
+    pub late_up_bytes: u64,
     /// Objects the browser fetched.
     pub objects: usize,
     /// Stylesheets, scripts and images webpep's edge proxy copied into the load's pages
@@ -117,23 +125,34 @@ impl LinkUse {
         if !(plt_ms > 0.0 && down.mean_kbps() > 0.0) {
             return zero;
         }
-        let (capacity_bits, transfer_ms) = match down {
+        let capacity_bits = match down {
             // kbit/s = bits per ms.
-            Rate::Kbps(k) => (k * plt_ms, body_bytes as f64 * 8.0 / k),
-            Rate::Trace(t) => (
-                t.bytes_between(0, plt_ms.ceil() as u64) as f64 * 8.0,
-                trace_time_to_offer(t, body_bytes),
-            ),
+            Rate::Kbps(k) => k * plt_ms,
+            Rate::Trace(t) => t.bytes_between(0, plt_ms.ceil() as u64) as f64 * 8.0,
         };
         if capacity_bits <= 0.0 {
             return zero;
         }
-        let bound_ms = rtt_ms.max(0.0) + transfer_ms;
+        let bound_ms = LinkUse::bound_ms(body_bytes, down, rtt_ms);
         LinkUse {
             utilization: air_down_bytes as f64 * 8.0 / capacity_bits,
             bound_ms,
             efficiency: bound_ms / plt_ms,
         }
+    }
+}
+
+impl LinkUse {
+    /// The physical bound (ms) for `bytes` of bodies over a link of `down` and idle RTT
+    /// `rtt_ms`: the RTT plus the time the link takes to offer the bytes (at the rate, or as
+    /// the trace offers them from its start). Infinite for a link without a rate.
+    pub fn bound_ms(bytes: u64, down: &Rate, rtt_ms: f64) -> f64 {
+        let transfer_ms = match down {
+            Rate::Kbps(k) if *k > 0.0 => bytes as f64 * 8.0 / k,
+            Rate::Kbps(_) => f64::INFINITY,
+            Rate::Trace(t) => trace_time_to_offer(t, bytes),
+        };
+        rtt_ms.max(0.0) + transfer_ms
     }
 }
 
@@ -1405,7 +1424,35 @@ impl Results {
         }
         t += &columns(&rows);
         t += self.config_error_note(&rows);
+        t += &self.late_note();
         t
+    }
+
+    /// The note under the air table when loads had air bytes after their end (Chromium's
+    /// late requests): per configuration, the mean per load, which the table leaves out.
+    pub fn late_note(&self) -> String {
+        let late: Vec<String> = self
+            .configs_in_order()
+            .into_iter()
+            .filter_map(|c| {
+                let mine: Vec<&LoadRecord> = self.loads.iter().filter(|l| l.config == c).collect();
+                let n = mine.len().max(1) as f64;
+                let down = mine.iter().map(|l| l.late_down_bytes).sum::<u64>() as f64 / n;
+                let up = mine.iter().map(|l| l.late_up_bytes).sum::<u64>() as f64 / n;
+                (down + up > 0.0).then(|| format!("{c} {:.1}/{:.1}", down / 1024.0, up / 1024.0))
+            })
+            .collect();
+        if late.is_empty() {
+            return String::new();
+        }
+        wrap(
+            &format!(
+                "Late: air bytes after the load event, not in the figures above (the page's \
+                 requests after its load), mean KiB down/up per load: {}",
+                late.join(", ")
+            ),
+            CONSOLE_WIDTH,
+        )
     }
 
     /// Mean utilization and efficiency over the pages, per configuration (pages weigh
@@ -1556,6 +1603,8 @@ mod tests {
             plt_ms: plt,
             air_down_bytes: 1000,
             air_up_bytes: 100,
+            late_down_bytes: 0,
+            late_up_bytes: 0,
             objects: 3,
             inlined: 0,
             errors: 0,
@@ -1915,6 +1964,17 @@ mod tests {
                 // One load has no spread and no interval.
                 assert_eq!(t.contains('±'), repeats > 1, "{t}");
                 assert_eq!(t.contains("confidence interval"), repeats > 1, "{t}");
+                // Late bytes are noted apart from the air table's figures, only when there are.
+                assert!(!r.air_table().contains("Late:"));
+                let mut late = r.clone();
+                late.loads[0].late_down_bytes = 2048;
+                let air = late.air_table();
+                assert!(
+                    air.contains("Late: air bytes after the load event"),
+                    "{air}"
+                );
+                assert!(air.contains(&format!("{} ", late.loads[0].config)), "{air}");
+                assert!(widest(&air) <= CONSOLE_WIDTH, "{air}");
                 // Every table has its error column (issue 36 item 4).
                 for t in [r.table(), r.air_table(), r.link_table(), r.paper_table()] {
                     assert!(t.is_empty() || t.contains(ERRORS_COLUMN), "{t}");

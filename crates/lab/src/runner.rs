@@ -20,6 +20,7 @@ use crate::report;
 use crate::results::{BreakdownMs, LinkUse, LoadRecord, NotApplicable, Results, RunInfo};
 use crate::topology::{TcpEra, Topology, TopologyConfig};
 use crate::{LabError, Result};
+use webpep_link_model::profile::Rate;
 
 /// Everything a run needs.
 #[derive(Clone, Debug)]
@@ -210,14 +211,21 @@ fn loader_config(c: &LabConfig, hosting: &Hosting, k: f64) -> LoaderConfig {
 const PAGE_TIMEOUT_MIN_S: f64 = 1800.0;
 
 /// The page timeout (unscaled s) for a page of `bytes` in `objects` objects over a link of
-/// `down_kbps` and `rtt_ms`: four times the time the page needs if its bytes went at the
-/// link's full rate and each object cost one round trip of its own, and never under half an
-/// hour. A fixed half hour cut large real pages over gprs short of what the link itself needs.
-fn page_timeout_s(bytes: u64, objects: usize, down_kbps: f64, rtt_ms: f64) -> f64 {
-    let serial =
-        bytes as f64 * 8.0 / (down_kbps.max(0.001) * 1000.0) + objects as f64 * rtt_ms / 1000.0;
-    (4.0 * serial).max(PAGE_TIMEOUT_MIN_S)
+/// `down` and idle RTT `rtt_ms`: four times the page's physical bound on the link (the bound
+/// of the link-use table, [`LinkUse::bound_ms`]: over a trace, the time the trace takes to
+/// offer the bytes from its start, not its mean rate) with a round trip more for each object,
+/// and never under half an hour. A fixed half hour cut large real pages over gprs short of
+/// what the link itself needs.
+fn page_timeout_s(bytes: u64, objects: usize, down: &Rate, rtt_ms: f64) -> f64 {
+    let serial_ms = LinkUse::bound_ms(bytes, down, rtt_ms) + objects as f64 * rtt_ms;
+    if !serial_ms.is_finite() {
+        return PAGE_TIMEOUT_MIN_S;
+    }
+    (PAGE_TIMEOUT_BOUNDS * serial_ms / 1000.0).max(PAGE_TIMEOUT_MIN_S)
 }
+
+/// The page timeout in bounds of the page ([`page_timeout_s`]).
+pub const PAGE_TIMEOUT_BOUNDS: f64 = 4.0;
 
 fn safe(s: &str) -> String {
     s.chars()
@@ -314,6 +322,8 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
                     load,
                     down,
                     up,
+                    late_down,
+                    late_up,
                     inlined,
                 } = match measured {
                     Ok(m) => m,
@@ -362,6 +372,8 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
                     plt_ms: ms(load.plt),
                     air_down_bytes: down,
                     air_up_bytes: up,
+                    late_down_bytes: late_down,
+                    late_up_bytes: late_up,
                     objects: load.objects.len(),
                     inlined: inlined as usize,
                     errors: failed_objects(&load),
@@ -661,7 +673,7 @@ fn prepare(
     let limit = page_timeout_s(
         bytes,
         page.objects.len(),
-        opts.profile.down_kbps(),
+        &opts.profile.down_rate,
         opts.profile.rtt_ms(),
     );
     lc.page_timeout = Duration::from_secs_f64(limit / k);
@@ -703,7 +715,7 @@ fn measure_chromium(
     let gap = Duration::from_secs_f64(opts.gap_s / k);
     if cfg.warm {
         std::thread::sleep(gap);
-        browser.load(&url, lc.page_timeout)?;
+        browser.load(&url, lc.page_timeout, &mut || {})?;
         hosting.replay.set_visit(1);
         if !cfg.revisit_cache {
             browser.clear_cache()?;
@@ -714,10 +726,16 @@ fn measure_chromium(
     let inlined_before = server.as_ref().map_or(0, |s| s.inlined_objects());
     // Each load meets a link started over (see `measure`).
     let before = topo.air.restart(repeat as u64);
-    let mut load = browser.load(&url, lc.page_timeout)?;
-    // Let the last ACKs cross before reading the counters.
-    std::thread::sleep(Duration::from_millis(50));
+    // The air bytes of the load are those up to its load event; what crosses after it
+    // (Chromium's late requests) is counted apart.
+    let mut at_load = None;
+    let mut load = browser.load(&url, lc.page_timeout, &mut || {
+        at_load = Some(topo.air.counters_now())
+    })?;
+    // What the page does within LATE_WINDOW_S of its load event is counted as late.
+    std::thread::sleep(Duration::from_secs_f64(LATE_WINDOW_S / k).max(Duration::from_millis(50)));
     let after = topo.air.counters_now();
+    let end = at_load.unwrap_or_else(|| after.clone());
     let inlined = server.as_ref().map_or(0, |s| s.inlined_objects()) - inlined_before;
     browser.close();
     drop(proxy);
@@ -728,11 +746,17 @@ fn measure_chromium(
     }
     Ok(Measured {
         load,
-        down: after.down.delivered_bytes - before.down.delivered_bytes,
-        up: after.up.delivered_bytes - before.up.delivered_bytes,
+        down: end.down.delivered_bytes - before.down.delivered_bytes,
+        up: end.up.delivered_bytes - before.up.delivered_bytes,
+        late_down: after.down.delivered_bytes - end.down.delivered_bytes,
+        late_up: after.up.delivered_bytes - end.up.delivered_bytes,
         inlined,
     })
 }
+
+/// How long (unscaled s) after Chromium's load event the air bytes of the page's late
+/// requests are counted (apart from the load's).
+pub const LATE_WINDOW_S: f64 = 10.0;
 
 /// One measured load: the load (times unscaled), the air bytes down and up it caused, and
 /// the stylesheets, scripts and images webpep's edge proxy copied into its pages (`[inline]`), which
@@ -741,6 +765,10 @@ struct Measured {
     load: PageLoad,
     down: u64,
     up: u64,
+    /// Air bytes after the load's end (Chromium's late requests after its load event): not
+    /// the load's, reported apart. The browser model requests nothing after its last byte.
+    late_down: u64,
+    late_up: u64,
     inlined: u64,
 }
 
@@ -795,6 +823,8 @@ fn measure(
         load,
         down,
         up,
+        late_down: 0,
+        late_up: 0,
         inlined,
     })
 }
@@ -805,16 +835,33 @@ mod tests {
 
     #[test]
     fn the_page_timeout_follows_the_page_over_the_link() {
+        let gprs = Rate::Kbps(38.0);
         // Small pages keep half an hour.
-        assert_eq!(page_timeout_s(60_000, 10, 38.0, 2800.0), 1800.0);
+        assert_eq!(page_timeout_s(60_000, 10, &gprs, 2800.0), 1800.0);
         // 8.27 MB in 244 objects over gprs: 1741 s at the full rate and 683 s of round trips,
         // so four times that, not half an hour.
-        let t = page_timeout_s(8_270_000, 244, 38.0, 2800.0);
+        let t = page_timeout_s(8_270_000, 244, &gprs, 2800.0);
         assert!(
-            (t - 4.0 * (8_270_000.0 * 8.0 / 38_000.0 + 244.0 * 2.8)).abs() < 1e-6,
+            (t - 4.0 * (2.8 + 8_270_000.0 * 8.0 / 38_000.0 + 244.0 * 2.8)).abs() < 1e-6,
             "{t}"
         );
         assert!(t > 9000.0);
+        // At least four times the page's physical bound, whatever the link.
+        for (bytes, objects) in [(8_270_000u64, 244usize), (60_000, 10), (50_000_000, 10)] {
+            let bound_s = LinkUse::bound_ms(bytes, &gprs, 2800.0) / 1000.0;
+            assert!(page_timeout_s(bytes, objects, &gprs, 2800.0) >= 4.0 * bound_s);
+        }
+        // Over a trace, the bound is the time the trace takes to offer the bytes from its
+        // start: one 1,500-byte opportunity every 100 ms offers 8.27 MB in 551 s.
+        let trace = webpep_link_model::Trace::parse("100", "t").unwrap();
+        let trace = Rate::Trace(std::sync::Arc::new(trace));
+        let bound_s = LinkUse::bound_ms(8_270_000, &trace, 300.0) / 1000.0;
+        assert!(
+            (bound_s - (0.3 + 5514.0 * 0.1 - 0.001)).abs() < 0.2,
+            "{bound_s}"
+        );
+        let t = page_timeout_s(8_270_000, 244, &trace, 300.0);
+        assert!((t - 4.0 * (bound_s + 244.0 * 0.3)).abs() < 1e-6, "{t}");
     }
 
     #[test]
@@ -852,6 +899,8 @@ mod tests {
             plt_ms,
             air_down_bytes: 0,
             air_up_bytes: 0,
+            late_down_bytes: 0,
+            late_up_bytes: 0,
             objects: 61,
             inlined: 0,
             errors,

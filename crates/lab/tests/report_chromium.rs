@@ -66,6 +66,8 @@ fn load(
         plt_ms,
         air_down_bytes: down,
         air_up_bytes: down / 12,
+        late_down_bytes: 0,
+        late_up_bytes: 0,
         objects: 20 - errors,
         inlined: 0,
         errors,

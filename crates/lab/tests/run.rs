@@ -819,6 +819,80 @@ fn chromium_records_an_hsts_upgrade_and_a_cross_site_frame() {
         .contains("frames: www.frames.dev (chromium)"));
 }
 
+/// Issue 36 item 5: air bytes are the load's up to its end. A page that fetches a 6 KB
+/// image 150 ms (wall) after its load event: Chromium's load counts the page's bytes only, the image's
+/// come under `late_down_bytes` (within the late window); the browser model, which runs no
+/// scripts, never asks for it and reports it as not referenced.
+#[test]
+fn chromium_late_requests_are_counted_apart_from_the_load() {
+    let test = "chromium_late_requests_are_counted_apart_from_the_load";
+    if !chromium_available(test) {
+        return;
+    }
+    let dir = TestDir::new("run-chromium-late");
+    let mut w = CorpusWriter::create(&dir.join("corpus")).unwrap();
+    let late: Vec<u8> = (0..6_000u32).map(|b| (b * 31 + b / 7) as u8).collect();
+    let objects = vec![
+        Object {
+            url: "http://www.late.test/".into(),
+            content_type: "text/html".into(),
+            status: 200,
+            headers: vec![],
+            versions: vec![w
+                .version(
+                    b"<html><body onload=\"setTimeout(function () { new Image().src = \
+                      '/late.gif'; }, 150)\"><p>news</p></body></html>",
+                    LM,
+                )
+                .unwrap()],
+        },
+        Object {
+            url: "http://www.late.test/late.gif".into(),
+            content_type: "image/gif".into(),
+            status: 200,
+            headers: vec![],
+            versions: vec![w.version(&late, LM).unwrap()],
+        },
+    ];
+    let corpus = w
+        .finish(&Manifest {
+            format_version: FORMAT_VERSION,
+            name: "late".into(),
+            description: String::new(),
+            domains: vec!["www.late.test".into()],
+            pages: vec![Page {
+                id: "late".into(),
+                url: "http://www.late.test/".into(),
+                source: "test".into(),
+                objects,
+            }],
+        })
+        .unwrap();
+    let r = run(&options(corpus, &dir, &["http11", "chromium"])).expect("run");
+    eprintln!("{}", r.air_table());
+    let load = |c: &str| r.loads.iter().find(|l| l.config == c).expect(c);
+    let chromium = load("chromium");
+    assert!(
+        chromium.late_down_bytes > 6_000,
+        "the late image crossed after the load event: {chromium:?}"
+    );
+    assert!(
+        chromium.air_down_bytes < 6_000,
+        "the load's bytes leave the late image out: {chromium:?}"
+    );
+    assert!(chromium.utilization <= 1.0, "{chromium:?}");
+    let model = load("http11");
+    assert_eq!((model.late_down_bytes, model.late_up_bytes), (0, 0));
+    assert_eq!(
+        model.missing_why.get("not referenced"),
+        Some(&1),
+        "{model:?}"
+    );
+    assert!(r
+        .air_table()
+        .contains("Late: air bytes after the load event"));
+}
+
 /// DESIGN §7.4: real Chromium in `ue` loads the page over the emulated link, direct (its DNS
 /// crossing the air to the lab's resolver) and through the edge proxy, and its load is
 /// recorded like the browser model's.
