@@ -63,6 +63,7 @@ pub fn run(args: DemoArgs) -> Result<u8> {
         gap: 10.0,
         tcp: Default::default(),
         quiet: false,
+        same_link: false,
         chromium: None,
     };
     let say = |text: String| eprint!("{}", wrap(&format!("webpep demo: {text}"), CONSOLE_WIDTH));

@@ -100,6 +100,10 @@ pub struct RunArgs {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// Every repeat meets the same link (the draws of repeat 1) instead of its own: the
+    /// spread across repeats is then what the link does not decide (host scheduling).
+    #[arg(long)]
+    pub same_link: bool,
     /// The Chromium binary for `browser = "chromium"` configurations (default:
     /// $WEBPEP_CHROMIUM, else /usr/lib/chromium/chromium or /usr/bin/chromium).
     #[arg(long, value_name = "PATH")]
@@ -459,5 +463,6 @@ pub fn lab_run(a: &RunArgs) -> Result<webpep_lab::results::Results> {
     opts.tcp = a.tcp;
     opts.progress = !a.quiet;
     opts.chromium = a.chromium.clone();
+    opts.same_link = a.same_link;
     run(&opts).map_err(lab_err)
 }

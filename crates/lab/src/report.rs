@@ -814,6 +814,14 @@ pub fn html(r: &Results) -> String {
         h.push_str("</figure>");
     }
     h.push_str(r#"</section><section id="tables"><h2>Tables</h2>"#);
+    let spread = r.spread_note();
+    if !spread.is_empty() {
+        let _ = write!(
+            h,
+            "<p class=\"note\">{}</p>",
+            esc(&spread.replace('\n', " "))
+        );
+    }
     h.push_str("<h3>Summary</h3><table><tr><th>page</th><th>config</th><th>loads</th><th>PLT mean s</th><th>sd</th><th>median</th><th>vs baseline</th><th>paired by repeat [95 % CI]</th><th>DNS s</th><th>connect s</th><th>idle s</th><th>payload s</th><th>air down KiB</th><th>air up KiB</th><th>utilization</th><th>efficiency</th><th>errors</th><th>not requested</th></tr>");
     for s in &r.summary {
         let b = s.breakdown_ms;
@@ -1022,6 +1030,8 @@ mod tests {
             paper: Vec::new(),
             not_applicable: Vec::new(),
             complete: true,
+            same_link: false,
+            repeat_spread: None,
             profile: "gprs".into(),
             time_scale: 10.0,
             seed: 1,

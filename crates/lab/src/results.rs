@@ -344,6 +344,27 @@ pub struct Results {
     /// interrupted run keeps what it measured).
     #[serde(default = "finished_run")]
     pub complete: bool,
+    /// Every repeat met the same link (`--same-link`: the draws of repeat 1) instead of its
+    /// own: the spread across repeats is then what the link did not decide.
+    #[serde(default)]
+    pub same_link: bool,
+    /// How much the loads of one page and configuration differed across repeats (filled by
+    /// [`Results::finish`]; none with one load per cell).
+    #[serde(default)]
+    pub repeat_spread: Option<RepeatSpread>,
+}
+
+/// How much repeats of one page and configuration differ: the PLT's coefficient of
+/// variation (sd ÷ mean) over each cell's loads, its median over the cells and its largest.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RepeatSpread {
+    /// Cells (page, configuration) with 2 loads or more.
+    pub cells: usize,
+    pub median_cv: f64,
+    pub max_cv: f64,
+    /// The cell of the largest.
+    pub max_page: String,
+    pub max_config: String,
 }
 
 fn finished_run() -> bool {
@@ -493,6 +514,7 @@ impl Results {
             ))
         });
         t += &self.error_note();
+        t += &self.spread_note();
         t
     }
 
@@ -1079,6 +1101,8 @@ impl Results {
             paper: Vec::new(),
             not_applicable,
             complete,
+            same_link: false,
+            repeat_spread: None,
         }
         .finish()
     }
@@ -1087,7 +1111,63 @@ impl Results {
         self.air_totals = self.air_totals();
         self.ablations = self.ablations();
         self.paper = self.paper_rows();
+        self.repeat_spread = self.spread();
         self
+    }
+
+    /// [`RepeatSpread`] over the summary's cells with 2 loads or more.
+    fn spread(&self) -> Option<RepeatSpread> {
+        let mut cells: Vec<(f64, &SummaryRecord)> = self
+            .summary
+            .iter()
+            .filter(|s| s.plt_ms.n >= 2 && s.plt_ms.mean > 0.0)
+            .map(|s| (s.plt_ms.sd / s.plt_ms.mean, s))
+            .collect();
+        if cells.is_empty() {
+            return None;
+        }
+        cells.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let n = cells.len();
+        let median_cv = if n % 2 == 1 {
+            cells[n / 2].0
+        } else {
+            (cells[n / 2 - 1].0 + cells[n / 2].0) / 2.0
+        };
+        let (max_cv, max) = cells[n - 1];
+        Some(RepeatSpread {
+            cells: n,
+            median_cv,
+            max_cv,
+            max_page: max.page.clone(),
+            max_config: max.config.clone(),
+        })
+    }
+
+    /// The note on how much repeats differed (under the PLT table); empty with one load per
+    /// cell.
+    pub fn spread_note(&self) -> String {
+        let Some(s) = &self.repeat_spread else {
+            return String::new();
+        };
+        let why = if self.same_link {
+            "every repeat met the same link (--same-link), so this is what the link did not \
+             decide: the hosts' scheduling and the packets' timing"
+        } else {
+            "each repeat meets its own link draws (repeat r of every configuration the same); \
+             --same-link gives every repeat the same link, to see what the link does not decide"
+        };
+        wrap(
+            &format!(
+                "Repeats differ: the PLT of a page and configuration by a median {:.1} % (sd ÷ \
+                 mean over its loads, {} cells), at most {:.1} % ({} {}); {why}",
+                s.median_cv * 100.0,
+                s.cells,
+                s.max_cv * 100.0,
+                s.max_page,
+                s.max_config
+            ),
+            CONSOLE_WIDTH,
+        )
     }
 
     /// Each (page, configuration) of the run that a paper measured too.
@@ -1575,6 +1655,8 @@ mod tests {
                 reason: "page URL https://x/ cannot be URL-rewritten".into(),
             }],
             complete: false,
+            same_link: false,
+            repeat_spread: None,
         };
         let mut v = serde_json::to_value(&r).unwrap();
         let back: Results = serde_json::from_value(v.clone()).unwrap();
@@ -1644,7 +1726,10 @@ mod tests {
             paper: Vec::new(),
             not_applicable: Vec::new(),
             complete: true,
+            same_link: false,
+            repeat_spread: None,
         }
+        .finish()
     }
 
     #[test]
@@ -1741,6 +1826,49 @@ mod tests {
             t.lines()
                 .any(|l| l.starts_with("explicit") && l.contains("50%") && l.contains("90%")),
             "{t}"
+        );
+    }
+
+    /// Issue 36 item 6: how much repeats differ is stated, with the cell that differs most.
+    #[test]
+    fn the_spread_across_repeats_is_reported() {
+        let mut loads = Vec::new();
+        for (r, plt) in [90.0, 100.0, 110.0].into_iter().enumerate() {
+            let mut l = load("a", "http11", plt * 1000.0);
+            l.repeat = r;
+            loads.push(l);
+        }
+        for r in 0..2 {
+            let mut l = load("b", "http11", 50_000.0);
+            l.repeat = r;
+            loads.push(l);
+        }
+        let mut r = results_of(loads);
+        let s = r
+            .repeat_spread
+            .clone()
+            .expect("a spread from 2 loads a cell");
+        assert_eq!((s.cells, s.max_page.as_str()), (2, "a"));
+        assert!(
+            (s.max_cv - 0.1).abs() < 1e-9 && (s.median_cv - 0.05).abs() < 1e-9,
+            "{s:?}"
+        );
+        let note = r.spread_note().replace('\n', " ");
+        assert!(
+            note.starts_with(
+                "Repeats differ: the PLT of a page and configuration by a median 5.0 %"
+            ),
+            "{note}"
+        );
+        assert!(note.contains("at most 10.0 % (a http11)"), "{note}");
+        assert!(r.table().contains("Repeats differ"));
+        r.same_link = true;
+        assert!(r.spread_note().contains("every repeat met the same link"));
+        // One load a cell: nothing to say.
+        let one = results_of(vec![load("a", "http11", 1000.0)]);
+        assert_eq!(
+            (one.spread_note(), one.repeat_spread),
+            (String::new(), None)
         );
     }
 

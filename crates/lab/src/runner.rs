@@ -48,6 +48,9 @@ pub struct RunOptions {
     /// The Chromium binary for `browser = "chromium"` configurations; `None`: found by
     /// [`chromium::find_binary`].
     pub chromium: Option<PathBuf>,
+    /// Every repeat meets the same link (epoch 0: the draws of repeat 1) instead of its own,
+    /// so that what differs between repeats is what the link does not decide.
+    pub same_link: bool,
 }
 
 impl RunOptions {
@@ -68,6 +71,7 @@ impl RunOptions {
             tcp: TcpEra::default(),
             progress: true,
             chromium: None,
+            same_link: false,
         }
     }
 }
@@ -442,7 +446,9 @@ fn results_of(
             .map(|(n, c)| (n.clone(), c.summary()))
             .collect(),
     };
-    Results::from_loads(info, loads.to_vec(), not_applicable.to_vec(), complete)
+    let mut r = Results::from_loads(info, loads.to_vec(), not_applicable.to_vec(), complete);
+    r.same_link = opts.same_link;
+    r
 }
 
 /// Writes `results.json` (through a temporary file, so a reader never sees half of it) and,
@@ -725,7 +731,7 @@ fn measure_chromium(
     let server = proxy.as_ref().and_then(|p| p.server());
     let inlined_before = server.as_ref().map_or(0, |s| s.inlined_objects());
     // Each load meets a link started over (see `measure`).
-    let before = topo.air.restart(repeat as u64);
+    let before = topo.air.restart(epoch(opts, repeat));
     // The air bytes of the load are those up to its load event; what crosses after it
     // (Chromium's late requests) is counted apart.
     let mut at_load = None;
@@ -752,6 +758,16 @@ fn measure_chromium(
         late_up: after.up.delivered_bytes - end.up.delivered_bytes,
         inlined,
     })
+}
+
+/// The link epoch of load `repeat`: its repeat number, or 0 for every load with
+/// `same_link`.
+fn epoch(opts: &RunOptions, repeat: usize) -> u64 {
+    if opts.same_link {
+        0
+    } else {
+        repeat as u64
+    }
 }
 
 /// How long (unscaled s) after Chromium's load event the air bytes of the page's late
@@ -786,6 +802,7 @@ fn measure(
 ) -> Result<Measured> {
     let k = opts.time_scale;
     let (lc, proxy, url) = prepare(topo, hosting, page, cfg, opts)?;
+    let link_epoch = epoch(opts, repeat);
     let server = proxy.as_ref().and_then(|p| p.server());
     let inlined = move || server.as_ref().map_or(0, |s| s.inlined_objects());
     let gap = Duration::from_secs_f64(opts.gap_s / k);
@@ -805,7 +822,7 @@ fn measure(
         }
         tokio::time::sleep(gap).await;
         let inlined_before = inlined();
-        let before = air.restart(repeat as u64);
+        let before = air.restart(link_epoch);
         let load = loader.load(&url).await;
         // Let the last ACKs cross before reading the counters.
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -862,6 +879,25 @@ mod tests {
         );
         let t = page_timeout_s(8_270_000, 244, &trace, 300.0);
         assert!((t - 4.0 * (bound_s + 244.0 * 0.3)).abs() < 1e-6, "{t}");
+    }
+
+    #[test]
+    fn with_same_link_every_repeat_meets_the_link_of_the_first() {
+        let corpus = webpep_corpus::Corpus {
+            dir: PathBuf::from("/nonexistent"),
+            manifest: webpep_corpus::Manifest {
+                format_version: webpep_corpus::FORMAT_VERSION,
+                name: "none".into(),
+                description: String::new(),
+                domains: Vec::new(),
+                pages: Vec::new(),
+            },
+        };
+        let profile = webpep_link_model::resolve("gprs").unwrap();
+        let mut opts = RunOptions::new(profile, corpus, PathBuf::from("/nonexistent"));
+        assert_eq!([0, 1, 2].map(|r| epoch(&opts, r)), [0, 1, 2]);
+        opts.same_link = true;
+        assert_eq!([0, 1, 2].map(|r| epoch(&opts, r)), [0, 0, 0]);
     }
 
     #[test]
