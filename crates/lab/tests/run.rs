@@ -819,6 +819,73 @@ fn chromium_records_an_hsts_upgrade_and_a_cross_site_frame() {
         .contains("frames: www.frames.dev (chromium)"));
 }
 
+/// Issue 36 item 2: a blocking script in the head whose host does not resolve stops neither
+/// browser: the 2003 model (whose scripts block its parser) and real Chromium both load the
+/// rest of the page, and the failed script is counted as an error, not lost.
+#[test]
+fn a_blocking_script_whose_host_does_not_resolve_stops_neither_browser() {
+    let test = "a_blocking_script_whose_host_does_not_resolve_stops_neither_browser";
+    if !chromium_available(test) {
+        return;
+    }
+    let dir = TestDir::new("run-unresolved-script");
+    let mut w = CorpusWriter::create(&dir.join("corpus")).unwrap();
+    let gif: Vec<u8> = (0..3000u32).map(|b| (b * 7) as u8).collect();
+    let mut object = |url: &str, content_type: &str, body: &[u8]| Object {
+        url: url.into(),
+        content_type: content_type.into(),
+        status: 200,
+        headers: vec![],
+        versions: vec![w.version(body, LM).unwrap()],
+    };
+    let objects = vec![
+        object(
+            "http://www.script.test/",
+            "text/html",
+            b"<html><head><script src=\"http://nowhere.invalid/a.js\"></script></head>\
+              <body><img src=\"/one.gif\"><img src=\"/two.gif\"></body></html>",
+        ),
+        object("http://www.script.test/one.gif", "image/gif", &gif),
+        object("http://www.script.test/two.gif", "image/gif", &gif),
+    ];
+    let corpus = w
+        .finish(&Manifest {
+            format_version: FORMAT_VERSION,
+            name: "script".into(),
+            description: String::new(),
+            domains: vec!["www.script.test".into()],
+            pages: vec![Page {
+                id: "script".into(),
+                url: "http://www.script.test/".into(),
+                source: "test".into(),
+                objects,
+            }],
+        })
+        .unwrap();
+    let r = run(&options(corpus, &dir, &["http11", "chromium"])).expect("run");
+    eprintln!("{}", r.table());
+    for l in &r.loads {
+        let har: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("out").join(&l.har)).unwrap()).unwrap();
+        let status = |path: &str| {
+            har["log"]["entries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["request"]["url"].as_str().unwrap().ends_with(path))
+                .map(|e| e["response"]["status"].as_u64().unwrap_or(0))
+        };
+        assert_eq!(status("/a.js"), Some(0), "{}: the script failed", l.config);
+        for path in ["/one.gif", "/two.gif"] {
+            assert_eq!(status(path), Some(200), "{}: {path} after it", l.config);
+        }
+        assert!(l.errors >= 1, "{}: the failure is counted", l.config);
+        assert_eq!((l.page_objects, l.missing), (3, 0), "{}", l.config);
+    }
+    let model = r.loads.iter().find(|l| l.config == "http11").unwrap();
+    assert_eq!((model.objects, model.errors), (4, 1));
+}
+
 /// Issue 36 item 5: air bytes are the load's up to its end. A page that fetches a 6 KB
 /// image 150 ms (wall) after its load event: Chromium's load counts the page's bytes only, the image's
 /// come under `late_down_bytes` (within the late window); the browser model, which runs no
