@@ -11,7 +11,7 @@ use webpep_loader::PageLoad;
 /// of reference).
 pub const NOT_REFERENCED: &str = "not referenced";
 /// Why, for a real browser's load (which does not say).
-pub const NOT_REQUESTED: &str = "not requested";
+pub const NOT_REQUESTED: &str = "not requested by the browser";
 
 /// The page's objects a load did not request.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

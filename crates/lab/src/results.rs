@@ -49,7 +49,8 @@ pub struct LoadRecord {
     /// The page's objects the browser did not request (issue 36: no silent losses), and
     /// their count by why: the browser model's reasons (`not used`, `not reached`, `redirect
     /// not followed`, `over max objects`, `nested too deep`), else `not referenced` (nothing
-    /// the model parsed refers to it: a script makes that request), or `not requested` for
+    /// the model parsed refers to it: a script makes that request), or `not requested by the
+    /// browser` for
     /// real Chromium, which does not say.
     #[serde(default)]
     pub missing: usize,
@@ -670,23 +671,23 @@ impl Results {
             }
         }
         let missing: usize = why.values().sum();
+        let list = list.join(", ");
         let lost = if missing == 0 {
-            format!("had errors ({objects} objects lost in all")
+            format!("had errors ({objects} objects lost in all: {list})")
         } else {
             let why: Vec<String> = why.iter().map(|(w, n)| format!("{n} {w}")).collect();
             format!(
-                "had errors or left objects of the page unrequested ({objects} objects lost, \
-                 {missing} not requested: {}",
+                "had errors or left objects of the page unrequested ({objects} lost; {missing} \
+                 not requested, why: {}; in {list})",
                 why.join(", ")
             )
         };
         wrap(
             &format!(
-                "! {} of {} loads {lost}: {}): their PLT and bytes are not those of the whole \
-                 page; results.json and the HARs say which objects",
+                "! {} of {} loads {lost}: their PLT and bytes are not those of the whole page; \
+                 results.json and the HARs say which objects",
                 bad.len(),
                 self.loads.len(),
-                list.join(", ")
             ),
             CONSOLE_WIDTH,
         )
@@ -1827,6 +1828,29 @@ mod tests {
                 .any(|l| l.starts_with("explicit") && l.contains("50%") && l.contains("90%")),
             "{t}"
         );
+    }
+
+    /// Issue 36 item 2: a load that left objects of the page unrequested is marked like one
+    /// that lost objects, and the note says how many and why.
+    #[test]
+    fn objects_not_requested_are_marked_and_counted_by_why() {
+        let mut l = load("a", "explicit", 1000.0);
+        l.missing = 3;
+        l.missing_why = BTreeMap::from([
+            ("not referenced".to_string(), 2),
+            ("not used".to_string(), 1),
+        ]);
+        let r = results_of(vec![load("a", "http11", 2000.0), l]);
+        let t = r.table();
+        assert!(t.contains("1.0!"), "{t}");
+        assert!(
+            t.replace('\n', " ").contains(
+                "! 1 of 2 loads had errors or left objects of the page unrequested (0 lost; 3 \
+                 not requested, why: 2 not referenced, 1 not used; in a explicit): their PLT"
+            ),
+            "{t}"
+        );
+        assert!(t.contains("1/2"), "the errors column: {t}");
     }
 
     /// Issue 36 item 6: how much repeats differ is stated, with the cell that differs most.
