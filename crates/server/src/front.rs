@@ -163,7 +163,9 @@ impl Server {
     /// the URI as a client sent it: absolute for an explicit proxy, a path with a `Host`
     /// field otherwise), as though it had arrived from `at.peer` at `at.local`, with every
     /// rule a socket front end applies: client networks, rate limit, authentication, modes,
-    /// destinations. CONNECT needs a byte stream and is refused (501). The request is counted
+    /// destinations. CONNECT needs a byte stream and is refused (501). A response the
+    /// listener would stream through untransformed is read whole (within
+    /// `max-body-transform`). The request is counted
     /// on `/metrics` as the HTTP/1 listener counts it; bytes are not (there is no wire).
     pub async fn serve_request(self: &Arc<Self>, req: http::Request<Bytes>, at: Arrival) -> Reply {
         let (parts, body) = req.into_parts();
@@ -187,7 +189,12 @@ impl Server {
         };
         let adm = admit(self, head, body, None, at).await;
         let reply = match adm.outcome {
-            Outcome::Serve(r) => self.clone().handle(r).await,
+            Outcome::Serve(r) => {
+                let mut reply = self.clone().handle(r).await;
+                // What a socket front end streams through as it comes, whole here.
+                reply.body = reply.body.gather().await;
+                reply
+            }
             Outcome::Connect { .. } => Reply::text(
                 StatusCode::NOT_IMPLEMENTED,
                 "CONNECT needs a byte-stream front end",

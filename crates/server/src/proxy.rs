@@ -597,6 +597,25 @@ async fn fetch_and_process(
         return stream_reply(rparts, Bytes::new(), incoming, declared, stall);
     }
     let mut lease = server.buffers.lease(ex.req.peer.ip());
+    if ex.below.is_none()
+        && !server
+            .stages
+            .holds_body(ctx, rparts.status, &rparts.headers)
+    {
+        // No stage works on this body (no transform wants its type, no page filter its
+        // bytes): it goes to the client as it comes, the cache keeping a copy. (The stages'
+        // own fetches still hold theirs: they want the bytes.)
+        tracing::debug!(url = %ex.parts.uri, "response passed through as it comes");
+        let tee = passing_copy(ex, &rparts, (request_time, response_time), lease);
+        let mut reply = stream_reply(rparts, Bytes::new(), incoming, declared, stall);
+        if let Body::Stream { tee: t, .. } = &mut reply.body {
+            *t = Some(tee);
+        }
+        if stale.is_some() {
+            reply.cache = "STALE-REFETCH";
+        }
+        return reply;
+    }
     let deadline = tokio::time::Instant::now() + server.cfg.limits.buffer_timeout.0;
     let body = match read_limited(incoming, max, stall, deadline, &mut lease).await {
         Ok(Buffered::Whole(b)) => b,
@@ -691,12 +710,43 @@ fn stream_reply(
             rest,
             len,
             stall,
+            tee: None,
         },
         close: false,
         cache: "MISS",
         lease: None,
         trace: Default::default(),
     }
+}
+
+/// The copy of a response that streams through untransformed: for the cache (as the
+/// origin's bytes) once it has come whole, within `max-body-transform` and the buffered-body
+/// budget, when there is a cache and the request is a GET; otherwise for nobody (only a front
+/// end without a wire reads it).
+fn passing_copy(
+    ex: &Exchange,
+    rparts: &http::response::Parts,
+    (request_time, response_time): (SystemTime, SystemTime),
+    lease: crate::limits::BufferLease,
+) -> crate::reply::Tee {
+    let server = ex.server.clone();
+    let max = server.cfg.limits.max_body_transform;
+    if server.cache.is_none() || ex.parts.method != Method::GET {
+        return crate::reply::Tee::new(max, lease, None);
+    }
+    let (req, resp) = (ex.parts.clone(), rparts.clone());
+    let done: crate::reply::TeeDone = Box::new(move |body: Bytes| {
+        Box::pin(async move {
+            let Some(cache) = &server.cache else { return };
+            if let Err(e) = cache
+                .store(&req, &resp, &body, "", request_time, response_time)
+                .await
+            {
+                tracing::warn!(error = %e, "cache store failed");
+            }
+        })
+    });
+    crate::reply::Tee::new(max, lease, Some(done))
 }
 
 /// An event stream (server-sent events) never ends by design: it goes on as it comes.

@@ -28,10 +28,122 @@ pub enum Body {
         len: Option<u64>,
         /// The longest wait for the origin's next bytes before the body counts as broken off.
         stall: Duration,
+        /// A copy kept for the cache as the body goes by (`None`: none kept).
+        tee: Option<Tee>,
     },
 }
 
+/// What a finished copy of a streamed body is handed to (the cache's store).
+pub type TeeDone =
+    Box<dyn FnOnce(Bytes) -> crate::subrequest::BoxFuture<'static, ()> + Send + Sync>;
+
+/// A copy of a streamed body kept as it goes by to the client: at most `max` bytes, within
+/// the buffered-body budget (over either, the copy is dropped and the body streams on). When
+/// the body has come whole, the copy is handed to its `done` (the cache's store) before the
+/// body's last bytes go out, so the client's next request finds it stored.
+pub struct Tee {
+    max: usize,
+    buf: bytes::BytesMut,
+    lease: crate::limits::BufferLease,
+    /// Where the whole copy goes (`None`: nowhere; a front end without a wire still reads
+    /// the body whole by it, [`Body::gather`]).
+    done: Option<TeeDone>,
+}
+
+impl std::fmt::Debug for Tee {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tee")
+            .field("max", &self.max)
+            .field("kept", &self.buf.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tee {
+    /// A copy of at most `max` bytes held in `lease`, handed to `done` when whole.
+    pub fn new(max: usize, lease: crate::limits::BufferLease, done: Option<TeeDone>) -> Tee {
+        Tee {
+            max,
+            buf: bytes::BytesMut::new(),
+            lease,
+            done,
+        }
+    }
+
+    /// Keeps `data`; false when the copy went over its bounds (it is then to be dropped).
+    fn keep(&mut self, data: &[u8]) -> bool {
+        let total = self.buf.len() + data.len();
+        if total > self.max || !self.lease.grow_to(total as u64) {
+            return false;
+        }
+        self.buf.extend_from_slice(data);
+        true
+    }
+
+    /// Hands the whole copy to `done`, and waits for it; the copy.
+    async fn finish(self) -> Bytes {
+        let body = self.buf.freeze();
+        if let Some(done) = self.done {
+            done(body.clone()).await;
+        }
+        body
+    }
+}
+
+/// Keeps `data` in the copy, dropping the copy when it goes over its bounds.
+fn tee_keep(tee: &mut Option<Tee>, data: &[u8]) {
+    if tee.as_mut().is_some_and(|t| !t.keep(data)) {
+        *tee = None;
+    }
+}
+
 impl Body {
+    /// For a front end without a wire (the in-memory one): a body streaming through with a
+    /// copy for the cache, read whole into memory within the copy's bounds (and stored);
+    /// over them, or broken off, what was read and the rest as a stream. Any other body as
+    /// it is.
+    pub async fn gather(self) -> Body {
+        let Body::Stream {
+            prefix,
+            mut rest,
+            len,
+            stall,
+            tee: Some(mut tee),
+        } = self
+        else {
+            return self;
+        };
+        let partial = |tee: Tee, more: &[u8], rest, len, stall| {
+            let mut kept = tee.buf;
+            kept.extend_from_slice(more);
+            Body::Stream {
+                prefix: kept.freeze(),
+                rest,
+                len,
+                stall,
+                tee: None,
+            }
+        };
+        if !tee.keep(&prefix) {
+            return partial(tee, &prefix, rest, len, stall);
+        }
+        loop {
+            match tokio::time::timeout(stall, rest.frame()).await {
+                Ok(Some(Ok(frame))) => {
+                    if let Ok(d) = frame.into_data() {
+                        if !tee.keep(&d) {
+                            return partial(tee, &d, rest, len, stall);
+                        }
+                    }
+                }
+                Ok(None) if len.is_none_or(|n| n == tee.buf.len() as u64) => {
+                    return Body::Full(tee.finish().await);
+                }
+                _ => return partial(tee, &[], rest, len, stall),
+            }
+        }
+    }
+
     fn known_len(&self) -> Option<u64> {
         match self {
             Body::Empty => Some(0),
@@ -166,10 +278,16 @@ pub async fn write_reply<W: AsyncWrite + Unpin>(
                 rest,
                 len,
                 stall,
+                mut tee,
             },
         ) => {
             push_part(&mut out, &prefix, chunked);
-            Some((rest, prefix.len() as u64, len, stall))
+            if tee.as_ref().is_some_and(|t| t.done.is_none()) {
+                // A copy for nobody is not kept.
+                tee = None;
+            }
+            tee_keep(&mut tee, &prefix);
+            Some((rest, prefix.len() as u64, len, stall, tee))
         }
     };
     if chunked && stream.is_none() {
@@ -178,7 +296,7 @@ pub async fn write_reply<W: AsyncWrite + Unpin>(
     let mut written = raw(w, &out).await?;
     let first_out = Some(std::time::Instant::now());
     drop(out);
-    if let Some((mut rest, mut sent, len, stall)) = stream {
+    if let Some((mut rest, mut sent, len, stall, mut tee)) = stream {
         let broke_off = |why: &dyn std::fmt::Display, written| {
             // The client must not take a truncated body as complete.
             tracing::warn!(reason = %why, "origin body broke off mid-stream");
@@ -200,6 +318,13 @@ pub async fn write_reply<W: AsyncWrite + Unpin>(
                         origin_bytes
                             .fetch_add(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
                         if !data.is_empty() {
+                            tee_keep(&mut tee, &data);
+                            if len == Some(sent + data.len() as u64) {
+                                // The last bytes: the copy is stored before they go out.
+                                if let Some(t) = tee.take() {
+                                    let _ = t.finish().await;
+                                }
+                            }
                             sent += data.len() as u64;
                             written += if chunked {
                                 write_chunk(w, &data).await?
@@ -213,7 +338,13 @@ pub async fn write_reply<W: AsyncWrite + Unpin>(
                     w.flush().await?;
                     return broke_off(&e, written);
                 }
-                Ok(None) => break,
+                Ok(None) => {
+                    // A body of no declared length ends here, before its last chunk.
+                    if let (Some(t), None) = (tee.take(), len) {
+                        let _ = t.finish().await;
+                    }
+                    break;
+                }
             }
         }
         if len.is_some_and(|n| sent != n) {

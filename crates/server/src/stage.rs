@@ -148,9 +148,11 @@ pub trait Stage: Send + Sync {
     }
     /// True when `page_filter` or `after_response` would look at the body of a response with
     /// these headers. A response no stage wants the body of streams through to the client
-    /// as it comes (the cache gets a copy).
+    /// as it comes (the cache gets a copy). By default true (a stage that says nothing holds
+    /// every body, as before); a stage without those hooks, or with a narrower interest,
+    /// says so.
     fn wants_original(&self, _status: StatusCode, _headers: &HeaderMap) -> bool {
-        false
+        true
     }
     /// Memory the body filter may take at its peak for this body (reserved before it runs).
     fn body_memory(&self, _body: &[u8]) -> u64 {

@@ -375,3 +375,45 @@ async fn the_access_log_gives_the_edges_added_latency_per_response() {
         "text/plain is not transformed: {miss}"
     );
 }
+
+#[tokio::test]
+async fn a_response_no_stage_works_on_streams_through_and_is_cached() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let release = Arc::new(Notify::new());
+    let r2 = release.clone();
+    let o = Origin::start(move |_r: &OriginRequest| {
+        halves("HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nCache-Control: max-age=600\r\nContent-Length: 20\r\n\r\n", &r2)
+    })
+    .await;
+    // Every transform on, and all the time in the world to buffer: a body none of them works
+    // on still goes out as it comes.
+    let mut cfg = image_config();
+    cfg.compress.enabled = true;
+    cfg.limits.buffer_timeout = webpep_server::config::Secs(Duration::from_secs(60));
+    let p = start_proxy(cfg).await;
+    let url = format!("http://{}/file.bin", o.addr);
+    let got = bounded(async {
+        let mut s = tokio::net::TcpStream::connect(p.addr).await.unwrap();
+        s.write_all(
+            format!("GET {url} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .unwrap();
+        let mut got = read_until(&mut s, b"first half").await;
+        // The first half is here while the origin still holds the second.
+        assert_eq!(o.in_flight(), 1);
+        release.notify_one();
+        s.read_to_end(&mut got).await.unwrap();
+        got
+    })
+    .await;
+    assert!(
+        got.ends_with(b"first halfother half"),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+    // The cache kept the copy: the next client gets it without the origin.
+    let again = bounded(get_once(p.addr, &url, "")).await;
+    assert_eq!(again.body, b"first halfother half");
+    assert_eq!(o.requests(), 1);
+}

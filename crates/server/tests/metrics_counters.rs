@@ -831,21 +831,19 @@ async fn streamed_responses_and_their_bytes() {
             b.extend_from_slice(b"0\r\n\r\n");
             send(b)
         }
-        "/slow" => {
-            let mut first = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 20\r\n\r\n".to_vec();
-            first.extend_from_slice(b"first half");
-            OriginReply::raw(vec![
-                Part::Send(first),
-                Part::Wait(g.clone()),
-                Part::Send(b"other half".to_vec()),
-            ])
-        }
+        "/slow" => halves(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 20\r\n\r\n",
+            &g,
+        ),
         _ => send(response("200 OK", &[("Content-Type", "text/plain")], &[b'x'; 5000])),
     })
     .await;
     let mut cfg = test_config();
     cfg.limits.max_body_transform = 1000;
     cfg.limits.buffer_timeout = Secs(Duration::from_millis(100));
+    // A stage that works on text bodies, so they are buffered at all (a body no stage works
+    // on streams through from its first byte).
+    cfg.compress.enabled = true;
     let p = start_proxy(cfg).await;
     let streamed = "webpep_responses_streamed_total";
     let r = requests("explicit", "2xx");
@@ -886,13 +884,7 @@ async fn streamed_responses_and_their_bytes() {
         s.write_all(get(&format!("http://{}/slow", o.addr), "").as_bytes())
             .await
             .unwrap();
-        let mut got = Vec::new();
-        let mut tmp = [0u8; 1024];
-        while !got.ends_with(b"first half") {
-            let n = s.read(&mut tmp).await.unwrap();
-            assert!(n > 0);
-            got.extend_from_slice(&tmp[..n]);
-        }
+        let mut got = read_until(&mut s, b"first half").await;
         gate.notify_one();
         got.extend(read_all(&mut s).await);
         got
@@ -1451,7 +1443,9 @@ async fn gauges_of_connections_and_buffered_bytes_return_to_zero() {
     let g = gate.clone();
     let o = Origin::start(move |r| {
         if r.path == "/held" {
-            let mut first = b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n".to_vec();
+            let mut first =
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\n"
+                    .to_vec();
             first.extend_from_slice(&[b'a'; 500]);
             OriginReply::raw(vec![
                 Part::Send(first),
@@ -1464,7 +1458,9 @@ async fn gauges_of_connections_and_buffered_bytes_return_to_zero() {
     })
     .await;
     let mut cfg = test_config();
-    // The held response must stay buffered, not stream.
+    // The held response must stay buffered, not stream: compression works on its body, and
+    // it may take its time.
+    cfg.compress.enabled = true;
     cfg.limits.buffer_timeout = Secs(Duration::from_secs(60));
     let p = start_proxy(cfg).await;
     let active = "webpep_active_connections";

@@ -70,6 +70,9 @@ impl Stage for ServerTiming {
     fn order(&self) -> i32 {
         1000
     }
+    fn wants_original(&self, _status: http::StatusCode, _headers: &HeaderMap) -> bool {
+        false
+    }
     fn response_filter(&self, ctx: &StageCtx<'_>, headers: &mut HeaderMap, timing: &Timing) {
         if ctx.background {
             return;

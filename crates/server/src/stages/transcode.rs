@@ -67,6 +67,10 @@ impl Stage for Transcode {
     fn filters_bodies(&self) -> bool {
         true
     }
+    fn wants_original(&self, _status: http::StatusCode, _headers: &HeaderMap) -> bool {
+        // A body filter only: its wants_body says which bodies.
+        false
+    }
     fn wants_body(&self, headers: &HeaderMap, _ctx: &StageCtx<'_>) -> bool {
         !webpep_optimize::no_transform(headers)
             && content_type(headers)

@@ -45,6 +45,10 @@ impl Stage for UrlRewrite {
     fn filters_bodies(&self) -> bool {
         true
     }
+    fn wants_original(&self, _status: http::StatusCode, _headers: &HeaderMap) -> bool {
+        // A body filter only: its wants_body says which bodies.
+        false
+    }
     fn wants_body(&self, headers: &HeaderMap, ctx: &StageCtx<'_>) -> bool {
         ctx.url_mode.is_some()
             && mime_is(headers, &["text/html", "application/xhtml+xml", "text/css"])

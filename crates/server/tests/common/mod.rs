@@ -187,6 +187,32 @@ impl OriginReply {
     }
 }
 
+/// An answer of `head` (status line and fields, ending in the blank line) and a 20-byte body
+/// (`Content-Length: 20` is the caller's): "first half" at once, "other half" once `gate` is
+/// notified.
+pub fn halves(head: &str, gate: &Arc<Notify>) -> OriginReply {
+    let mut first = head.as_bytes().to_vec();
+    first.extend_from_slice(b"first half");
+    OriginReply::raw(vec![
+        Part::Send(first),
+        Part::Wait(gate.clone()),
+        Part::Send(b"other half".to_vec()),
+    ])
+}
+
+/// Reads from `s` until what came ends with `end` (failing if the connection ends first);
+/// what came.
+pub async fn read_until(s: &mut TcpStream, end: &[u8]) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut tmp = [0u8; 1024];
+    while !got.ends_with(end) {
+        let n = s.read(&mut tmp).await.unwrap();
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&tmp[..n]);
+    }
+    got
+}
+
 pub type Handler = Arc<dyn Fn(&OriginRequest) -> OriginReply + Send + Sync>;
 
 /// A scriptable HTTP/1.1 origin (keep-alive, one request at a time per connection) that
