@@ -262,11 +262,10 @@ pub fn decode_body(coding: &str, bytes: &[u8]) -> Option<Vec<u8>> {
 
 /// Writes through a temporary file and a rename, so a crash never leaves a torn file.
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CorpusError> {
-    let tmp = path.with_extension("tmp");
-    let mut f = fs::File::create(&tmp).map_err(|e| io(&tmp, e))?;
-    f.write_all(bytes).map_err(|e| io(&tmp, e))?;
-    f.sync_all().map_err(|e| io(&tmp, e))?;
-    fs::rename(&tmp, path).map_err(|e| io(path, e))
+    webpep_files::write_atomic(path, bytes, webpep_files::Access::Public).map_err(|e| match e {
+        webpep_files::FileError::Io { path, source } => io(&path, source),
+        other => io(path, std::io::Error::other(other.to_string())),
+    })
 }
 
 #[cfg(test)]

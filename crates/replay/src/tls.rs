@@ -5,7 +5,6 @@
 //! provider is installed or needed).
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -224,20 +223,18 @@ fn pem_to_der(pem: &str) -> Option<CertificateDer<'static>> {
 }
 
 fn write_file(path: &Path, bytes: &[u8], private: bool) -> Result<(), TlsError> {
-    let tmp = path.with_extension("tmp");
-    let mut options = fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    if private {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    #[cfg(not(unix))]
-    let _ = private;
-    let mut f = options.open(&tmp).map_err(io_err(&tmp))?;
-    f.write_all(bytes).map_err(io_err(&tmp))?;
-    f.sync_all().map_err(io_err(&tmp))?;
-    fs::rename(&tmp, path).map_err(io_err(path))
+    let access = if private {
+        webpep_files::Access::Private
+    } else {
+        webpep_files::Access::Public
+    };
+    webpep_files::write_atomic(path, bytes, access).map_err(|e| match e {
+        webpep_files::FileError::Io { path, source } => TlsError::Io { path, source },
+        other => TlsError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::other(other.to_string()),
+        },
+    })
 }
 
 #[cfg(test)]

@@ -1,9 +1,16 @@
 //! webpep's link transport between the client proxy and the edge: QUIC (quinn) with a
-//! congestion controller that keeps the window just above the link's bandwidth-delay product.
+//! congestion controller that keeps the window just above the link's bandwidth-delay product,
+//! and mutual authentication by the edge installation's own CA.
 
 pub mod congestion;
+pub mod credential;
+pub mod endpoint;
 pub mod windowed;
 
 pub use congestion::{
-    Config as CongestionConfig, ControllerFactory, LinkAware, LinkEstimate, LinkMemory,
+    Config as CongestionConfig, ControllerFactory, LinkAware, LinkEstimate, LinkMemory, Phase,
+};
+pub use credential::{Credential, CredentialError, EdgeIdentity, Revocations, EDGE_SERVER_NAME};
+pub use endpoint::{
+    client_config, connect, peer_certificate, server_config, TransportSettings, ALPN,
 };

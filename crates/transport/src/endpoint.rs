@@ -1,0 +1,208 @@
+//! quinn endpoints for the edge and the client: TLS 1.3 on ring, mutual authentication with
+//! the edge's CA ([`crate::credential`]), the link-aware congestion controller, and the
+//! transport settings a slow link wants.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::pki_types::{CertificateDer, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
+
+use crate::congestion::ControllerFactory;
+use crate::credential::{Credential, CredentialError, EdgeIdentity, Revocations, EDGE_SERVER_NAME};
+
+/// The ALPN protocol of webpep's transport; a peer offering anything else fails the
+/// handshake.
+pub const ALPN: &[u8] = b"webpep";
+
+/// Transport settings shared by both ends.
+#[derive(Clone, Debug)]
+pub struct TransportSettings {
+    /// A keep-alive after this long without traffic: it detects a stalled link (and keeps a
+    /// NAT binding) long before the idle timeout.
+    pub keep_alive: Duration,
+    /// The connection is given up after this long without hearing from the peer (outages of
+    /// a minute happen on these links; the client reconnects after).
+    pub idle_timeout: Duration,
+    /// The RTT assumed before the first sample (quinn's default is 333 ms; a GPRS RTT is
+    /// 0.6–3 s, and too short a guess retransmits the handshake needlessly).
+    pub initial_rtt: Duration,
+    /// Requests (bidirectional streams) the peer may have open at once.
+    pub max_streams: u32,
+    pub congestion: Arc<ControllerFactory>,
+}
+
+impl Default for TransportSettings {
+    fn default() -> Self {
+        TransportSettings {
+            keep_alive: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(120),
+            initial_rtt: Duration::from_millis(1000),
+            max_streams: 256,
+            congestion: Arc::new(ControllerFactory::default()),
+        }
+    }
+}
+
+impl TransportSettings {
+    fn quinn(&self) -> quinn::TransportConfig {
+        let mut t = quinn::TransportConfig::default();
+        t.keep_alive_interval(Some(self.keep_alive));
+        if let Ok(idle) = quinn::IdleTimeout::try_from(self.idle_timeout) {
+            t.max_idle_timeout(Some(idle));
+        }
+        t.initial_rtt(self.initial_rtt);
+        t.max_concurrent_bidi_streams(self.max_streams.into());
+        t.max_concurrent_uni_streams(4u32.into());
+        t.congestion_controller_factory(self.congestion.clone());
+        t
+    }
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Client certificates must chain to the edge's CA (webpki does that) and must not be on the
+/// revocation list (checked here, at each handshake).
+#[derive(Debug)]
+struct EnrolledClients {
+    chain: Arc<dyn ClientCertVerifier>,
+    revocations: Arc<Revocations>,
+}
+
+impl ClientCertVerifier for EnrolledClients {
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.chain.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        let verified = self
+            .chain
+            .verify_client_cert(end_entity, intermediates, now)?;
+        if self.revocations.is_revoked(end_entity) {
+            tracing::info!(
+                fingerprint = %crate::credential::fingerprint(end_entity),
+                "refused a revoked client credential"
+            );
+            return Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::Revoked,
+            ));
+        }
+        Ok(verified)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.chain.supported_verify_schemes()
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        true
+    }
+}
+
+/// The edge's QUIC server configuration: only clients this edge enrolled and did not revoke
+/// complete the handshake.
+pub fn server_config(
+    identity: &EdgeIdentity,
+    revocations: Arc<Revocations>,
+    settings: &TransportSettings,
+) -> Result<quinn::ServerConfig, CredentialError> {
+    let mut roots = RootCertStore::empty();
+    roots.add(identity.ca_der().clone())?;
+    let chain = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+        .build()
+        .map_err(|e| rustls::Error::General(e.to_string()))?;
+    let verifier = Arc::new(EnrolledClients { chain, revocations });
+    let mut tls = rustls::ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(
+            identity.server_chain.clone(),
+            identity.server_key.clone_key(),
+        )?;
+    tls.alpn_protocols = vec![ALPN.to_vec()];
+    // 0-RTT: a reconnecting client's first requests go with its first packet. Requests are
+    // idempotent-checked by the proxies before they are sent early.
+    tls.max_early_data_size = u32::MAX;
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)
+        .map_err(|e| rustls::Error::General(e.to_string()))?;
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    config.transport_config(Arc::new(settings.quinn()));
+    Ok(config)
+}
+
+/// The client's QUIC configuration: it trusts only its edge's CA and presents its credential.
+pub fn client_config(
+    credential: &Credential,
+    settings: &TransportSettings,
+) -> Result<quinn::ClientConfig, CredentialError> {
+    let mut roots = RootCertStore::empty();
+    roots.add(credential.edge_ca_der()?)?;
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_root_certificates(roots)
+        .with_client_auth_cert(vec![credential.cert_der()?], credential.key_der()?)?;
+    tls.alpn_protocols = vec![ALPN.to_vec()];
+    tls.enable_early_data = true;
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
+        .map_err(|e| rustls::Error::General(e.to_string()))?;
+    let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+    config.transport_config(Arc::new(settings.quinn()));
+    Ok(config)
+}
+
+/// Opens a connection to the edge at `addr` from `endpoint`, naming the edge by its fixed
+/// certificate name (the client reaches its edge at whatever address).
+pub async fn connect(
+    endpoint: &quinn::Endpoint,
+    addr: SocketAddr,
+    config: quinn::ClientConfig,
+) -> Result<quinn::Connection, ConnectError> {
+    let connecting = endpoint
+        .connect_with(config, addr, EDGE_SERVER_NAME)
+        .map_err(ConnectError::Start)?;
+    connecting.await.map_err(ConnectError::Handshake)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("cannot start a connection: {0}")]
+    Start(quinn::ConnectError),
+    #[error("the edge did not accept the connection: {0}")]
+    Handshake(quinn::ConnectionError),
+}
+
+/// The client certificate a connection was authenticated with (the edge's side).
+pub fn peer_certificate(conn: &quinn::Connection) -> Option<CertificateDer<'static>> {
+    let identity = conn.peer_identity()?;
+    let chain = identity.downcast::<Vec<CertificateDer<'static>>>().ok()?;
+    chain.into_iter().next()
+}
