@@ -26,7 +26,10 @@
 //!   apply on [`LoaderConfig::viewport`] ([`media`], [`stylesheet`]). Without a preload scanner
 //!   ([`LoaderConfig::blocking_scripts`]) a script stops the parser until it has arrived;
 //!   [`LoaderConfig::link_preload`] off ignores `rel=preload`. Each URL (without fragment) is
-//!   fetched once; only http(s) URLs are fetched.
+//!   fetched once; only http(s) URLs are fetched. What the page refers to and the model does
+//!   not request (a rule no element matches, what a parser had not reached when the load
+//!   ended, an embedded object's redirect target, ...) is listed in
+//!   [`PageLoad::unrequested`] with why.
 //! - **Scheduling.** Objects queue in discovery order and bind late to connections: a request
 //!   goes on the least loaded ready connection of its host with room (1 request for `http10`
 //!   and `http11`, `depth` for pipelining, unlimited streams for h2); otherwise a new
