@@ -354,6 +354,38 @@ impl Costs {
     }
 }
 
+/// The variants being made in the background ([`Hold::Defer`]), so that clients asking for the
+/// same one meanwhile get the original without starting it again.
+#[derive(Debug, Default)]
+pub struct Making(std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>);
+
+/// A variant claimed for making; the claim ends when this is dropped.
+#[derive(Debug)]
+pub struct MakingClaim {
+    set: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    key: String,
+}
+
+impl Making {
+    /// Claims the variant `key`; `None` when it is being made already.
+    pub fn claim(&self, key: String) -> Option<MakingClaim> {
+        let mut set = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        set.insert(key.clone()).then(|| MakingClaim {
+            set: self.0.clone(),
+            key,
+        })
+    }
+}
+
+impl Drop for MakingClaim {
+    fn drop(&mut self) {
+        self.set
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.key);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -497,6 +529,16 @@ mod tests {
             t.contains("webpep_transform_bytes_in_total{kind=\"text\"} 0\n"),
             "{t}"
         );
+    }
+
+    #[test]
+    fn a_variant_is_made_once_at_a_time() {
+        let m = Making::default();
+        let c = m.claim("u img=balanced".into()).expect("first");
+        assert!(m.claim("u img=balanced".into()).is_none(), "being made");
+        assert!(m.claim("v img=balanced".into()).is_some(), "another");
+        drop(c);
+        assert!(m.claim("u img=balanced".into()).is_some(), "made: again");
     }
 
     #[test]

@@ -968,6 +968,8 @@ async fn transform_off_thread(
     let memory = server.stages.body_memory(&body);
     let job = ex.clone();
     let has_variant = !variant.is_empty();
+    // What a variant made in the background is known by while it is made.
+    let making_key = format!("{} {variant}", ex.parts.uri);
     let variant = variant.to_string();
     let (h2, b2) = (headers.clone(), body.clone());
     let bytes_in = body.len() as u64;
@@ -993,11 +995,16 @@ async fn transform_off_thread(
         server.costs.decided(kind, d.hold);
         timing.set_hold(d.hold);
         if d.hold != Hold::Transform {
-            if d.hold == Hold::Defer {
-                // Made for the next client, behind the clients' own transforms.
+            let claim = (d.hold == Hold::Defer)
+                .then(|| server.making.claim(making_key))
+                .flatten();
+            if let Some(claim) = claim {
+                // Made for the next client, behind the clients' own transforms, once: a
+                // client asking meanwhile gets the original too.
                 let pool = pool.clone();
                 tokio::spawn(async move {
                     let _ = pool.run_as(Priority::Background, memory, run).await;
+                    drop(claim);
                 });
             }
             let original = Transformed {

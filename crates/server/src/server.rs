@@ -105,6 +105,7 @@ impl Server {
             links: crate::client_link::ClientLinks::new(),
             measure_links: cfg.air.adapt && (cfg.inline.enabled || stages_filter),
             costs: crate::adapt::Costs::default(),
+            making: crate::adapt::Making::default(),
             buffers: Buffers::new(&cfg.limits),
             cfg,
             limits,

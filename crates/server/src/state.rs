@@ -65,6 +65,8 @@ pub struct Server {
     pub(crate) measure_links: bool,
     /// What each kind of transform has cost and saved ([`crate::adapt::CostEstimate`]).
     pub(crate) costs: crate::adapt::Costs,
+    /// The variants being made in the background for the next client.
+    pub(crate) making: crate::adapt::Making,
 }
 
 impl std::fmt::Debug for Server {
