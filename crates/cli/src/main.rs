@@ -4,6 +4,7 @@
 mod cli_doc;
 mod demo;
 mod dns_cmd;
+mod edge_clients;
 mod lab_cmd;
 mod link_cmd;
 mod optimize_cmd;

@@ -11,7 +11,11 @@ use crate::BadInput;
 
 /// Flags of `webpep server`; each overrides the matching key of `--config`.
 #[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
+    /// Manage the client credentials of the QUIC transport instead of serving.
+    #[command(subcommand)]
+    pub action: Option<crate::edge_clients::Action>,
     /// TOML configuration file (keys: listen, admin-listen, [acl], [auth], [origin], [cache],
     /// [compress], [transcode], [url-rewrite], [prefetch], [air], [limits]; see --print-config).
     #[arg(long, value_name = "FILE")]
@@ -211,7 +215,10 @@ pub(crate) fn parse_nets(
 }
 
 /// Runs `webpep server`.
-pub fn run(args: Args) -> anyhow::Result<u8> {
+pub fn run(mut args: Args) -> anyhow::Result<u8> {
+    if let Some(action) = args.action.take() {
+        return crate::edge_clients::run(action);
+    }
     if let Some(name) = &args.hash_password {
         let name = (!name.is_empty()).then_some(name.as_str());
         let line = webpep_server::auth::hash_password_cli(name, &mut std::io::stdin().lock())

@@ -365,6 +365,11 @@ impl Revocations {
     /// Whether the certificate with this DER is revoked. A list that cannot be read or parsed
     /// revokes everything (fail closed) and says why in the log.
     pub fn is_revoked(&self, cert_der: &[u8]) -> bool {
+        self.is_revoked_fingerprint(&fingerprint(cert_der))
+    }
+
+    /// Whether the certificate with this fingerprint ([`fingerprint`]) is revoked.
+    pub fn is_revoked_fingerprint(&self, fp: &str) -> bool {
         let stamp = fs::metadata(&self.path)
             .ok()
             .map(|m| (m.modified().unwrap_or(UNIX_EPOCH), m.len()));
@@ -381,7 +386,7 @@ impl Revocations {
                 }
             }
         }
-        cache.1.contains(&fingerprint(cert_der))
+        cache.1.contains(fp)
     }
 }
 
