@@ -541,8 +541,11 @@ impl Decoder {
         if base > 0 {
             let id = r.varint()?;
             // Acknowledged whether or not the rest decodes: either way this block is done
-            // with the table.
-            self.decoded.push(id);
+            // with the table. Bounded, for a caller that never takes its acks (an honest
+            // encoder has at most MAX_OUTSTANDING_BLOCKS outstanding).
+            if self.decoded.len() < 4 * MAX_OUTSTANDING_BLOCKS {
+                self.decoded.push(id);
+            }
             if base > self.table.inserted() {
                 return Err(Error::Unacknowledged {
                     required: base,
