@@ -1,0 +1,140 @@
+//! The client proxy's configuration: a TOML file (every key optional) and flags over it.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Everything `webpep client` needs. See docs/configuration.md (`webpep client`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClientConfig {
+    /// Where browsers reach the proxy (default 127.0.0.1:8118).
+    pub listen: SocketAddr,
+    /// The edge's QUIC address.
+    pub server: Option<SocketAddr>,
+    /// The credential `webpep server enroll` issued.
+    pub credential: Option<PathBuf>,
+    /// After this long without an answer from the edge, browsers get a "link down" page
+    /// instead of waiting (their own timeouts are minutes).
+    pub link_down_after: Duration,
+    /// Browsers allowed to use the proxy, by address: loopback only unless listed (a device
+    /// proxy on a shared network must not carry strangers' traffic to the edge).
+    pub allow_clients: Vec<IpAddr>,
+    /// Largest request head accepted from a browser.
+    pub max_header_bytes: usize,
+    /// Largest request body carried (uploads above it get 413).
+    pub max_request_body: usize,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8118)),
+            server: None,
+            credential: None,
+            link_down_after: Duration::from_secs(30),
+            allow_clients: Vec::new(),
+            max_header_bytes: 64 * 1024,
+            max_request_body: 16 * 1024 * 1024,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{source_name}: {message}")]
+pub struct ConfigError {
+    pub source_name: String,
+    pub message: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct File {
+    listen: Option<SocketAddr>,
+    server: Option<SocketAddr>,
+    credential: Option<PathBuf>,
+    link_down_after: Option<String>,
+    allow_clients: Option<Vec<IpAddr>>,
+    max_header_bytes: Option<usize>,
+    max_request_body: Option<usize>,
+}
+
+impl ClientConfig {
+    /// Reads a configuration file's text; `source_name` names it in errors (with the key).
+    pub fn from_toml(text: &str, source_name: &str) -> Result<ClientConfig, ConfigError> {
+        let err = |message: String| ConfigError {
+            source_name: source_name.to_string(),
+            message,
+        };
+        let f: File = toml::from_str(text).map_err(|e| err(e.to_string()))?;
+        let mut c = ClientConfig::default();
+        if let Some(v) = f.listen {
+            c.listen = v;
+        }
+        c.server = f.server;
+        c.credential = f.credential;
+        if let Some(v) = f.link_down_after {
+            c.link_down_after = parse_duration(&v)
+                .ok_or_else(|| err(format!("link-down-after: not a duration: {v:?} (e.g. 30s)")))?;
+        }
+        if let Some(v) = f.allow_clients {
+            c.allow_clients = v;
+        }
+        if let Some(v) = f.max_header_bytes {
+            c.max_header_bytes = v;
+        }
+        if let Some(v) = f.max_request_body {
+            c.max_request_body = v;
+        }
+        Ok(c)
+    }
+
+    /// Whether a browser at `ip` may use the proxy.
+    pub fn allows(&self, ip: IpAddr) -> bool {
+        ip.is_loopback() || self.allow_clients.contains(&ip)
+    }
+}
+
+/// "30s", "500ms", "2m", or plain seconds.
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, "s"),
+    };
+    let n: f64 = num.trim().parse().ok()?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        _ => return None,
+    };
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_errors() {
+        let c = ClientConfig::from_toml(
+            "listen = \"127.0.0.1:9000\"\nserver = \"10.0.0.1:4433\"\nlink-down-after = \"5s\"\nallow-clients = [\"192.168.1.7\"]\n",
+            "client.toml",
+        )
+        .unwrap();
+        assert_eq!(c.listen.port(), 9000);
+        assert_eq!(c.link_down_after, Duration::from_secs(5));
+        assert!(c.allows("192.168.1.7".parse().unwrap()));
+        assert!(c.allows("127.0.0.1".parse().unwrap()));
+        assert!(!c.allows("192.168.1.8".parse().unwrap()));
+        let e = ClientConfig::from_toml("lisen = \"x\"\n", "client.toml").unwrap_err();
+        assert!(
+            e.to_string().contains("client.toml") && e.to_string().contains("lisen"),
+            "{e}"
+        );
+        let e = ClientConfig::from_toml("link-down-after = \"soon\"\n", "c.toml").unwrap_err();
+        assert!(e.to_string().contains("link-down-after"), "{e}");
+    }
+}

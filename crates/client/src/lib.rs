@@ -1,0 +1,11 @@
+//! `webpep client`: the proxy on the device. Browsers send it every request (as an explicit
+//! HTTP proxy, or through its PAC file); it never resolves a name nor opens a TCP connection
+//! over the air: each request, and each CONNECT tunnel, goes to the edge through an
+//! [`Upstream`] (the link transport's QUIC connection).
+
+pub mod config;
+pub mod pac;
+pub mod proxy;
+
+pub use config::ClientConfig;
+pub use proxy::{serve, ProxyRequest, Upstream, UpstreamError, UpstreamResponse};
