@@ -182,7 +182,10 @@ pub struct HoldDecision {
     pub hold: Hold,
     /// The expected time the response would be held (work and queue), when estimated.
     pub cost: Option<Duration>,
-    /// The expected time its saved bytes take at the rate, when estimated.
+    /// The time its saved bytes are expected to take at the rate (before the kind has run:
+    /// the whole response's), when the link is measured. A held response waits for its
+    /// transform no longer than this: past it the original goes out and the variant is made
+    /// for the next client.
     pub saves: Option<Duration>,
 }
 
@@ -196,11 +199,20 @@ pub fn hold_for_transform(
     (queued, workers): (usize, usize),
     cacheable: bool,
 ) -> HoldDecision {
-    let (Some(m), Some(e)) = (link, est) else {
+    let Some(m) = link else {
         return HoldDecision {
             hold: Hold::Transform,
             cost: None,
             saves: None,
+        };
+    };
+    let Some(e) = est else {
+        // Not run yet: held for, but no longer than the whole response takes at the rate
+        // (no transform can save more).
+        return HoldDecision {
+            hold: Hold::Transform,
+            cost: None,
+            saves: Some(m.time_for(bytes)),
         };
     };
     let work = e.secs_per_byte * bytes as f64;
@@ -585,12 +597,14 @@ mod tests {
         );
         let busy = hold_for_transform(mid, 100_000, jpeg, (10, 2), true);
         assert_eq!((busy.hold, ms(busy.cost)), (Hold::Defer, Some(600)));
-        // Nothing measured (link or cost): today's behaviour.
+        // No link measured: today's behaviour, no bound.
         let d = hold_for_transform(None, 100_000, jpeg, idle, true);
         assert_eq!((d.hold, d.cost, d.saves), (Hold::Transform, None, None));
+        // No run yet: held for, at most what the whole 100 KB take over LTE (20 ms).
+        let d = hold_for_transform(Some(lte()), 100_000, None, idle, true);
         assert_eq!(
-            hold_for_transform(Some(lte()), 100_000, None, idle, true).hold,
-            Hold::Transform
+            (d.hold, d.cost, ms(d.saves)),
+            (Hold::Transform, None, Some(20))
         );
         // A transform that saves nothing is never worth holding for on a measured link.
         let none = Some(CostEstimate {

@@ -982,9 +982,11 @@ async fn transform_off_thread(
             .ran(kind, bytes_in, out.body.len() as u64, work);
         (out, work)
     };
+    // Held for a transform within what it saves at the client's rate (`None`: no bound).
+    let mut bound = None;
+    let cacheable = has_variant && ex.parts.method == Method::GET && server.cache.is_some();
     if may_defer && ex.below.is_none() && ctx.link.is_some() {
         let pool = &server.transform_pool;
-        let cacheable = has_variant && ex.parts.method == Method::GET && server.cache.is_some();
         let d = crate::adapt::hold_for_transform(
             ctx.link,
             body.len() as u64,
@@ -992,9 +994,9 @@ async fn transform_off_thread(
             (pool.waiting().max(0) as usize, pool.workers()),
             cacheable,
         );
-        server.costs.decided(kind, d.hold);
-        timing.set_hold(d.hold);
         if d.hold != Hold::Transform {
+            server.costs.decided(kind, d.hold);
+            timing.set_hold(d.hold);
             let claim = (d.hold == Hold::Defer)
                 .then(|| server.making.claim(making_key))
                 .flatten();
@@ -1014,13 +1016,41 @@ async fn transform_off_thread(
             };
             return client_decodable(ex, original);
         }
+        bound = d.saves;
     }
     let priority = match ex.below {
         None => Priority::Client,
         Some(_) => Priority::Background,
     };
     let started = tokio::time::Instant::now();
-    let done = server.transform_pool.run_as(priority, memory, run).await;
+    let done = match bound {
+        None => server.transform_pool.run_as(priority, memory, run).await,
+        Some(limit) => {
+            // Spawned: past the bound the job goes on (and stores the variant) without us.
+            let pool = server.transform_pool.clone();
+            let mut job = tokio::spawn(async move { pool.run_as(priority, memory, run).await });
+            match tokio::time::timeout(limit, &mut job).await {
+                Ok(r) => {
+                    server.costs.decided(kind, Hold::Transform);
+                    timing.set_hold(Hold::Transform);
+                    r.unwrap_or(Err(crate::transform_pool::JobError::Panicked))
+                }
+                Err(_) => {
+                    // It costs more than it saves: the original goes out now.
+                    let h = if cacheable { Hold::Defer } else { Hold::Skip };
+                    server.costs.decided(kind, h);
+                    timing.set_hold(h);
+                    TimingCell::set(&timing.queue, started.elapsed());
+                    let original = Transformed {
+                        status,
+                        headers,
+                        body,
+                    };
+                    return client_decodable(ex, original);
+                }
+            }
+        }
+    };
     let elapsed = started.elapsed();
     if let Ok((_, work)) = &done {
         TimingCell::set(&timing.transform, *work);
