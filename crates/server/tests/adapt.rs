@@ -356,6 +356,8 @@ async fn the_access_log_gives_the_edges_added_latency_per_response() {
     let miss = nth_line(&text, 1).await;
     let hit = nth_line(&text, 2).await;
     let image = nth_line(&photo, 1).await;
+    // The lines, for the record (cargo test -- --nocapture).
+    eprintln!("access lines:\n{miss}\n{hit}\n{image}");
     assert_eq!(miss["cache"], "MISS");
     assert_eq!(hit["cache"], "HIT");
     assert_eq!(image["cache"], "MISS");
