@@ -597,16 +597,24 @@ async fn fetch_and_process(
         return stream_reply(rparts, Bytes::new(), incoming, declared, stall);
     }
     let mut lease = server.buffers.lease(ex.req.peer.ip());
-    if ex.below.is_none()
+    let passes = ex.below.is_none()
         && !server
             .stages
-            .holds_body(ctx, rparts.status, &rparts.headers)
-    {
+            .holds_body(ctx, rparts.status, &rparts.headers);
+    let deferred = if passes {
+        None
+    } else {
+        hold_at_head(ex, ctx, timing, variant, &rparts, declared)
+    };
+    if passes || deferred.is_some() {
         // No stage works on this body (no transform wants its type, no page filter its
-        // bytes): it goes to the client as it comes, the cache keeping a copy. (The stages'
-        // own fetches still hold theirs: they want the bytes.)
-        tracing::debug!(url = %ex.parts.uri, "response passed through as it comes");
-        let tee = passing_copy(ex, &rparts, (request_time, response_time), lease);
+        // bytes), or its transform is not worth holding it for at the client's rate (decided
+        // from its declared length): it goes to the client as it comes, the cache keeping a
+        // copy (and making the variant from it for the next client). The stages' own fetches
+        // still hold theirs: they want the bytes.
+        tracing::debug!(url = %ex.parts.uri, ?deferred, "response passed through as it comes");
+        let then = (deferred == Some(Hold::Defer)).then_some(variant);
+        let tee = passing_copy(ex, &rparts, (request_time, response_time), lease, then);
         let mut reply = stream_reply(rparts, Bytes::new(), incoming, declared, stall);
         if let Body::Stream { tee: t, .. } = &mut reply.body {
             *t = Some(tee);
@@ -728,6 +736,7 @@ fn passing_copy(
     rparts: &http::response::Parts,
     (request_time, response_time): (SystemTime, SystemTime),
     lease: crate::limits::BufferLease,
+    then_variant: Option<&str>,
 ) -> crate::reply::Tee {
     let server = ex.server.clone();
     let max = server.cfg.limits.max_body_transform;
@@ -735,6 +744,8 @@ fn passing_copy(
         return crate::reply::Tee::new(max, lease, None);
     }
     let (req, resp) = (ex.parts.clone(), rparts.clone());
+    // With a variant to make: from the copy, once stored, for the next client.
+    let then = then_variant.map(|v| (ex.clone(), v.to_string()));
     let done: crate::reply::TeeDone = Box::new(move |body: Bytes| {
         Box::pin(async move {
             let Some(cache) = &server.cache else { return };
@@ -743,6 +754,16 @@ fn passing_copy(
                 .await
             {
                 tracing::warn!(error = %e, "cache store failed");
+            }
+            if let Some((ex, variant)) = then {
+                let held = Held {
+                    status: resp.status,
+                    headers: resp.headers,
+                    body,
+                    request_time,
+                    response_time,
+                };
+                make_in_background(&ex, &variant, held);
             }
         })
     });
@@ -966,48 +987,23 @@ async fn transform_off_thread(
         return client_decodable(ex, original);
     }
     let memory = server.stages.body_memory(&body);
-    let job = ex.clone();
-    let has_variant = !variant.is_empty();
-    // What a variant made in the background is known by while it is made.
-    let making_key = format!("{} {variant}", ex.parts.uri);
-    let variant = variant.to_string();
-    let (h2, b2) = (headers.clone(), body.clone());
-    let bytes_in = body.len() as u64;
-    let run = move || {
-        let t0 = std::time::Instant::now();
-        let out = transform_and_store(&job, &variant, status, h2, b2, request_time, response_time);
-        let work = t0.elapsed();
-        job.server
-            .costs
-            .ran(kind, bytes_in, out.body.len() as u64, work);
-        (out, work)
+    let cacheable = cacheable_variant(ex, variant);
+    let held = Held {
+        status,
+        headers: headers.clone(),
+        body: body.clone(),
+        request_time,
+        response_time,
     };
     // Held for a transform within what it saves at the client's rate (`None`: no bound).
     let mut bound = None;
-    let cacheable = has_variant && ex.parts.method == Method::GET && server.cache.is_some();
     if may_defer && ex.below.is_none() && ctx.link.is_some() {
-        let pool = &server.transform_pool;
-        let d = crate::adapt::hold_for_transform(
-            ctx.link,
-            body.len() as u64,
-            server.costs.estimate(kind),
-            (pool.waiting().max(0) as usize, pool.workers()),
-            cacheable,
-        );
+        let d = hold_decision(ex, &ctx, kind, body.len() as u64, cacheable);
         if d.hold != Hold::Transform {
             server.costs.decided(kind, d.hold);
             timing.set_hold(d.hold);
-            let claim = (d.hold == Hold::Defer)
-                .then(|| server.making.claim(making_key))
-                .flatten();
-            if let Some(claim) = claim {
-                // Made for the next client, behind the clients' own transforms, once: a
-                // client asking meanwhile gets the original too.
-                let pool = pool.clone();
-                tokio::spawn(async move {
-                    let _ = pool.run_as(Priority::Background, memory, run).await;
-                    drop(claim);
-                });
+            if d.hold == Hold::Defer {
+                make_in_background(ex, variant, held);
             }
             let original = Transformed {
                 status,
@@ -1018,6 +1014,7 @@ async fn transform_off_thread(
         }
         bound = d.saves;
     }
+    let run = measured_run(ex, variant, held);
     let priority = match ex.below {
         None => Priority::Client,
         Some(_) => Priority::Background,
@@ -1072,6 +1069,116 @@ async fn transform_off_thread(
             )
         }
     }
+}
+
+/// From the origin's head: a client's response whose only use for its body is a transform
+/// (no page filter reads it), of a declared length, in no content coding, of a kind whose
+/// cost is known, that is not worth holding for its transform at the client's measured
+/// rate: the decision (deferred or skipped, recorded), so that it streams through instead of
+/// being read whole first. `None`: read it whole and decide then, as usual.
+fn hold_at_head(
+    ex: &Exchange,
+    ctx: &StageCtx<'_>,
+    timing: &TimingCell,
+    variant: &str,
+    rparts: &http::response::Parts,
+    declared: Option<u64>,
+) -> Option<Hold> {
+    let (stages, headers, status) = (&ex.server.stages, &rparts.headers, rparts.status);
+    let n = declared.filter(|&n| n > 0)?;
+    if ex.below.is_some()
+        || ctx.link.is_none()
+        || status != StatusCode::OK
+        || content_coding(headers).is_some()
+        || !stages.filter_bodies()
+        || stages.wants_original(status, headers)
+        || !stages.wants_body(headers, ctx)
+    {
+        return None;
+    }
+    let kind = Kind::of(crate::optimize::content_type(headers));
+    ex.server.costs.estimate(kind)?;
+    let d = hold_decision(ex, ctx, kind, n, cacheable_variant(ex, variant));
+    if d.hold == Hold::Transform {
+        return None;
+    }
+    ex.server.costs.decided(kind, d.hold);
+    timing.set_hold(d.hold);
+    Some(d.hold)
+}
+
+/// A client's response of this variant would be kept as the variant for the next client.
+fn cacheable_variant(ex: &Exchange, variant: &str) -> bool {
+    !variant.is_empty() && ex.parts.method == Method::GET && ex.server.cache.is_some()
+}
+
+/// Whether a client's response of `kind`, `bytes` long, is held for its transform at the
+/// client's measured link ([`crate::adapt::hold_for_transform`], fed the pool's queue and
+/// the kind's measured cost).
+fn hold_decision(
+    ex: &Exchange,
+    ctx: &StageCtx<'_>,
+    kind: Kind,
+    bytes: u64,
+    cacheable: bool,
+) -> crate::adapt::HoldDecision {
+    let pool = &ex.server.transform_pool;
+    crate::adapt::hold_for_transform(
+        ctx.link,
+        bytes,
+        ex.server.costs.estimate(kind),
+        (pool.waiting().max(0) as usize, pool.workers()),
+        cacheable,
+    )
+}
+
+/// The transform phases of `held` as a job for the workers, timing its work into the kind's
+/// cost record; the job gives the result and its work.
+fn measured_run(
+    ex: &Exchange,
+    variant: &str,
+    held: Held,
+) -> impl FnOnce() -> (Transformed, Duration) + Send + 'static {
+    let job = ex.clone();
+    let variant = variant.to_string();
+    let kind = Kind::of(crate::optimize::content_type(&held.headers));
+    move || {
+        let bytes_in = held.body.len() as u64;
+        let t0 = std::time::Instant::now();
+        let out = transform_and_store(
+            &job,
+            &variant,
+            held.status,
+            held.headers,
+            held.body,
+            held.request_time,
+            held.response_time,
+        );
+        let work = t0.elapsed();
+        job.server
+            .costs
+            .ran(kind, bytes_in, out.body.len() as u64, work);
+        (out, work)
+    }
+}
+
+/// Makes the variant of `held` for the next client, at background priority, once: while it
+/// is being made, a client asking for it gets the original without starting it again.
+fn make_in_background(ex: &Exchange, variant: &str, held: Held) {
+    let Some(claim) = ex
+        .server
+        .making
+        .claim(format!("{} {variant}", ex.parts.uri))
+    else {
+        return;
+    };
+    let memory = ex.server.stages.body_memory(&held.body);
+    let run = measured_run(ex, variant, held);
+    let pool = ex.server.transform_pool.clone();
+    tokio::spawn(async move {
+        let _ = pool.run_as(Priority::Background, memory, run).await;
+        drop(claim);
+    });
 }
 
 /// Phases: decode → transforms → store the variant. Never fails: on any problem the

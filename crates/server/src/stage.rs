@@ -446,10 +446,14 @@ impl Stages {
     /// `after_response`): it is held, not streamed through.
     pub fn holds_body(&self, ctx: &StageCtx<'_>, status: StatusCode, headers: &HeaderMap) -> bool {
         (self.bodies && status == StatusCode::OK && self.wants_body(headers, ctx))
-            || self
-                .stages
-                .iter()
-                .any(|s| s.wants_original(status, headers))
+            || self.wants_original(status, headers)
+    }
+
+    /// Some stage's `page_filter` or `after_response` reads the body of this response.
+    pub fn wants_original(&self, status: StatusCode, headers: &HeaderMap) -> bool {
+        self.stages
+            .iter()
+            .any(|s| s.wants_original(status, headers))
     }
 
     /// The most any body filter may take in memory for this body.

@@ -211,7 +211,28 @@ const IMAGE_BYTES_IN: &str = "webpep_transform_bytes_in_total{kind=\"image\"}";
 #[tokio::test]
 async fn a_transform_not_worth_its_time_at_the_rate_is_made_for_the_next_client() {
     let jpeg = photo_jpeg();
-    let o = Origin::start(images(jpeg.clone())).await;
+    // /e.jpg comes in two halves, the second once `release` is notified.
+    let release = Arc::new(Notify::new());
+    let (j, r) = (jpeg.clone(), release.clone());
+    let all = images(jpeg.clone());
+    let o = Origin::start(move |req: &OriginRequest| {
+        if req.path != "/e.jpg" {
+            return all(req);
+        }
+        let half = j.len() / 2;
+        let mut first = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: image/jpeg\r\nCache-Control: max-age=600\r\nContent-Length: {}\r\n\r\n",
+            j.len()
+        )
+        .into_bytes();
+        first.extend_from_slice(&j[..half]);
+        OriginReply::raw(vec![
+            Part::Send(first),
+            Part::Wait(r.clone()),
+            Part::Send(j[half..].to_vec()),
+        ])
+    })
+    .await;
     // 1 Gbit/s and 1 ms: the bytes a transcode saves take microseconds, its work far more.
     let fast = link(
         125_000_000,
@@ -250,10 +271,38 @@ async fn a_transform_not_worth_its_time_at_the_rate_is_made_for_the_next_client(
         let asked = o.seen().iter().filter(|r| r.path == path).count();
         assert_eq!(asked, 1, "{path} from the cache the second time");
     }
+    // Decided from the declared length at the head: the image streams through as it comes
+    // (its first half is at the client while the origin holds the second), and its variant
+    // is made from the cache's copy once whole.
+    let got = bounded(async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(p.addr).await.unwrap();
+        let url = format!("http://{}/e.jpg", o.addr);
+        s.write_all(
+            format!("GET {url} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .unwrap();
+        let mut got = read_until(&mut s, &jpeg[..jpeg.len() / 2]).await;
+        assert_eq!(o.in_flight(), 1, "the second half is still at the origin");
+        release.notify_one();
+        s.read_to_end(&mut got).await.unwrap();
+        got
+    })
+    .await;
+    assert!(got.ends_with(&jpeg), "the original, whole");
+    let head = String::from_utf8_lossy(&got[..got.len() - jpeg.len()]).into_owned();
+    assert!(head.contains("hold;desc=deferred"), "{head}");
+    metric_reaches(&p, IMAGE_BYTES_IN, 3 * jpeg.len() as u64).await;
+    let e2 = get_path(&p, &o, "/e.jpg").await;
+    assert_eq!(
+        e2.body, a2.body,
+        "the same photo, transcoded, from the cache"
+    );
     let m = p.server.metrics_text();
     for line in [
         "webpep_transform_holds_total{kind=\"image\",decision=\"held\"} 0",
-        "webpep_transform_holds_total{kind=\"image\",decision=\"deferred\"} 2",
+        "webpep_transform_holds_total{kind=\"image\",decision=\"deferred\"} 3",
     ] {
         assert!(m.contains(line), "{line} in {m}");
     }
