@@ -47,6 +47,10 @@ enum LabSub {
     /// Cache-hit throughput of webpep's edge proxy and Squid side by side on loopback, and
     /// their resident memory with many idle keep-alive client connections.
     ProxyBench(ProxyBenchArgs),
+    /// The link transport against TCP over the emulated link: goodput from a cold connection,
+    /// a small request beside a bulk transfer, the link's queue (QUIC with webpep's
+    /// controller, quinn's Cubic and BBR; TCP cubic and reno). Needs root.
+    TransportBench(TransportBenchArgs),
     /// List the configurations (built-in plus --config-file) with what each runs.
     Configs {
         /// A TOML file of extra or replacing configurations.
@@ -139,6 +143,43 @@ pub struct ProxyBenchArgs {
     /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct TransportBenchArgs {
+    #[command(flatten)]
+    pub link: LinkOpts,
+    /// Transfer sizes from a cold connection (bytes; k and m suffixes, comma-separated).
+    #[arg(long, default_value = "10k,100k,1m", value_delimiter = ',')]
+    pub sizes: Vec<String>,
+    /// The bulk transfer the small request is issued beside (0: skip that test).
+    #[arg(long, default_value = "1m")]
+    pub bulk: String,
+    /// The small request's size.
+    #[arg(long, default_value = "1k")]
+    pub small: String,
+    /// Transports to measure (comma-separated; default all: quic-webpep, quic-cubic,
+    /// quic-bbr, tcp-cubic, tcp-reno).
+    #[arg(long, value_delimiter = ',')]
+    pub transports: Vec<String>,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// "10k", "1m", "1200": bytes.
+fn parse_bytes(flag: &str, s: &str) -> Result<u64> {
+    let t = s.trim().to_ascii_lowercase();
+    let (num, mul) = if let Some(n) = t.strip_suffix('k') {
+        (n, 1000)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 1_000_000)
+    } else {
+        (t.as_str(), 1)
+    };
+    num.parse::<u64>()
+        .map(|n| n * mul)
+        .map_err(|_| BadInput(format!("{flag}: not a size: {s:?} (e.g. 100k, 1m)")).into())
 }
 
 #[derive(Subcommand, Debug)]
@@ -281,6 +322,41 @@ pub fn run_cmd(args: LabArgs) -> Result<u8> {
                 work_dir: a.out.clone(),
             };
             let report = webpep_lab::proxy_bench::run(&opts).map_err(lab_err)?;
+            if a.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", report.table());
+            }
+            Ok(0)
+        }
+        LabSub::TransportBench(a) => {
+            let profile = resolve_profile(&a.link)?;
+            let sizes = a
+                .sizes
+                .iter()
+                .map(|s| parse_bytes("--sizes", s))
+                .collect::<Result<Vec<u64>>>()?;
+            let transports = if a.transports.is_empty() {
+                webpep_lab::transport_bench::Transport::ALL.to_vec()
+            } else {
+                a.transports
+                    .iter()
+                    .map(|t| {
+                        t.parse()
+                            .map_err(|e: String| BadInput(format!("--transports: {e}")))
+                    })
+                    .collect::<std::result::Result<Vec<_>, _>>()?
+            };
+            let opts = webpep_lab::transport_bench::TransportBenchOptions {
+                profile,
+                time_scale: a.link.time_scale,
+                seed: a.link.seed,
+                sizes,
+                bulk_bytes: parse_bytes("--bulk", &a.bulk)?,
+                small_bytes: parse_bytes("--small", &a.small)?,
+                transports,
+            };
+            let report = webpep_lab::transport_bench::run(&opts).map_err(lab_err)?;
             if a.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {

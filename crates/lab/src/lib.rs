@@ -16,6 +16,7 @@ pub mod report;
 pub mod results;
 pub mod runner;
 pub mod topology;
+pub mod transport_bench;
 
 /// Errors of the lab.
 #[derive(Debug, thiserror::Error)]

@@ -20,7 +20,7 @@ use crate::credential::{Credential, CredentialError, EdgeIdentity, Revocations, 
 pub const ALPN: &[u8] = b"webpep";
 
 /// Transport settings shared by both ends.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct TransportSettings {
     /// A keep-alive after this long without traffic: it detects a stalled link (and keeps a
     /// NAT binding) long before the idle timeout.
@@ -33,7 +33,8 @@ pub struct TransportSettings {
     pub initial_rtt: Duration,
     /// Requests (bidirectional streams) the peer may have open at once.
     pub max_streams: u32,
-    pub congestion: Arc<ControllerFactory>,
+    /// The congestion controller: webpep's link-aware one, or (for comparison) quinn's.
+    pub congestion: Arc<dyn quinn::congestion::ControllerFactory + Send + Sync>,
 }
 
 impl Default for TransportSettings {
@@ -45,6 +46,17 @@ impl Default for TransportSettings {
             max_streams: 256,
             congestion: Arc::new(ControllerFactory::default()),
         }
+    }
+}
+
+impl std::fmt::Debug for TransportSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TransportSettings")
+            .field("keep_alive", &self.keep_alive)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("initial_rtt", &self.initial_rtt)
+            .field("max_streams", &self.max_streams)
+            .finish_non_exhaustive()
     }
 }
 

@@ -1,0 +1,35 @@
+//! `webpep lab transport-bench` end to end in the lab's namespaces: webpep's QUIC transport
+//! (enrolled client, link-aware controller) and TCP both carry every byte over the emulated
+//! link, and the report holds each measurement. Short: cdma-1x at time scale 10, 100 KB.
+
+use webpep_lab::transport_bench::{run, Transport, TransportBenchOptions};
+use webpep_link::testing::netns_available;
+use webpep_link_model::resolve;
+
+#[test]
+fn quic_and_tcp_carry_every_byte_over_the_emulated_link() {
+    if !netns_available("quic_and_tcp_carry_every_byte_over_the_emulated_link") {
+        return;
+    }
+    let opts = TransportBenchOptions {
+        profile: resolve("cdma-1x").unwrap(),
+        time_scale: 10.0,
+        seed: 1,
+        sizes: vec![100_000],
+        bulk_bytes: 200_000,
+        small_bytes: 1000,
+        transports: vec![Transport::QuicWebpep, Transport::TcpCubic],
+    };
+    let report = run(&opts).expect("bench");
+    print!("{}", report.table());
+    assert_eq!(report.transfers.len(), 2);
+    for t in &report.transfers {
+        // 100 KB over 78 kbit/s takes at least its serialization time (10 s unscaled).
+        assert!(t.seconds >= 100_000.0 * 8.0 / 78_000.0 * 0.95, "{t:?}");
+        assert!(t.goodput_share > 0.2 && t.goodput_share <= 1.05, "{t:?}");
+    }
+    assert_eq!(report.small.len(), 2);
+    for m in &report.small {
+        assert!(m.idle_ms > 0.0 && m.beside_bulk_ms > 0.0, "{m:?}");
+    }
+}
