@@ -6,6 +6,8 @@
 pub mod config;
 pub mod pac;
 pub mod proxy;
+pub mod quic;
 
 pub use config::ClientConfig;
 pub use proxy::{serve, ProxyRequest, Upstream, UpstreamError, UpstreamResponse};
+pub use quic::QuicUpstream;

@@ -354,7 +354,7 @@ async fn reader_loop(
             local: conn.local,
             original_dst: conn.original_dst,
         };
-        let adm = admit(&server, head, body.bytes, body.lease, at).await;
+        let adm = admit(&server, head, body.bytes, body.lease, at, None).await;
         let meta = Meta {
             mode: adm.mode,
             url: adm.url,

@@ -52,13 +52,16 @@ pub(crate) struct Admission {
     pub outcome: Outcome,
 }
 
-/// Decides what to do with a request read whole by a front end.
+/// Decides what to do with a request read whole by a front end. `enrolled`: the client
+/// proxy's name when the transport has authenticated it (its certificate, over QUIC); proxy
+/// authentication is then not asked for.
 pub(crate) async fn admit(
     server: &Server,
     head: RequestHead,
     body: Bytes,
     body_lease: Option<BufferLease>,
     at: Arrival,
+    enrolled: Option<Arc<str>>,
 ) -> Admission {
     let url_mode = &server.cfg.url_rewrite;
     let proxy_authority = url_mode
@@ -91,6 +94,10 @@ pub(crate) async fn admit(
         Err(wait) => {
             server.metrics.limit_refused(Limit::Rate);
             Some(rate_refusal(wait, server.cfg.limits.client_rate, &mode))
+        }
+        Ok(()) if enrolled.is_some() => {
+            adm.user = enrolled;
+            None
         }
         Ok(()) => match authenticate(server, &mode, &head.headers, at.peer).await {
             Ok(user) => {
@@ -168,8 +175,29 @@ impl Server {
     /// `max-body-transform`). The request is counted
     /// on `/metrics` as the HTTP/1 listener counts it; bytes are not (there is no wire).
     pub async fn serve_request(self: &Arc<Self>, req: http::Request<Bytes>, at: Arrival) -> Reply {
+        self.serve_in_memory(req, at, None).await
+    }
+
+    /// The in-memory front end for a client the transport has authenticated (an enrolled
+    /// client proxy, by its certificate): the client-network list and proxy authentication
+    /// are for browsers reaching the proxy directly, so neither applies; everything else does.
+    pub async fn serve_enrolled(
+        self: &Arc<Self>,
+        req: http::Request<Bytes>,
+        at: Arrival,
+        client: Arc<str>,
+    ) -> Reply {
+        self.serve_in_memory(req, at, Some(client)).await
+    }
+
+    async fn serve_in_memory(
+        self: &Arc<Self>,
+        req: http::Request<Bytes>,
+        at: Arrival,
+        enrolled: Option<Arc<str>>,
+    ) -> Reply {
         let (parts, body) = req.into_parts();
-        if !self.acl.client_allowed(at.peer.ip()) {
+        if enrolled.is_none() && !self.acl.client_allowed(at.peer.ip()) {
             crate::metrics::Metrics::add(&self.metrics.connections_refused, 1);
             self.metrics.request("none", 403);
             return Reply::text_close(
@@ -187,7 +215,7 @@ impl Server {
             headers: parts.headers,
             head_len: 0,
         };
-        let adm = admit(self, head, body, None, at).await;
+        let adm = admit(self, head, body, None, at, enrolled).await;
         let reply = match adm.outcome {
             Outcome::Serve(r) => {
                 let mut reply = self.clone().handle(r).await;

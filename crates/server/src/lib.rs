@@ -36,6 +36,7 @@ pub mod optimize;
 pub mod origin;
 pub mod prefetch;
 pub mod proxy;
+pub mod quic;
 pub mod reply;
 pub mod request;
 pub mod server;

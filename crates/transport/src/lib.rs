@@ -5,6 +5,7 @@
 pub mod congestion;
 pub mod credential;
 pub mod endpoint;
+pub mod session;
 pub mod windowed;
 
 pub use congestion::{

@@ -1,0 +1,182 @@
+//! The link to the edge over QUIC: every request on a stream of one connection (docs/
+//! protocol.md), reconnected when it has gone; an idempotent request whose connection died
+//! under it is sent once more on the new one, anything else is not replayed.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+use http::{HeaderMap, Method, StatusCode};
+use tokio::io::AsyncWriteExt;
+use webpep_proto::Role;
+use webpep_transport::session::{send_request, Session, SessionError};
+use webpep_transport::{client_config, connect, Credential, TransportSettings};
+
+use crate::proxy::{ProxyRequest, Tunnel, Upstream, UpstreamError, UpstreamResponse};
+
+/// The edge, reached over the link transport.
+pub struct QuicUpstream {
+    endpoint: quinn::Endpoint,
+    server: SocketAddr,
+    config: quinn::ClientConfig,
+    session: tokio::sync::Mutex<Option<Arc<Session>>>,
+}
+
+impl QuicUpstream {
+    /// An upstream to the edge at `server`, authenticating with `credential`.
+    pub fn new(
+        server: SocketAddr,
+        credential: &Credential,
+        settings: &TransportSettings,
+    ) -> Result<QuicUpstream, String> {
+        let config = client_config(credential, settings).map_err(|e| e.to_string())?;
+        let bind: SocketAddr = if server.is_ipv4() {
+            (Ipv4Addr::UNSPECIFIED, 0).into()
+        } else {
+            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+        };
+        let endpoint = quinn::Endpoint::client(bind).map_err(|e| format!("UDP socket: {e}"))?;
+        Ok(QuicUpstream {
+            endpoint,
+            server,
+            config,
+            session: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    /// The connection's session, connecting (again) when there is none or it has closed.
+    async fn session(&self) -> Result<Arc<Session>, UpstreamError> {
+        let mut slot = self.session.lock().await;
+        if let Some(s) = slot.as_ref() {
+            if s.connection().close_reason().is_none() {
+                return Ok(s.clone());
+            }
+        }
+        let conn = connect(&self.endpoint, self.server, self.config.clone())
+            .await
+            .map_err(|e| UpstreamError::LinkDown(e.to_string()))?;
+        let session = Session::open(conn, Role::Client)
+            .await
+            .map_err(|e| UpstreamError::LinkDown(e.to_string()))?;
+        *slot = Some(session.clone());
+        Ok(session)
+    }
+
+    async fn forward(&self, req: &ProxyRequest) -> Result<UpstreamResponse, Attempt> {
+        let session = self.session().await.map_err(Attempt::Final)?;
+        let sent = send_request(
+            &session,
+            req.method.as_str(),
+            &req.target,
+            &req.headers,
+            &req.body,
+            false,
+        )
+        .await;
+        let (status, headers, _coding, mut body) = match sent {
+            Ok(r) => r,
+            Err(e) if connection_gone(&e) => return Err(Attempt::ConnectionLost(e.to_string())),
+            Err(e) => {
+                return Err(Attempt::Final(UpstreamError::Failed(
+                    StatusCode::BAD_GATEWAY,
+                    e.to_string(),
+                )))
+            }
+        };
+        let status = StatusCode::from_u16(status).map_err(|_| {
+            Attempt::Final(UpstreamError::Failed(
+                StatusCode::BAD_GATEWAY,
+                format!("the edge answered status {status}"),
+            ))
+        })?;
+        let length = headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        // The body flows to the browser as it arrives; a broken-off body ends short, and the
+        // browser sees its connection closed before the length it was told.
+        let (reader, mut writer) = tokio::io::duplex(64 * 1024);
+        tokio::spawn(async move {
+            loop {
+                match body.chunk().await {
+                    Ok(Some(d)) => {
+                        if writer.write_all(&d).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(None) => {
+                        let _ = writer.shutdown().await;
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::info!("a response body broke off: {e}");
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(UpstreamResponse {
+            status,
+            headers,
+            length,
+            body: Box::new(reader),
+        })
+    }
+}
+
+enum Attempt {
+    /// The connection went away under the request (it may not have reached the edge).
+    ConnectionLost(String),
+    Final(UpstreamError),
+}
+
+fn connection_gone(e: &SessionError) -> bool {
+    matches!(
+        e,
+        SessionError::Connection(_)
+            | SessionError::Write(quinn::WriteError::ConnectionLost(_))
+            | SessionError::Read(quinn::ReadError::ConnectionLost(_))
+    )
+}
+
+/// Requests that may be sent twice (RFC 9110 §9.2.2): retried once on a new connection.
+fn idempotent(m: &Method) -> bool {
+    matches!(
+        *m,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE | Method::TRACE
+    )
+}
+
+impl Upstream for QuicUpstream {
+    async fn request(&self, req: ProxyRequest) -> Result<UpstreamResponse, UpstreamError> {
+        match self.forward(&req).await {
+            Ok(r) => Ok(r),
+            Err(Attempt::Final(e)) => Err(e),
+            Err(Attempt::ConnectionLost(why)) if idempotent(&req.method) => {
+                tracing::info!(
+                    "connection to the edge lost ({why}); retrying {} once",
+                    req.target
+                );
+                match self.forward(&req).await {
+                    Ok(r) => Ok(r),
+                    Err(Attempt::Final(e)) => Err(e),
+                    Err(Attempt::ConnectionLost(why)) => Err(UpstreamError::LinkDown(why)),
+                }
+            }
+            Err(Attempt::ConnectionLost(why)) => Err(UpstreamError::LinkDown(format!(
+                "{why}; a {} is not sent twice",
+                req.method
+            ))),
+        }
+    }
+
+    async fn tunnel(
+        &self,
+        _authority: String,
+        _headers: HeaderMap,
+    ) -> Result<Tunnel, UpstreamError> {
+        Err(UpstreamError::Failed(
+            StatusCode::NOT_IMPLEMENTED,
+            "CONNECT over the link transport is not built yet".into(),
+        ))
+    }
+}

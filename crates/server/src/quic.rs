@@ -1,0 +1,196 @@
+//! The edge's QUIC front end: enrolled client proxies (`webpep client`) send requests on QUIC
+//! streams in the messages of docs/protocol.md; each goes through the same pipeline as the
+//! HTTP/1 listener's ([`Server::serve_enrolled`]: cache, compression, transcoding, inlining),
+//! and its answer goes back on the stream. The transport has authenticated the client (its
+//! certificate, in the handshake), so the client-network list and proxy authentication,
+//! which are for browsers, do not apply.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use tokio_util::sync::CancellationToken;
+use webpep_proto::{Frame, Role};
+use webpep_transport::session::{
+    read_request, send_response_head, write_frame, IncomingRequest, Session, DATA_CHUNK,
+};
+use webpep_transport::EdgeIdentity;
+
+use crate::reply::{Body, Reply};
+use crate::request::Arrival;
+use crate::state::Server;
+
+/// Largest request body a client proxy may send (an upload).
+const MAX_REQUEST_BODY: usize = 16 << 20;
+
+/// Serves enrolled clients on `endpoint` until `cancel`.
+pub async fn serve_quic(
+    server: Arc<Server>,
+    endpoint: quinn::Endpoint,
+    identity: Arc<EdgeIdentity>,
+    cancel: CancellationToken,
+) {
+    let local = endpoint
+        .local_addr()
+        .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+    loop {
+        let incoming = tokio::select! {
+            _ = cancel.cancelled() => break,
+            i = endpoint.accept() => match i {
+                Some(i) => i,
+                None => break,
+            },
+        };
+        let server = server.clone();
+        let identity = identity.clone();
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            let conn = match incoming.await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::info!("QUIC handshake refused or failed: {e}");
+                    return;
+                }
+            };
+            let name: Arc<str> = webpep_transport::peer_certificate(&conn)
+                .and_then(|c| identity.name_of(&c))
+                .unwrap_or_else(|| "unknown".into())
+                .into();
+            tracing::info!(client = %name, peer = %conn.remote_address(), "client proxy connected");
+            tokio::select! {
+                _ = cancel.cancelled() => conn.close(0u32.into(), b"edge shutting down"),
+                r = connection(server, conn.clone(), local, name.clone()) => {
+                    if let Err(e) = r {
+                        tracing::info!(client = %name, "client proxy connection ended: {e}");
+                    }
+                }
+            }
+        });
+    }
+    endpoint.close(0u32.into(), b"edge shutting down");
+}
+
+async fn connection(
+    server: Arc<Server>,
+    conn: quinn::Connection,
+    local: SocketAddr,
+    name: Arc<str>,
+) -> Result<(), webpep_transport::session::SessionError> {
+    let session = Session::open(conn.clone(), Role::Server).await?;
+    loop {
+        let (send, recv) = conn.accept_bi().await?;
+        let server = server.clone();
+        let session = session.clone();
+        let name = name.clone();
+        let at = Arrival {
+            peer: conn.remote_address(),
+            local,
+            original_dst: None,
+        };
+        tokio::spawn(async move {
+            exchange(server, session, send, recv, at, name).await;
+        });
+    }
+}
+
+/// One request and its answer. A malformed request resets its stream only; the connection
+/// lives on.
+async fn exchange(
+    server: Arc<Server>,
+    session: Arc<Session>,
+    mut send: quinn::SendStream,
+    recv: quinn::RecvStream,
+    at: Arrival,
+    client: Arc<str>,
+) {
+    let req = match read_request(&session, recv, MAX_REQUEST_BODY).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::debug!(%client, "malformed request stream: {e}");
+            let _ = write_frame(
+                &mut send,
+                &Frame::Error {
+                    code: webpep_proto::code::PROTOCOL,
+                    reason: e.to_string(),
+                },
+            )
+            .await;
+            let _ = send.finish();
+            return;
+        }
+    };
+    let reply = match build(req) {
+        Ok(r) => server.serve_enrolled(r, at, client.clone()).await,
+        Err(why) => Reply::text(http::StatusCode::BAD_REQUEST, &why),
+    };
+    if let Err(e) = answer(&session, &mut send, reply).await {
+        tracing::debug!(%client, "writing a response: {e}");
+        return;
+    }
+    let _ = send.finish();
+}
+
+fn build(req: IncomingRequest) -> Result<http::Request<Bytes>, String> {
+    let method = http::Method::from_bytes(req.method.as_bytes())
+        .map_err(|_| format!("not a method: {:?}", req.method))?;
+    let uri: http::Uri = req
+        .target
+        .parse()
+        .map_err(|_| format!("not a request target: {:?}", req.target))?;
+    let mut r = http::Request::builder()
+        .method(method)
+        .uri(uri)
+        .body(Bytes::from(req.body))
+        .map_err(|e| e.to_string())?;
+    *r.headers_mut() = req.headers;
+    Ok(r)
+}
+
+async fn answer(
+    session: &Session,
+    send: &mut quinn::SendStream,
+    reply: Reply,
+) -> Result<(), webpep_transport::session::SessionError> {
+    send_response_head(session, send, reply.status.as_u16(), &reply.headers).await?;
+    let data = |bytes: &[u8]| -> Vec<u8> {
+        let mut out = Vec::with_capacity(bytes.len() + 16);
+        for chunk in bytes.chunks(DATA_CHUNK) {
+            Frame::Data(chunk.to_vec()).encode(&mut out);
+        }
+        out
+    };
+    match reply.body {
+        Body::Empty => {}
+        Body::Full(b) => send.write_all(&data(&b)).await?,
+        Body::Stream {
+            prefix, mut rest, ..
+        } => {
+            if !prefix.is_empty() {
+                send.write_all(&data(&prefix)).await?;
+            }
+            while let Some(frame) = rest.frame().await {
+                match frame {
+                    Ok(f) => {
+                        if let Ok(d) = f.into_data() {
+                            send.write_all(&data(&d)).await?;
+                        }
+                    }
+                    Err(e) => {
+                        // The origin broke off: say so rather than end as though complete.
+                        write_frame(
+                            send,
+                            &Frame::Error {
+                                code: webpep_proto::code::INTERNAL,
+                                reason: format!("the origin broke off the body: {e}"),
+                            },
+                        )
+                        .await?;
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+    write_frame(send, &Frame::End).await
+}

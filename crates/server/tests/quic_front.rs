@@ -1,0 +1,178 @@
+//! The dual proxy end to end on loopback: a browser's request to `webpep client`'s proxy
+//! crosses one QUIC connection (an enrolled client, the link-aware controller, the messages of
+//! docs/protocol.md) to the edge's QUIC front end, goes through the edge's pipeline to the
+//! origin, and comes back. A revoked client gets the link-down page; a malformed request
+//! stream is answered with an Error frame and the connection serves the next request.
+
+mod common;
+#[path = "common/hostile.rs"]
+mod hostile;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use hostile::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use webpep_client::{serve, ClientConfig, ProxyRequest, QuicUpstream, Upstream};
+use webpep_server::{CancellationToken, Server};
+use webpep_transport::{server_config, Credential, EdgeIdentity, TransportSettings};
+
+struct Edge {
+    addr: SocketAddr,
+    identity: Arc<EdgeIdentity>,
+    _dir: tempfile::TempDir,
+    _cancel: CancellationToken,
+}
+
+async fn start_edge() -> Edge {
+    let dir = tempfile::tempdir().unwrap();
+    let identity = Arc::new(EdgeIdentity::load_or_create(dir.path()).unwrap());
+    let server = Server::new(common::test_config()).unwrap();
+    let cfg = server_config(
+        &identity,
+        identity.revocations(),
+        &TransportSettings::default(),
+    )
+    .unwrap();
+    let endpoint = quinn::Endpoint::server(cfg, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = endpoint.local_addr().unwrap();
+    let cancel = CancellationToken::new();
+    tokio::spawn(webpep_server::quic::serve_quic(
+        server,
+        endpoint,
+        identity.clone(),
+        cancel.clone(),
+    ));
+    Edge {
+        addr,
+        identity,
+        _dir: dir,
+        _cancel: cancel,
+    }
+}
+
+/// `webpep client`'s proxy on loopback, carrying to `edge` with `cred`.
+async fn start_client(edge: SocketAddr, cred: &Credential) -> (SocketAddr, Arc<QuicUpstream>) {
+    let upstream = Arc::new(QuicUpstream::new(edge, cred, &TransportSettings::default()).unwrap());
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(serve(
+        listener,
+        Arc::new(ClientConfig::default()),
+        upstream.clone(),
+        CancellationToken::new(),
+    ));
+    (addr, upstream)
+}
+
+/// A browser's GET through the client proxy: status and body.
+async fn browser_get(proxy: SocketAddr, url: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(proxy).await.unwrap();
+    let req =
+        format!("GET {url} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nUser-Agent: test\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status: u16 = text[9..12].parse().unwrap();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+#[tokio::test]
+async fn a_browser_request_crosses_the_quic_link_through_the_edge_pipeline() {
+    let origin = good_origin().await;
+    let edge = start_edge().await;
+    let cred = edge.identity.enroll("phone").unwrap();
+    let (proxy, upstream) = start_client(edge.addr, &cred).await;
+    for path in ["/a", "/b", "/c"] {
+        let (status, body) = browser_get(proxy, &origin.url(path)).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body, good_body(path));
+    }
+    // The origin saw each request once, with the browser's fields, from the edge.
+    let seen = origin.seen.requests();
+    assert_eq!(seen.len(), 3);
+    assert_eq!(seen[0].header("user-agent"), Some("test"));
+    // Straight through the upstream too: a POST with a body.
+    let mut headers = http::HeaderMap::new();
+    headers.insert("content-type", "text/plain".parse().unwrap());
+    let resp = upstream
+        .request(ProxyRequest {
+            method: http::Method::POST,
+            target: origin.url("/form"),
+            headers,
+            body: bytes::Bytes::from_static(b"hello"),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(resp.status, 200);
+    let mut body = Vec::new();
+    let mut r = resp.body;
+    r.read_to_end(&mut body).await.unwrap();
+    assert_eq!(body, good_body("/form").as_bytes());
+    assert_eq!(origin.seen.last().unwrap().body, b"hello");
+}
+
+#[tokio::test]
+async fn a_revoked_client_gets_the_link_down_page() {
+    let origin = good_origin().await;
+    let edge = start_edge().await;
+    let cred = edge.identity.enroll("lost-phone").unwrap();
+    edge.identity.revoke("lost-phone").unwrap();
+    let (proxy, _) = start_client(edge.addr, &cred).await;
+    let (status, body) = browser_get(proxy, &origin.url("/a")).await;
+    assert_eq!(status, 504, "{body}");
+    assert!(body.contains("link to the webpep edge is down"), "{body}");
+    assert_eq!(origin.seen.count(), 0);
+}
+
+#[tokio::test]
+async fn a_malformed_request_stream_is_refused_and_the_connection_lives() {
+    let origin = good_origin().await;
+    let edge = start_edge().await;
+    let cred = edge.identity.enroll("fuzzer").unwrap();
+    let config = webpep_transport::client_config(&cred, &TransportSettings::default()).unwrap();
+    let endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+    let conn = webpep_transport::connect(&endpoint, edge.addr, config)
+        .await
+        .unwrap();
+    let session =
+        webpep_transport::session::Session::open(conn.clone(), webpep_proto::Role::Client)
+            .await
+            .unwrap();
+    // Garbage where a Request frame belongs.
+    let (mut send, mut recv) = conn.open_bi().await.unwrap();
+    send.write_all(&[0x01, 0x05, 0xff, 0xff, 0xff, 0xff, 0xff])
+        .await
+        .unwrap();
+    send.finish().unwrap();
+    let answer = recv.read_to_end(1 << 16).await.unwrap();
+    let mut dec = webpep_proto::FrameDecoder::new();
+    dec.push(&answer);
+    match dec.next_frame().unwrap() {
+        Some(webpep_proto::Frame::Error { reason, .. }) => assert!(!reason.is_empty()),
+        other => panic!("{other:?}"),
+    }
+    // The same connection still serves.
+    let (status, _, _, mut body) = webpep_transport::session::send_request(
+        &session,
+        "GET",
+        &origin.url("/after"),
+        &http::HeaderMap::new(),
+        b"",
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 200);
+    let mut got = Vec::new();
+    while let Some(d) = body.chunk().await.unwrap() {
+        got.extend_from_slice(&d);
+    }
+    assert_eq!(got, good_body("/after").as_bytes());
+}

@@ -1,0 +1,399 @@
+//! One QUIC connection between the proxies as the protocol uses it (docs/protocol.md): each
+//! side's control stream (its `Hello`, then its header-table insertions and acknowledgements),
+//! the two header tables, and frames read from and written to request streams.
+
+use std::sync::{Arc, Mutex};
+
+use webpep_proto::frame::StreamKind;
+use webpep_proto::headers::TABLE_CAPACITY;
+use webpep_proto::version::SUPPORTED_VERSIONS;
+use webpep_proto::{negotiate, Decoder, Encoder, Frame, FrameDecoder, HeaderField, Role};
+
+use webpep_proto::code;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("protocol: {0}")]
+    Proto(#[from] webpep_proto::Error),
+    #[error("connection: {0}")]
+    Connection(#[from] quinn::ConnectionError),
+    #[error("stream write: {0}")]
+    Write(#[from] quinn::WriteError),
+    #[error("stream read: {0}")]
+    Read(#[from] quinn::ReadError),
+    #[error("stream closed: {0}")]
+    Closed(#[from] quinn::ClosedStream),
+    #[error("{0}")]
+    Unexpected(String),
+}
+
+/// The protocol state of one connection, shared by its request streams.
+pub struct Session {
+    conn: quinn::Connection,
+    control: tokio::sync::Mutex<quinn::SendStream>,
+    /// Encodes this side's header blocks (its insertions go on our control stream).
+    encoder: Mutex<Encoder>,
+    /// Decodes the peer's header blocks (fed by the peer's control stream).
+    decoder: Mutex<Decoder>,
+}
+
+impl Session {
+    /// Opens this side's control stream with its `Hello` and starts reading the peer's. A
+    /// peer whose versions share none with ours gets the connection closed with
+    /// `VERSION_MISMATCH` and a reason naming both.
+    pub async fn open(conn: quinn::Connection, role: Role) -> Result<Arc<Session>, SessionError> {
+        let mut control = conn.open_uni().await?;
+        let hello = Frame::Hello {
+            versions: SUPPORTED_VERSIONS.to_vec(),
+            role,
+            name: format!("webpep {}", env!("CARGO_PKG_VERSION")),
+        };
+        control.write_all(&hello.to_bytes()).await?;
+        let session = Arc::new(Session {
+            conn: conn.clone(),
+            control: tokio::sync::Mutex::new(control),
+            encoder: Mutex::new(Encoder::new(TABLE_CAPACITY)),
+            decoder: Mutex::new(Decoder::new(TABLE_CAPACITY)),
+        });
+        let reader = session.clone();
+        tokio::spawn(async move {
+            if let Err(e) = reader.read_peer_control().await {
+                tracing::debug!("control stream: {e}");
+            }
+        });
+        Ok(session)
+    }
+
+    pub fn connection(&self) -> &quinn::Connection {
+        &self.conn
+    }
+
+    async fn read_peer_control(&self) -> Result<(), SessionError> {
+        let recv = self.conn.accept_uni().await?;
+        let mut frames = FrameReader::new(recv);
+        match frames.next().await? {
+            Some(Frame::Hello { versions, .. }) => {
+                if let Err(mismatch) = negotiate(SUPPORTED_VERSIONS, &versions) {
+                    let reason = mismatch.to_string();
+                    tracing::warn!("{reason}");
+                    self.conn
+                        .close(code::VERSION_MISMATCH.into(), reason.as_bytes());
+                    return Err(SessionError::Unexpected(reason));
+                }
+            }
+            other => {
+                self.conn.close(
+                    code::PROTOCOL.into(),
+                    b"the control stream must start with Hello",
+                );
+                return Err(SessionError::Unexpected(format!(
+                    "control stream began with {other:?}"
+                )));
+            }
+        }
+        while let Some(frame) = frames.next().await? {
+            if !frame.allowed_on(StreamKind::Control) {
+                self.conn.close(
+                    code::PROTOCOL.into(),
+                    b"a request frame on the control stream",
+                );
+                return Err(SessionError::Unexpected(format!("{frame:?} on control")));
+            }
+            match frame {
+                Frame::Insert { name, value } => {
+                    let r = lock(&self.decoder).on_insert(&name, &value);
+                    if let Err(e) = r {
+                        self.conn
+                            .close(code::PROTOCOL.into(), e.to_string().as_bytes());
+                        return Err(e.into());
+                    }
+                }
+                Frame::HeadAck { table_ack, blocks } => {
+                    lock(&self.encoder).on_head_ack(table_ack, &blocks);
+                }
+                Frame::Error { code, reason } => {
+                    tracing::warn!(code, "peer reports: {reason}");
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Encodes a header list for a head frame; its table insertions go out on the control
+    /// stream first (the block never depends on them: it refers only to entries the peer has
+    /// acknowledged).
+    pub async fn encode_headers(&self, fields: &[HeaderField]) -> Result<Vec<u8>, SessionError> {
+        let (block, inserts) = lock(&self.encoder).encode(fields);
+        if !inserts.is_empty() {
+            let mut bytes = Vec::new();
+            for f in &inserts {
+                f.encode(&mut bytes);
+            }
+            self.control.lock().await.write_all(&bytes).await?;
+        }
+        Ok(block)
+    }
+
+    /// Decodes a peer's header block, acknowledging it on the control stream when it
+    /// referred to the table (so the peer may evict those entries).
+    pub async fn decode_headers(&self, block: &[u8]) -> Result<Vec<HeaderField>, SessionError> {
+        let (fields, ack) = {
+            let mut d = lock(&self.decoder);
+            let fields = d.decode(block);
+            (fields, d.take_ack())
+        };
+        if let Some(ack) = ack {
+            self.control.lock().await.write_all(&ack.to_bytes()).await?;
+        }
+        Ok(fields?)
+    }
+
+    /// The peer's insertions processed so far (what head frames carry as `table_ack`).
+    pub fn table_ack(&self) -> u64 {
+        lock(&self.decoder).inserted()
+    }
+
+    /// The peer has processed `count` of our insertions (a head frame's `table_ack`).
+    pub fn on_table_ack(&self, count: u64) {
+        lock(&self.encoder).on_ack(count);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Frames from one stream.
+pub struct FrameReader {
+    recv: quinn::RecvStream,
+    decoder: FrameDecoder,
+    buf: Vec<u8>,
+}
+
+impl FrameReader {
+    pub fn new(recv: quinn::RecvStream) -> Self {
+        FrameReader {
+            recv,
+            decoder: FrameDecoder::new(),
+            buf: vec![0u8; 16 * 1024],
+        }
+    }
+
+    /// The next frame; `None` at the stream's clean end (an end inside a frame is an error).
+    pub async fn next(&mut self) -> Result<Option<Frame>, SessionError> {
+        loop {
+            if let Some(f) = self.decoder.next_frame()? {
+                return Ok(Some(f));
+            }
+            match self.recv.read(&mut self.buf).await? {
+                Some(n) => self.decoder.push(&self.buf[..n]),
+                None => {
+                    self.decoder.finish()?;
+                    return Ok(None);
+                }
+            }
+        }
+    }
+
+    pub fn stream(&mut self) -> &mut quinn::RecvStream {
+        &mut self.recv
+    }
+}
+
+/// Writes one frame.
+pub async fn write_frame(send: &mut quinn::SendStream, frame: &Frame) -> Result<(), SessionError> {
+    send.write_all(&frame.to_bytes()).await?;
+    Ok(())
+}
+
+/// Header fields of an `http::HeaderMap` as the tables take them (names are lower case).
+pub fn fields_of(headers: &http::HeaderMap) -> Vec<HeaderField> {
+    headers
+        .iter()
+        .map(|(n, v)| (n.as_str().as_bytes().to_vec(), v.as_bytes().to_vec()))
+        .collect()
+}
+
+/// Header fields back into an `http::HeaderMap`; a field `http` cannot hold is an error.
+pub fn header_map(fields: Vec<HeaderField>) -> Result<http::HeaderMap, SessionError> {
+    let mut map = http::HeaderMap::with_capacity(fields.len());
+    for (n, v) in fields {
+        let name = http::HeaderName::from_bytes(&n)
+            .map_err(|_| SessionError::Unexpected("a header name http cannot hold".into()))?;
+        let value = http::HeaderValue::from_bytes(&v)
+            .map_err(|_| SessionError::Unexpected("a header value http cannot hold".into()))?;
+        map.append(name, value);
+    }
+    Ok(map)
+}
+
+/// A request as the edge reads it from a request stream.
+#[derive(Debug)]
+pub struct IncomingRequest {
+    pub method: String,
+    pub target: String,
+    pub headers: http::HeaderMap,
+    pub body: Vec<u8>,
+    pub background: bool,
+}
+
+/// The client's side of one exchange: sends the request on a new stream and returns the
+/// response head and a reader of its body.
+pub async fn send_request(
+    session: &Session,
+    method: &str,
+    target: &str,
+    headers: &http::HeaderMap,
+    body: &[u8],
+    background: bool,
+) -> Result<(u16, http::HeaderMap, webpep_proto::BodyCoding, ResponseBody), SessionError> {
+    let (mut send, recv) = session.conn.open_bi().await?;
+    let block = session.encode_headers(&fields_of(headers)).await?;
+    let mut bytes = Frame::Request {
+        method: method.to_string(),
+        target: target.to_string(),
+        headers: block,
+        background,
+        table_ack: session.table_ack(),
+    }
+    .to_bytes();
+    if !body.is_empty() {
+        Frame::Data(body.to_vec()).encode(&mut bytes);
+    }
+    Frame::End.encode(&mut bytes);
+    send.write_all(&bytes).await?;
+    send.finish()?;
+    let mut frames = FrameReader::new(recv);
+    loop {
+        match frames.next().await? {
+            Some(Frame::Response {
+                status,
+                headers,
+                body_coding,
+                table_ack,
+            }) => {
+                session.on_table_ack(table_ack);
+                let headers = header_map(session.decode_headers(&headers).await?)?;
+                if (100..200).contains(&status) {
+                    continue;
+                }
+                return Ok((status, headers, body_coding, ResponseBody { frames }));
+            }
+            Some(Frame::Error { code, reason }) => {
+                return Err(SessionError::Unexpected(format!(
+                    "the edge failed the request ({code}): {reason}"
+                )))
+            }
+            Some(other) => {
+                return Err(SessionError::Unexpected(format!(
+                    "expected a response head, got {other:?}"
+                )))
+            }
+            None => {
+                return Err(SessionError::Unexpected(
+                    "the stream ended before a response".into(),
+                ))
+            }
+        }
+    }
+}
+
+/// A response body arriving in `Data` frames.
+pub struct ResponseBody {
+    frames: FrameReader,
+}
+
+impl ResponseBody {
+    /// The next piece of the body; `None` once `End` came. A stream that ends without `End`
+    /// is a truncated response: an error.
+    pub async fn chunk(&mut self) -> Result<Option<Vec<u8>>, SessionError> {
+        match self.frames.next().await? {
+            Some(Frame::Data(d)) => Ok(Some(d)),
+            Some(Frame::End) => Ok(None),
+            Some(Frame::Error { code, reason }) => Err(SessionError::Unexpected(format!(
+                "the edge broke off the response ({code}): {reason}"
+            ))),
+            Some(other) => Err(SessionError::Unexpected(format!(
+                "unexpected {other:?} in a response body"
+            ))),
+            None => Err(SessionError::Unexpected(
+                "the response ended without End (truncated)".into(),
+            )),
+        }
+    }
+}
+
+/// The edge's side: reads a request (head and whole body, at most `max_body` bytes) from a
+/// stream the client opened.
+pub async fn read_request(
+    session: &Session,
+    recv: quinn::RecvStream,
+    max_body: usize,
+) -> Result<IncomingRequest, SessionError> {
+    let mut frames = FrameReader::new(recv);
+    let (method, target, block, background) = match frames.next().await? {
+        Some(Frame::Request {
+            method,
+            target,
+            headers,
+            background,
+            table_ack,
+        }) => {
+            session.on_table_ack(table_ack);
+            (method, target, headers, background)
+        }
+        other => {
+            return Err(SessionError::Unexpected(format!(
+                "a request stream must start with Request, not {other:?}"
+            )))
+        }
+    };
+    let headers = header_map(session.decode_headers(&block).await?)?;
+    let mut body = Vec::new();
+    loop {
+        match frames.next().await? {
+            Some(Frame::Data(d)) => {
+                if body.len() + d.len() > max_body {
+                    return Err(SessionError::Unexpected(format!(
+                        "request body over {max_body} bytes"
+                    )));
+                }
+                body.extend_from_slice(&d);
+            }
+            Some(Frame::End) => break,
+            other => {
+                return Err(SessionError::Unexpected(format!(
+                    "expected the request body, got {other:?}"
+                )))
+            }
+        }
+    }
+    Ok(IncomingRequest {
+        method,
+        target,
+        headers,
+        body,
+        background,
+    })
+}
+
+/// The edge's side: a response head.
+pub async fn send_response_head(
+    session: &Session,
+    send: &mut quinn::SendStream,
+    status: u16,
+    headers: &http::HeaderMap,
+) -> Result<(), SessionError> {
+    let block = session.encode_headers(&fields_of(headers)).await?;
+    let head = Frame::Response {
+        status,
+        headers: block,
+        body_coding: webpep_proto::BodyCoding::Identity,
+        table_ack: session.table_ack(),
+    };
+    write_frame(send, &head).await
+}
+
+/// Largest `Data` frame written (well under the decoder's limit).
+pub const DATA_CHUNK: usize = 64 * 1024;
