@@ -2,6 +2,7 @@
 
 #[cfg(test)]
 mod cli_doc;
+mod client_cmd;
 mod demo;
 mod dns_cmd;
 mod edge_clients;
@@ -51,7 +52,10 @@ enum Command {
     Demo(demo::DemoArgs),
     /// The edge proxy for browsers without client software: explicit and transparent HTTP
     /// proxy with caching, compression, image transcoding and URL rewriting.
-    Server(server_cmd::Args),
+    Server(Box<server_cmd::Args>),
+    /// The device proxy of the dual proxy: browsers on this device use it as their HTTP proxy;
+    /// it carries every request to the edge (`webpep server --quic-listen`) over QUIC.
+    Client(client_cmd::Args),
     /// The rewriting DNS proxy of paper 002: answers chosen names with the proxy's address.
     Dns(dns_cmd::Args),
     /// Content optimizations on files: image transcoding presets with SSIM and savings.
@@ -79,7 +83,11 @@ impl Command {
         match self {
             Command::Link(a) => a.prints_only(),
             Command::Lab(a) => a.prints_only(),
-            Command::Demo(_) | Command::Server(_) | Command::Dns(_) | Command::Optimize(_) => false,
+            Command::Demo(_)
+            | Command::Server(_)
+            | Command::Client(_)
+            | Command::Dns(_)
+            | Command::Optimize(_) => false,
         }
     }
 }
@@ -94,7 +102,7 @@ fn main() -> ExitCode {
     }
     // A service logs its start and its access log by default; a tool only its warnings.
     let default_level = match cli.command {
-        Command::Server(_) | Command::Dns(_) => "info",
+        Command::Server(_) | Command::Client(_) | Command::Dns(_) => "info",
         _ => "warn",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("WEBPEP_LOG")
@@ -111,7 +119,8 @@ fn main() -> ExitCode {
         Command::Link(args) => link_cmd::run(args),
         Command::Lab(args) => lab_cmd::run_cmd(args),
         Command::Demo(args) => demo::run(args),
-        Command::Server(args) => server_cmd::run(args),
+        Command::Server(args) => server_cmd::run(*args),
+        Command::Client(args) => client_cmd::run(args),
         Command::Dns(args) => dns_cmd::run(args),
         Command::Optimize(args) => optimize_cmd::run(args),
     };
@@ -176,6 +185,8 @@ mod tests {
         "--no-sandbox",
         "--package",
         "--proxy",
+        "--proxy-pac-url",
+        "--proxy-server",
         "--release",
         "--remote-debugging-pipe",
         "--test",
@@ -302,6 +313,28 @@ mod tests {
             missing.is_empty(),
             "keys not in docs/configuration.md: {missing:?}"
         );
+    }
+
+    /// The same for `webpep client`: the documented block parses and sets every key.
+    #[test]
+    fn client_configuration_reference_is_complete() {
+        let block = config_block("## `webpep client`");
+        let c = webpep_client::ClientConfig::from_toml(&block, "docs/configuration.md")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(c.server.is_some() && c.credential.is_some());
+        let mut documented = BTreeSet::new();
+        keys(&block.parse::<toml::Value>().unwrap(), "", &mut documented);
+        for k in [
+            "listen",
+            "server",
+            "credential",
+            "link-down-after",
+            "allow-clients",
+            "max-header-bytes",
+            "max-request-body",
+        ] {
+            assert!(documented.contains(k), "{k} not documented");
+        }
     }
 
     /// The same for `webpep dns`: the documented block sets every key of its file.

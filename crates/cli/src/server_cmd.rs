@@ -79,6 +79,13 @@ pub struct Args {
     /// users file when NAME is given) and exit.
     #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "")]
     pub hash_password: Option<String>,
+    /// UDP address for enrolled client proxies (`webpep client`) over QUIC (as `[quic]
+    /// listen`).
+    #[arg(long, value_name = "ADDR")]
+    pub quic_listen: Option<SocketAddr>,
+    /// The edge's transport state directory (as `[quic] state-dir`).
+    #[arg(long, value_name = "DIR")]
+    pub quic_state_dir: Option<PathBuf>,
     /// Print the effective configuration as TOML and exit.
     #[arg(long)]
     pub print_config: bool,
@@ -189,6 +196,12 @@ fn effective_config(args: &Args) -> anyhow::Result<ServerConfig> {
     if let Some(f) = &args.users_file {
         cfg.auth.users_file = Some(f.clone());
     }
+    if let Some(a) = args.quic_listen {
+        cfg.quic.listen = Some(a);
+    }
+    if let Some(d) = &args.quic_state_dir {
+        cfg.quic.state_dir = Some(d.clone());
+    }
     cfg.validate("flags").map_err(|e| bad(e.to_string()))?;
     Ok(cfg)
 }
@@ -274,6 +287,28 @@ pub fn run(mut args: Args) -> anyhow::Result<u8> {
         .map_or("off (admin-listen unset)".to_string(), |a| {
             format!("http://{a}/metrics")
         });
+    // The QUIC front end: its identity and socket before anything is served, so a bad state
+    // directory or a taken port stops the start with the reason.
+    let quic = match cfg.quic.listen {
+        Some(addr) => {
+            let dir = crate::edge_clients::StateDir {
+                state_dir: cfg.quic.state_dir.clone(),
+            }
+            .resolve();
+            let identity = std::sync::Arc::new(
+                webpep_transport::EdgeIdentity::load_or_create(&dir)
+                    .map_err(|e| bad(format!("[quic] state-dir: {e}")))?,
+            );
+            let config = webpep_transport::server_config(
+                &identity,
+                identity.revocations(),
+                &webpep_transport::TransportSettings::default(),
+            )
+            .map_err(|e| bad(format!("[quic]: {e}")))?;
+            Some((addr, config, identity, dir))
+        }
+        None => None,
+    };
     let server = Server::new(cfg).map_err(|e| bad(e.to_string()))?;
     tracing::info!(
         "webpep server: proxy on {}; metrics {metrics_at}; PAC file at /proxy.pac; access log below (WEBPEP_LOG=warn to silence)",
@@ -290,12 +325,30 @@ pub fn run(mut args: Args) -> anyhow::Result<u8> {
             tracing::info!("shutting down");
             c.cancel();
         });
+        if let Some((addr, config, identity, dir)) = quic {
+            let endpoint = quinn::Endpoint::server(config, addr).map_err(|e| {
+                std::io::Error::new(e.kind(), format!("cannot listen on {addr} (UDP): {e}"))
+            })?;
+            tracing::info!(
+                "client proxies over QUIC on {} (enrolled clients of {})",
+                endpoint
+                    .local_addr()
+                    .map_or(addr.to_string(), |a| a.to_string()),
+                dir.display()
+            );
+            tokio::spawn(webpep_server::quic::serve_quic(
+                server.clone(),
+                endpoint,
+                identity,
+                cancel.clone(),
+            ));
+        }
         server.serve(listeners, admin, cancel).await
     })?;
     Ok(0)
 }
 
-async fn wait_for_signal() {
+pub(crate) async fn wait_for_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     match signal(SignalKind::terminate()) {
         Ok(mut term) => {

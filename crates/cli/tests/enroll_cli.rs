@@ -71,3 +71,149 @@ fn enroll_list_revoke() {
     assert_eq!(code, 2);
     assert!(err.contains("a/b"), "{err}");
 }
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_tcp(port: u16) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "port {port} never opened"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        // SAFETY: SIGTERM to our own child.
+        unsafe {
+            libc::kill(self.0.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let _ = self.0.wait();
+    }
+}
+
+/// The dual proxy from the command line: `webpep server --quic-listen` and `webpep client`
+/// with an enrolled credential carry a browser's request to an origin and back.
+#[test]
+fn webpep_client_reaches_an_origin_through_webpep_server_over_quic() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("edge");
+    let cred = dir.path().join("phone.credential");
+    let (code, _, err) = run(
+        dir.path(),
+        &[
+            "server",
+            "enroll",
+            "phone",
+            "--state-dir",
+            state.to_str().unwrap(),
+            "--out",
+            cred.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+
+    // The origin: one answer per connection.
+    let origin = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let origin_addr = origin.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in origin.incoming() {
+            let Ok(mut s) = s else { return };
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 15\r\nConnection: close\r\n\r\nhello over quic",
+            );
+        }
+    });
+
+    let (proxy_port, quic_port, client_port) = (free_port(), free_port(), free_port());
+    let server = Killed(
+        Command::new(BIN)
+            .args([
+                "server",
+                "--listen",
+                &format!("127.0.0.1:{proxy_port}"),
+                "--quic-listen",
+                &format!("127.0.0.1:{quic_port}"),
+                "--quic-state-dir",
+                state.to_str().unwrap(),
+                "--allow-destination",
+                "127.0.0.0/8",
+                "--no-cache",
+                "--dns-upstream",
+                "127.0.0.1:9",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_tcp(proxy_port);
+    let client = Killed(
+        Command::new(BIN)
+            .args([
+                "client",
+                "--listen",
+                &format!("127.0.0.1:{client_port}"),
+                "--server",
+                &format!("127.0.0.1:{quic_port}"),
+                "--credential",
+                cred.to_str().unwrap(),
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_tcp(client_port);
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", client_port)).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    write!(
+        s,
+        "GET http://{origin_addr}/page HTTP/1.1\r\nHost: {origin_addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut resp = String::new();
+    let _ = s.read_to_string(&mut resp);
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    assert!(resp.ends_with("hello over quic"), "{resp}");
+    drop(client);
+    drop(server);
+}
+
+#[test]
+fn webpep_client_without_an_edge_or_credential_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, err) = run(dir.path(), &["client", "--credential", "x"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--server"), "{err}");
+    let (code, _, err) = run(dir.path(), &["client", "--server", "127.0.0.1:4433"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--credential"), "{err}");
+    let (code, _, err) = run(
+        dir.path(),
+        &[
+            "client",
+            "--server",
+            "127.0.0.1:4433",
+            "--credential",
+            "missing.credential",
+        ],
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("missing.credential"), "{err}");
+}

@@ -125,6 +125,8 @@ pub struct ServerConfig {
     pub limits: LimitsConfig,
     /// Proxy authentication (off unless a users file is given).
     pub auth: AuthConfig,
+    /// The QUIC front end for enrolled client proxies (off unless `listen` is set).
+    pub quic: QuicConfig,
     /// `[stages.NAME]`: the keys of stages other than the built-ins above (checked against
     /// each stage's declared keys when the stages are built, [`crate::stage`]).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -147,6 +149,7 @@ impl Default for ServerConfig {
             air: AirConfig::default(),
             limits: LimitsConfig::default(),
             auth: AuthConfig::default(),
+            quic: QuicConfig::default(),
             stages: BTreeMap::new(),
         }
     }
@@ -479,6 +482,21 @@ impl Default for AirConfig {
             adapt: true,
         }
     }
+}
+
+/// `[quic]`: the front end for `webpep client` (the dual proxy): enrolled client proxies
+/// send their browsers' requests over one QUIC connection each (docs/transport.md).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct QuicConfig {
+    /// UDP address to accept client proxies on; unset: no QUIC front end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<SocketAddr>,
+    /// The edge's transport state (its CA, server certificate, enrolled and revoked clients),
+    /// as `webpep server enroll --state-dir`; unset: /var/lib/webpep/edge as root, else
+    /// ~/.local/state/webpep/edge.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_dir: Option<std::path::PathBuf>,
 }
 
 /// `[limits]`: protocol limits.
