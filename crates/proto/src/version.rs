@@ -19,6 +19,17 @@ pub struct VersionMismatch {
     pub theirs: Vec<u32>,
 }
 
+impl VersionMismatch {
+    /// The `ERROR` frame to send on the control stream before closing the connection with
+    /// the same code: `VERSION_MISMATCH`, the reason naming both lists.
+    pub fn to_frame(&self) -> crate::Frame {
+        crate::Frame::Error {
+            code: crate::code::VERSION_MISMATCH,
+            reason: self.to_string(),
+        }
+    }
+}
+
 fn list(versions: &[u32]) -> String {
     if versions.is_empty() {
         return "none".to_string();

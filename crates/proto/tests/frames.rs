@@ -317,3 +317,34 @@ fn malformed_payloads() {
         );
     }
 }
+
+/// A client speaking only version 2 meets an edge speaking 1: the edge's answer, through the
+/// wire, names both.
+#[test]
+fn a_version_mismatch_is_answered_with_an_error_naming_both_versions() {
+    use webpep_proto::version::SUPPORTED_VERSIONS;
+    let hello = Frame::Hello {
+        versions: vec![2],
+        role: Role::Client,
+        name: "webpep 9.0.0".into(),
+    };
+    let mut edge = FrameDecoder::new();
+    edge.push(&hello.to_bytes());
+    let Some(Frame::Hello { versions, role, .. }) = edge.next_frame().unwrap() else {
+        panic!("not a hello")
+    };
+    assert_eq!(role, Role::Client);
+    let mismatch = webpep_proto::negotiate(SUPPORTED_VERSIONS, &versions).unwrap_err();
+    let mut client = FrameDecoder::new();
+    client.push(&mismatch.to_frame().to_bytes());
+    let Some(Frame::Error { code, reason }) = client.next_frame().unwrap() else {
+        panic!("not an error")
+    };
+    assert_eq!(code, webpep_proto::code::VERSION_MISMATCH);
+    assert_eq!(
+        reason,
+        "no protocol version in common: we speak 1, the peer speaks 2"
+    );
+    // Both speaking 1 and 2: 2.
+    assert_eq!(webpep_proto::negotiate(&[1, 2], &[2, 1]), Ok(2));
+}
