@@ -8,7 +8,9 @@ use std::sync::Arc;
 use http::{HeaderMap, Method, StatusCode};
 use tokio::io::AsyncWriteExt;
 use webpep_proto::Role;
-use webpep_transport::session::{send_request, Session, SessionError};
+use webpep_transport::session::{
+    open_tunnel, pump_from_frames, pump_into_frames, send_request, Session, SessionError,
+};
 use webpep_transport::{client_config, connect, Credential, TransportSettings};
 
 use crate::proxy::{ProxyRequest, Tunnel, Upstream, UpstreamError, UpstreamResponse};
@@ -169,14 +171,47 @@ impl Upstream for QuicUpstream {
         }
     }
 
-    async fn tunnel(
-        &self,
-        _authority: String,
-        _headers: HeaderMap,
-    ) -> Result<Tunnel, UpstreamError> {
-        Err(UpstreamError::Failed(
-            StatusCode::NOT_IMPLEMENTED,
-            "CONNECT over the link transport is not built yet".into(),
-        ))
+    /// The edge resolves and connects; the tunnel's bytes ride the request's stream as
+    /// `Data` frames each way (the browser's TLS end to end).
+    async fn tunnel(&self, authority: String, headers: HeaderMap) -> Result<Tunnel, UpstreamError> {
+        let session = self.session().await?;
+        let (status, _headers, mut send, mut body) = open_tunnel(&session, &authority, &headers)
+            .await
+            .map_err(|e| {
+                if connection_gone(&e) {
+                    UpstreamError::LinkDown(e.to_string())
+                } else {
+                    UpstreamError::Failed(StatusCode::BAD_GATEWAY, e.to_string())
+                }
+            })?;
+        if !(200..300).contains(&status) {
+            // The edge's reason is its body.
+            let mut reason = Vec::new();
+            while let Ok(Some(d)) = body.chunk().await {
+                reason.extend_from_slice(&d);
+                if reason.len() > 4096 {
+                    break;
+                }
+            }
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+            return Err(UpstreamError::Failed(
+                status,
+                String::from_utf8_lossy(&reason).trim().to_string(),
+            ));
+        }
+        // Two pipes between the browser's side and the stream.
+        let (browser_reads, mut from_edge) = tokio::io::duplex(64 * 1024);
+        let (to_edge, browser_writes) = tokio::io::duplex(64 * 1024);
+        tokio::spawn(async move {
+            if let Err(e) = pump_from_frames(&mut body, &mut from_edge).await {
+                tracing::debug!("tunnel from the edge: {e}");
+            }
+        });
+        tokio::spawn(async move {
+            if let Err(e) = pump_into_frames(browser_writes, &mut send).await {
+                tracing::debug!("tunnel to the edge: {e}");
+            }
+        });
+        Ok((Box::new(browser_reads), Box::new(to_edge)))
     }
 }

@@ -13,7 +13,8 @@ use http_body_util::BodyExt;
 use tokio_util::sync::CancellationToken;
 use webpep_proto::{Frame, Role};
 use webpep_transport::session::{
-    read_request, send_response_head, write_frame, IncomingRequest, Session, DATA_CHUNK,
+    pump_from_frames, pump_into_frames, read_request_body, read_request_head, send_response_head,
+    write_frame, FrameReader, IncomingRequest, ResponseBody, Session, DATA_CHUNK,
 };
 use webpep_transport::EdgeIdentity;
 
@@ -104,8 +105,36 @@ async fn exchange(
     at: Arrival,
     client: Arc<str>,
 ) {
-    let req = match read_request(&session, recv, MAX_REQUEST_BODY).await {
-        Ok(r) => r,
+    let mut frames = FrameReader::new(recv);
+    let read = async {
+        let head = read_request_head(&session, &mut frames).await?;
+        if head.method == "CONNECT" {
+            return Ok(Err(head));
+        }
+        let body = read_request_body(&mut frames, MAX_REQUEST_BODY).await?;
+        Ok::<_, webpep_transport::session::SessionError>(Ok(IncomingRequest {
+            method: head.method,
+            target: head.target,
+            headers: head.headers,
+            body,
+            background: head.background,
+        }))
+    };
+    let req = match read.await {
+        Ok(Ok(r)) => r,
+        Ok(Err(connect)) => {
+            tunnel(
+                &server,
+                &session,
+                send,
+                frames,
+                &connect.target,
+                at,
+                &client,
+            )
+            .await;
+            return;
+        }
         Err(e) => {
             tracing::debug!(%client, "malformed request stream: {e}");
             let _ = write_frame(
@@ -129,6 +158,72 @@ async fn exchange(
         return;
     }
     let _ = send.finish();
+}
+
+/// A CONNECT from a client proxy: the edge checks the port and the destination, resolves
+/// and connects (nothing of this crosses the air), answers 200, and the stream then carries
+/// the tunnel's bytes as `Data` frames each way. The browser's TLS stays end to end.
+async fn tunnel(
+    server: &Server,
+    session: &Session,
+    mut send: quinn::SendStream,
+    frames: FrameReader,
+    authority: &str,
+    at: Arrival,
+    client: &str,
+) {
+    let start = std::time::Instant::now();
+    let target = authority.rsplit_once(':').and_then(|(h, p)| {
+        Some((
+            h.trim_matches(|c| c == '[' || c == ']'),
+            p.parse::<u16>().ok()?,
+        ))
+    });
+    let upstream = match target {
+        None => Err((
+            http::StatusCode::BAD_REQUEST,
+            "CONNECT names host:port".to_string(),
+        )),
+        Some((_, port)) if !server.acl.connect_port_allowed(port) => Err((
+            http::StatusCode::FORBIDDEN,
+            format!("CONNECT to port {port} not allowed"),
+        )),
+        Some((host, port)) => server
+            .dialer
+            .connect(host, port)
+            .await
+            .map_err(|e| (e.status(), e.to_string())),
+    };
+    let status = match &upstream {
+        Ok(_) => 200,
+        Err((s, _)) => s.as_u16(),
+    };
+    tracing::info!(target: "webpep::access", client = %at.peer, user = %client, mode = "quic-connect",
+        method = "CONNECT", url = %authority, status, ms = start.elapsed().as_millis() as u64);
+    server.metrics.request("connect", status);
+    let tcp = match upstream {
+        Ok(t) => t,
+        Err((status, reason)) => {
+            let reply = Reply::text(status, &reason);
+            let _ = answer(session, &mut send, reply).await;
+            let _ = send.finish();
+            return;
+        }
+    };
+    if send_response_head(session, &mut send, 200, &http::HeaderMap::new())
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let (rd, wr) = tcp.into_split();
+    let mut from_client = ResponseBody::from_frames(frames);
+    let up = pump_from_frames(&mut from_client, wr);
+    let down = pump_into_frames(rd, &mut send);
+    let (a, b) = tokio::join!(up, down);
+    if let Err(e) = a.and(b) {
+        tracing::debug!(%authority, "tunnel ended: {e}");
+    }
 }
 
 fn build(req: IncomingRequest) -> Result<http::Request<Bytes>, String> {

@@ -26,9 +26,13 @@ struct Edge {
 }
 
 async fn start_edge() -> Edge {
+    start_edge_with(common::test_config()).await
+}
+
+async fn start_edge_with(cfg: webpep_server::ServerConfig) -> Edge {
     let dir = tempfile::tempdir().unwrap();
     let identity = Arc::new(EdgeIdentity::load_or_create(dir.path()).unwrap());
-    let server = Server::new(common::test_config()).unwrap();
+    let server = Server::new(cfg).unwrap();
     let cfg = server_config(
         &identity,
         identity.revocations(),
@@ -175,4 +179,63 @@ async fn a_malformed_request_stream_is_refused_and_the_connection_lives() {
         got.extend_from_slice(&d);
     }
     assert_eq!(got, good_body("/after").as_bytes());
+}
+
+/// An origin that echoes what it gets, upper-cased (a stand-in for a TLS server).
+async fn echo_origin() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                loop {
+                    let n = s.read(&mut buf).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    if s.write_all(&buf[..n].to_ascii_uppercase()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn connect_tunnels_ride_the_quic_link_and_the_edge_checks_the_port() {
+    let echo = echo_origin().await;
+    let mut cfg = common::test_config();
+    cfg.acl.connect_ports = vec![echo.port()];
+    let edge = start_edge_with(cfg).await;
+    let cred = edge.identity.enroll("laptop").unwrap();
+    let (proxy, _) = start_client(edge.addr, &cred).await;
+
+    let mut s = TcpStream::connect(proxy).await.unwrap();
+    s.write_all(format!("CONNECT {echo} HTTP/1.1\r\nHost: {echo}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut head = [0u8; 39];
+    s.read_exact(&mut head).await.unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200 Connection Established\r\n\r\n");
+    for msg in [&b"client hello"[..], b"more bytes"] {
+        s.write_all(msg).await.unwrap();
+        let mut back = vec![0u8; msg.len()];
+        s.read_exact(&mut back).await.unwrap();
+        assert_eq!(back, msg.to_ascii_uppercase());
+    }
+    drop(s);
+
+    // A port the edge does not allow: the browser gets the edge's 403 and its reason.
+    let mut s = TcpStream::connect(proxy).await.unwrap();
+    s.write_all(b"CONNECT 127.0.0.1:25 HTTP/1.1\r\nHost: 127.0.0.1:25\r\n\r\n")
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 403"), "{text}");
+    assert!(text.contains("port 25"), "{text}");
 }

@@ -324,14 +324,20 @@ impl ResponseBody {
     }
 }
 
-/// The edge's side: reads a request (head and whole body, at most `max_body` bytes) from a
-/// stream the client opened.
-pub async fn read_request(
+/// A request head as the edge reads it.
+#[derive(Debug)]
+pub struct RequestHead {
+    pub method: String,
+    pub target: String,
+    pub headers: http::HeaderMap,
+    pub background: bool,
+}
+
+/// The edge's side: the head of a request on a stream the client opened.
+pub async fn read_request_head(
     session: &Session,
-    recv: quinn::RecvStream,
-    max_body: usize,
-) -> Result<IncomingRequest, SessionError> {
-    let mut frames = FrameReader::new(recv);
+    frames: &mut FrameReader,
+) -> Result<RequestHead, SessionError> {
     let (method, target, block, background) = match frames.next().await? {
         Some(Frame::Request {
             method,
@@ -350,6 +356,19 @@ pub async fn read_request(
         }
     };
     let headers = header_map(session.decode_headers(&block).await?)?;
+    Ok(RequestHead {
+        method,
+        target,
+        headers,
+        background,
+    })
+}
+
+/// The edge's side: a request body, whole, at most `max_body` bytes, up to its `End`.
+pub async fn read_request_body(
+    frames: &mut FrameReader,
+    max_body: usize,
+) -> Result<Vec<u8>, SessionError> {
     let mut body = Vec::new();
     loop {
         match frames.next().await? {
@@ -361,7 +380,7 @@ pub async fn read_request(
                 }
                 body.extend_from_slice(&d);
             }
-            Some(Frame::End) => break,
+            Some(Frame::End) => return Ok(body),
             other => {
                 return Err(SessionError::Unexpected(format!(
                     "expected the request body, got {other:?}"
@@ -369,13 +388,109 @@ pub async fn read_request(
             }
         }
     }
+}
+
+/// The edge's side: reads a request (head and whole body, at most `max_body` bytes) from a
+/// stream the client opened.
+pub async fn read_request(
+    session: &Session,
+    recv: quinn::RecvStream,
+    max_body: usize,
+) -> Result<IncomingRequest, SessionError> {
+    let mut frames = FrameReader::new(recv);
+    let head = read_request_head(session, &mut frames).await?;
+    let body = read_request_body(&mut frames, max_body).await?;
     Ok(IncomingRequest {
-        method,
-        target,
-        headers,
+        method: head.method,
+        target: head.target,
+        headers: head.headers,
         body,
-        background,
+        background: head.background,
     })
+}
+
+/// The client's side of a CONNECT: asks the edge for a tunnel to `authority` and returns the
+/// edge's answer; on a 2xx the send stream and the response body carry the tunnel's bytes
+/// (as `Data` frames each way, `End` when a side has no more).
+pub async fn open_tunnel(
+    session: &Session,
+    authority: &str,
+    headers: &http::HeaderMap,
+) -> Result<(u16, http::HeaderMap, quinn::SendStream, ResponseBody), SessionError> {
+    let (mut send, recv) = session.conn.open_bi().await?;
+    let block = session.encode_headers(&fields_of(headers)).await?;
+    let head = Frame::Request {
+        method: "CONNECT".into(),
+        target: authority.to_string(),
+        headers: block,
+        background: false,
+        table_ack: session.table_ack(),
+    };
+    write_frame(&mut send, &head).await?;
+    let mut frames = FrameReader::new(recv);
+    match frames.next().await? {
+        Some(Frame::Response {
+            status,
+            headers,
+            table_ack,
+            ..
+        }) => {
+            session.on_table_ack(table_ack);
+            let headers = header_map(session.decode_headers(&headers).await?)?;
+            Ok((status, headers, send, ResponseBody { frames }))
+        }
+        Some(Frame::Error { code, reason }) => Err(SessionError::Unexpected(format!(
+            "the edge failed the tunnel ({code}): {reason}"
+        ))),
+        other => Err(SessionError::Unexpected(format!(
+            "expected a response head, got {other:?}"
+        ))),
+    }
+}
+
+/// Copies everything `from` yields into `Data` frames on `send`, then `End` and the stream's
+/// finish: one direction of a tunnel.
+pub async fn pump_into_frames<R: tokio::io::AsyncRead + Unpin>(
+    mut from: R,
+    send: &mut quinn::SendStream,
+) -> Result<(), SessionError> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = from
+            .read(&mut buf)
+            .await
+            .map_err(|e| SessionError::Unexpected(format!("tunnel read: {e}")))?;
+        if n == 0 {
+            break;
+        }
+        write_frame(send, &Frame::Data(buf[..n].to_vec())).await?;
+    }
+    write_frame(send, &Frame::End).await?;
+    send.finish()?;
+    Ok(())
+}
+
+/// The other direction: `Data` frames from `body` written to `to`, shut down at `End`.
+pub async fn pump_from_frames<W: tokio::io::AsyncWrite + Unpin>(
+    body: &mut ResponseBody,
+    mut to: W,
+) -> Result<(), SessionError> {
+    use tokio::io::AsyncWriteExt;
+    while let Some(d) = body.chunk().await? {
+        to.write_all(&d)
+            .await
+            .map_err(|e| SessionError::Unexpected(format!("tunnel write: {e}")))?;
+    }
+    let _ = to.shutdown().await;
+    Ok(())
+}
+
+impl ResponseBody {
+    /// Frames from a stream whose head was read elsewhere (the edge's side of a tunnel).
+    pub fn from_frames(frames: FrameReader) -> Self {
+        ResponseBody { frames }
+    }
 }
 
 /// The edge's side: a response head.
@@ -395,5 +510,5 @@ pub async fn send_response_head(
     write_frame(send, &head).await
 }
 
-/// Largest `Data` frame written (well under the decoder's limit).
-pub const DATA_CHUNK: usize = 64 * 1024;
+/// Largest `Data` frame written: small enough that streams interleave (docs/protocol.md).
+pub const DATA_CHUNK: usize = 16 * 1024;
