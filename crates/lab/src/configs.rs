@@ -38,6 +38,10 @@ pub enum ProxyMode {
     /// Interception: an nft redirect in edge sends the browser's port-80 traffic to the proxy,
     /// which finds the original destination with SO_ORIGINAL_DST.
     Intercept,
+    /// The dual proxy: the browser in ue uses `webpep client` (in ue, on loopback) as its
+    /// proxy, which carries every request and CONNECT over one QUIC connection to the edge's
+    /// QUIC front end (the same pipeline as `explicit`).
+    Dual,
 }
 
 impl ProxyMode {
@@ -48,6 +52,7 @@ impl ProxyMode {
             ProxyMode::TransparentDns => "transparent proxy by DNS rewriting",
             ProxyMode::TransparentUrl => "transparent proxy by URL rewriting",
             ProxyMode::Intercept => "transparent proxy by interception (nft redirect)",
+            ProxyMode::Dual => "dual proxy (webpep client in ue, QUIC over the air to the edge)",
         }
     }
 }

@@ -28,6 +28,10 @@ pub const PROXY_PORT: u16 = 3128;
 pub const INTERCEPT_PORT: u16 = 3129;
 /// The rewriting DNS proxy's port (the lab's plain resolver has 53 on the same address).
 pub const DNS_PROXY_PORT: u16 = 5353;
+/// The edge's QUIC port for the dual proxy (UDP).
+pub const QUIC_PORT: u16 = 4433;
+/// `webpep client`'s port on ue's loopback.
+pub const CLIENT_PROXY_PORT: u16 = 8118;
 /// Name of the nft table the intercepting mode adds in `edge`.
 const NFT_TABLE: &str = "webpep_intercept";
 
@@ -237,6 +241,7 @@ impl EdgeProxy {
         let server = webpep_server::Server::new(scfg)
             .map_err(|e| LabError::Other(format!("edge proxy: {e}")))?;
         proxy.server = Some(server.clone());
+        let server_for_quic = server.clone();
         let tuned = cfg.switches().air_tuning;
         // Tuned, webpep's server sets its own initial RTO (`[air] initial-rto`).
         proxy._initial_rto = set_air_tcp(topo, tuned, tcp, time_scale, tuned)?;
@@ -257,6 +262,10 @@ impl EdgeProxy {
                     }
                 })
             })?);
+
+        if cfg.proxy == ProxyMode::Dual {
+            proxy.start_dual(topo, work_dir, server_for_quic.clone())?;
+        }
 
         if cfg.proxy == ProxyMode::TransparentDns {
             // 002's answer: the proxy first for a day, the originals after it (one TTL).
@@ -310,6 +319,74 @@ impl EdgeProxy {
         Ok(proxy)
     }
 
+    /// Where the dual proxy's edge keeps its CA and enrolled client for this load.
+    fn quic_state_dir(&self) -> PathBuf {
+        self.cache_dir.with_extension("quic")
+    }
+
+    /// The dual proxy's two ends: the edge's QUIC front end (an identity and one enrolled
+    /// client in `work_dir`) beside its HTTP/1 listener, and `webpep client` on ue's loopback.
+    fn start_dual(
+        &mut self,
+        topo: &Topology,
+        work_dir: &Path,
+        server: Arc<webpep_server::Server>,
+    ) -> Result<()> {
+        let state = self.quic_state_dir();
+        let _ = std::fs::remove_dir_all(&state);
+        let _ = work_dir;
+        let identity = Arc::new(
+            webpep_transport::EdgeIdentity::load_or_create(&state)
+                .map_err(|e| LabError::Other(format!("edge QUIC identity: {e}")))?,
+        );
+        let credential = identity
+            .enroll("lab")
+            .map_err(|e| LabError::Other(format!("enrolling the lab's client: {e}")))?;
+        let settings = webpep_transport::TransportSettings::default();
+        let qcfg = webpep_transport::server_config(&identity, identity.revocations(), &settings)
+            .map_err(|e| LabError::Other(format!("edge QUIC: {e}")))?;
+        let edge_addr = self.edge_addr;
+        let c = self.cancel.clone();
+        self.services
+            .push(NsService::start(&topo.edge, "edge-quic", move || {
+                let endpoint =
+                    quinn::Endpoint::server(qcfg, SocketAddr::from((edge_addr, QUIC_PORT)))
+                        .map_err(other("bind edge QUIC"))?;
+                Ok(async move {
+                    webpep_server::quic::serve_quic(server, endpoint, identity, c).await;
+                })
+            })?);
+        let c = self.cancel.clone();
+        self.services
+            .push(NsService::start(&topo.ue, "webpep-client", move || {
+                let upstream = Arc::new(
+                    webpep_client::QuicUpstream::new(
+                        SocketAddr::from((edge_addr, QUIC_PORT)),
+                        &credential,
+                        &settings,
+                    )
+                    .map_err(|e| format!("webpep client: {e}"))?,
+                );
+                let listener =
+                    std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, CLIENT_PROXY_PORT))
+                        .and_then(|l| {
+                            l.set_nonblocking(true)?;
+                            Ok(l)
+                        })
+                        .map_err(other("bind webpep client"))?;
+                let listener = tokio::net::TcpListener::from_std(listener)
+                    .map_err(other("webpep client listener"))?;
+                let cfg = webpep_client::ClientConfig {
+                    listen: SocketAddr::from((Ipv4Addr::LOCALHOST, CLIENT_PROXY_PORT)),
+                    ..webpep_client::ClientConfig::default()
+                };
+                Ok(async move {
+                    webpep_client::serve(listener, Arc::new(cfg), upstream, c).await;
+                })
+            })?);
+        Ok(())
+    }
+
     /// The DNS server real Chromium is given in this mode (port 53: resolv.conf names no
     /// port; under DNS rewriting, edge redirects port 53 from the air to the rewriting proxy).
     /// webpep's proxy for this load (`None` with a peer proxy).
@@ -330,6 +407,9 @@ impl EdgeProxy {
         match self.mode {
             ProxyMode::None | ProxyMode::Intercept => {}
             ProxyMode::Explicit => lc.proxy = Some(SocketAddr::from((self.edge_addr, PROXY_PORT))),
+            ProxyMode::Dual => {
+                lc.proxy = Some(SocketAddr::from((Ipv4Addr::LOCALHOST, CLIENT_PROXY_PORT)))
+            }
             ProxyMode::TransparentDns => {
                 lc.resolver = SocketAddr::from((self.edge_addr, DNS_PROXY_PORT))
             }
@@ -354,6 +434,7 @@ impl Drop for EdgeProxy {
             let _ = nft(&self.edge, &format!("delete table ip {NFT_TABLE}\n"));
         }
         let _ = std::fs::remove_dir_all(&self.cache_dir);
+        let _ = std::fs::remove_dir_all(self.quic_state_dir());
     }
 }
 

@@ -405,6 +405,7 @@ fn the_edge_proxy_serves_every_mode() {
         "transparent-url",
         "intercept",
         "explicit-plain",
+        "dual",
     ];
     let r = run_small(&dir, &names);
     eprintln!("{}\n{}\n{}", r.table(), r.air_table(), r.link_table());
@@ -448,7 +449,7 @@ fn the_edge_proxy_serves_every_mode() {
         assert_eq!(l.inlined, usize::from(inlines), "{}: inlined", l.config);
         let dns = l.breakdown_ms.dns;
         match l.config.as_str() {
-            "explicit" | "explicit-pipelining" | "explicit-plain" | "transparent-url" => {
+            "explicit" | "explicit-pipelining" | "explicit-plain" | "transparent-url" | "dual" => {
                 assert!(dns < 1.0, "{}: no DNS over the air: {dns}", l.config)
             }
             _ => assert!(dns > 300.0, "{}: DNS crosses the air: {dns}", l.config),
