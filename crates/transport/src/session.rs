@@ -27,6 +27,9 @@ pub enum SessionError {
     Unexpected(String),
 }
 
+/// The control stream's send priority, above every request stream (quinn's default is 0).
+pub const CONTROL_PRIORITY: i32 = 100;
+
 /// The protocol state of one connection, shared by its request streams.
 pub struct Session {
     conn: quinn::Connection,
@@ -43,6 +46,9 @@ impl Session {
     /// `VERSION_MISMATCH` and a reason naming both.
     pub async fn open(conn: quinn::Connection, role: Role) -> Result<Arc<Session>, SessionError> {
         let mut control = conn.open_uni().await?;
+        // Table insertions and acknowledgements go before any body bytes: a request whose
+        // header block is sent must not wait for them behind a bulk response.
+        let _ = control.set_priority(CONTROL_PRIORITY);
         let hello = Frame::Hello {
             versions: SUPPORTED_VERSIONS.to_vec(),
             role,
