@@ -53,6 +53,21 @@ pub struct Metrics {
     /// Slow password hashes computed (checks the credentials cache did not answer).
     pub auth_verifications: AtomicU64,
     active: AtomicI64,
+    /// Per enrolled client proxy (the QUIC front end), by its enrolled name.
+    quic_clients: std::sync::Mutex<std::collections::BTreeMap<String, QuicClient>>,
+}
+
+/// What one enrolled client proxy did over QUIC.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct QuicClient {
+    /// Connections it opened.
+    pub connections: u64,
+    /// Requests (and CONNECT tunnels) it sent.
+    pub requests: u64,
+    /// Request body bytes received from it (tunnels' bytes are not counted here).
+    pub bytes_in: u64,
+    /// Response body bytes sent to it (tunnels' bytes are not counted here).
+    pub bytes_out: u64,
 }
 
 fn limit_index(limit: Limit) -> usize {
@@ -65,6 +80,18 @@ fn class_index(status: u16) -> usize {
 }
 
 impl Metrics {
+    /// Adds to an enrolled client's counters (`f` changes them).
+    pub fn quic_client(&self, name: &str, f: impl FnOnce(&mut QuicClient)) {
+        let mut m = self.quic_clients.lock().unwrap_or_else(|e| e.into_inner());
+        f(m.entry(name.to_string()).or_default());
+    }
+
+    /// An enrolled client's counters so far.
+    pub fn quic_client_counts(&self, name: &str) -> QuicClient {
+        let m = self.quic_clients.lock().unwrap_or_else(|e| e.into_inner());
+        m.get(name).copied().unwrap_or_default()
+    }
+
     /// Counts one answered request.
     pub fn request(&self, mode: &str, status: u16) {
         match MODES.iter().position(|m| *m == mode) {
@@ -262,6 +289,39 @@ impl Metrics {
             "# HELP webpep_active_connections Client connections open now.\n# TYPE webpep_active_connections gauge\nwebpep_active_connections {}",
             self.active_connections()
         );
+        let quic = self
+            .quic_clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let per_client: [(&str, &str, fn(&QuicClient) -> u64); 4] = [
+            (
+                "webpep_quic_client_connections_total",
+                "QUIC connections opened by each enrolled client proxy.",
+                |c| c.connections,
+            ),
+            (
+                "webpep_quic_client_requests_total",
+                "Requests and CONNECT tunnels from each enrolled client proxy.",
+                |c| c.requests,
+            ),
+            (
+                "webpep_quic_client_bytes_in_total",
+                "Request body bytes from each enrolled client proxy (not counting tunnels).",
+                |c| c.bytes_in,
+            ),
+            (
+                "webpep_quic_client_bytes_out_total",
+                "Response body bytes to each enrolled client proxy (not counting tunnels).",
+                |c| c.bytes_out,
+            ),
+        ];
+        for (name, help, get) in per_client {
+            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter");
+            for (client, c) in &quic {
+                let _ = writeln!(s, "{name}{{client=\"{client}\"}} {}", get(c));
+            }
+        }
         s
     }
 }

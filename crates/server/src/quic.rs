@@ -59,6 +59,7 @@ pub async fn serve_quic(
                 .unwrap_or_else(|| "unknown".into())
                 .into();
             tracing::info!(client = %name, peer = %conn.remote_address(), "client proxy connected");
+            server.metrics.quic_client(&name, |c| c.connections += 1);
             tokio::select! {
                 _ = cancel.cancelled() => conn.close(0u32.into(), b"edge shutting down"),
                 r = connection(server, conn.clone(), local, name.clone()) => {
@@ -121,8 +122,16 @@ async fn exchange(
         }))
     };
     let req = match read.await {
-        Ok(Ok(r)) => r,
+        Ok(Ok(r)) => {
+            let n = r.body.len() as u64;
+            server.metrics.quic_client(&client, |c| {
+                c.requests += 1;
+                c.bytes_in += n;
+            });
+            r
+        }
         Ok(Err(connect)) => {
+            server.metrics.quic_client(&client, |c| c.requests += 1);
             tunnel(
                 &server,
                 &session,
@@ -153,9 +162,12 @@ async fn exchange(
         Ok(r) => server.serve_enrolled(r, at, client.clone()).await,
         Err(why) => Reply::text(http::StatusCode::BAD_REQUEST, &why),
     };
-    if let Err(e) = answer(&session, &mut send, reply).await {
-        tracing::debug!(%client, "writing a response: {e}");
-        return;
+    match answer(&session, &mut send, reply).await {
+        Ok(n) => server.metrics.quic_client(&client, |c| c.bytes_out += n),
+        Err(e) => {
+            tracing::debug!(%client, "writing a response: {e}");
+            return;
+        }
     }
     let _ = send.finish();
 }
@@ -242,11 +254,13 @@ fn build(req: IncomingRequest) -> Result<http::Request<Bytes>, String> {
     Ok(r)
 }
 
+/// Writes the reply; the body bytes written.
 async fn answer(
     session: &Session,
     send: &mut quinn::SendStream,
     reply: Reply,
-) -> Result<(), webpep_transport::session::SessionError> {
+) -> Result<u64, webpep_transport::session::SessionError> {
+    let mut sent = 0u64;
     send_response_head(session, send, reply.status.as_u16(), &reply.headers).await?;
     let data = |bytes: &[u8]| -> Vec<u8> {
         let mut out = Vec::with_capacity(bytes.len() + 16);
@@ -257,17 +271,22 @@ async fn answer(
     };
     match reply.body {
         Body::Empty => {}
-        Body::Full(b) => send.write_all(&data(&b)).await?,
+        Body::Full(b) => {
+            sent += b.len() as u64;
+            send.write_all(&data(&b)).await?
+        }
         Body::Stream {
             prefix, mut rest, ..
         } => {
             if !prefix.is_empty() {
+                sent += prefix.len() as u64;
                 send.write_all(&data(&prefix)).await?;
             }
             while let Some(frame) = rest.frame().await {
                 match frame {
                     Ok(f) => {
                         if let Ok(d) = f.into_data() {
+                            sent += d.len() as u64;
                             send.write_all(&data(&d)).await?;
                         }
                     }
@@ -281,11 +300,12 @@ async fn answer(
                             },
                         )
                         .await?;
-                        return Ok(());
+                        return Ok(sent);
                     }
                 }
             }
         }
     }
-    write_frame(send, &Frame::End).await
+    write_frame(send, &Frame::End).await?;
+    Ok(sent)
 }

@@ -378,6 +378,10 @@ const COVERED: &[(&str, &str)] = &[
     ("webpep_transforms_waiting", "transform_pool_gauges"),
     ("webpep_transform_memory_limit_bytes", "transform_pool_gauges"),
     ("webpep_transform_memory_reserved_bytes", "transform_pool_gauges"),
+    ("webpep_quic_client_connections_total", "tests/quic_front.rs: a_browser_request_crosses_the_quic_link_through_the_edge_pipeline (per enrolled client)"),
+    ("webpep_quic_client_requests_total", "tests/quic_front.rs: a_browser_request_crosses_the_quic_link_through_the_edge_pipeline"),
+    ("webpep_quic_client_bytes_in_total", "tests/quic_front.rs: a_browser_request_crosses_the_quic_link_through_the_edge_pipeline"),
+    ("webpep_quic_client_bytes_out_total", "tests/quic_front.rs: a_browser_request_crosses_the_quic_link_through_the_edge_pipeline"),
 ];
 
 /// Prometheus reads `/metrics` every few seconds: that must count nothing.

@@ -21,6 +21,7 @@ use webpep_transport::{server_config, Credential, EdgeIdentity, TransportSetting
 struct Edge {
     addr: SocketAddr,
     identity: Arc<EdgeIdentity>,
+    server: Arc<Server>,
     _dir: tempfile::TempDir,
     _cancel: CancellationToken,
 }
@@ -43,7 +44,7 @@ async fn start_edge_with(cfg: webpep_server::ServerConfig) -> Edge {
     let addr = endpoint.local_addr().unwrap();
     let cancel = CancellationToken::new();
     tokio::spawn(webpep_server::quic::serve_quic(
-        server,
+        server.clone(),
         endpoint,
         identity.clone(),
         cancel.clone(),
@@ -51,6 +52,7 @@ async fn start_edge_with(cfg: webpep_server::ServerConfig) -> Edge {
     Edge {
         addr,
         identity,
+        server,
         _dir: dir,
         _cancel: cancel,
     }
@@ -120,6 +122,30 @@ async fn a_browser_request_crosses_the_quic_link_through_the_edge_pipeline() {
     r.read_to_end(&mut body).await.unwrap();
     assert_eq!(body, good_body("/form").as_bytes());
     assert_eq!(origin.seen.last().unwrap().body, b"hello");
+    // /metrics counts per enrolled client: one connection, four requests, their bodies.
+    let text = edge.server.metrics_text();
+    assert!(
+        text.contains("webpep_quic_client_connections_total{client=\"phone\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("webpep_quic_client_requests_total{client=\"phone\"} 4"),
+        "{text}"
+    );
+    assert!(
+        text.contains("webpep_quic_client_bytes_in_total{client=\"phone\"} 5"),
+        "{text}"
+    );
+    let out: u64 = ["/a", "/b", "/c", "/form"]
+        .iter()
+        .map(|p| good_body(p).len() as u64)
+        .sum();
+    assert!(
+        text.contains(&format!(
+            "webpep_quic_client_bytes_out_total{{client=\"phone\"}} {out}"
+        )),
+        "{text}"
+    );
 }
 
 #[tokio::test]
