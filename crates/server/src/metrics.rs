@@ -57,6 +57,9 @@ pub struct Metrics {
     quic_clients: std::sync::Mutex<std::collections::BTreeMap<String, QuicClient>>,
 }
 
+/// A per-client family: its name, its help, and its value from a client's counters.
+type PerClientSeries = (&'static str, &'static str, fn(&QuicClient) -> u64);
+
 /// What one enrolled client proxy did over QUIC.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct QuicClient {
@@ -294,7 +297,7 @@ impl Metrics {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        let per_client: [(&str, &str, fn(&QuicClient) -> u64); 4] = [
+        let per_client: [PerClientSeries; 4] = [
             (
                 "webpep_quic_client_connections_total",
                 "QUIC connections opened by each enrolled client proxy.",
