@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use webpep_server::config::Congestion;
@@ -263,6 +264,42 @@ pub struct LabConfig {
     /// except `air_tuning` do not apply to it).
     #[serde(default)]
     pub peer: Option<Peer>,
+    /// With `proxy = "dual"`: the QUIC transport's congestion controller (an ablation of
+    /// webpep's link-aware one against quinn's stock ones).
+    #[serde(default)]
+    pub quic_congestion: QuicCongestion,
+}
+
+/// The dual proxy's QUIC congestion controller.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QuicCongestion {
+    /// webpep's (a window of rate × queue-free RTT; docs/transport.md).
+    #[default]
+    LinkAware,
+    /// quinn's Cubic.
+    Cubic,
+    /// quinn's BBR.
+    Bbr,
+}
+
+impl QuicCongestion {
+    pub fn name(self) -> &'static str {
+        match self {
+            QuicCongestion::LinkAware => "link-aware",
+            QuicCongestion::Cubic => "cubic",
+            QuicCongestion::Bbr => "bbr",
+        }
+    }
+
+    /// The controller factory quinn takes.
+    pub fn factory(self) -> Arc<dyn quinn::congestion::ControllerFactory + Send + Sync> {
+        match self {
+            QuicCongestion::LinkAware => Arc::new(webpep_transport::ControllerFactory::default()),
+            QuicCongestion::Cubic => Arc::new(quinn::congestion::CubicConfig::default()),
+            QuicCongestion::Bbr => Arc::new(quinn::congestion::BbrConfig::default()),
+        }
+    }
 }
 
 fn yes() -> bool {
@@ -339,6 +376,9 @@ impl LabConfig {
         };
         s += ", ";
         s += self.proxy.name();
+        if self.proxy == ProxyMode::Dual {
+            s += &format!(", QUIC congestion control {}", self.quic_congestion.name());
+        }
         match self.peer {
             Some(p) => s += &format!(" ({})", p.summary()),
             None if self.proxy != ProxyMode::None => {

@@ -264,7 +264,7 @@ impl EdgeProxy {
             })?);
 
         if cfg.proxy == ProxyMode::Dual {
-            proxy.start_dual(topo, work_dir, server_for_quic.clone())?;
+            proxy.start_dual(topo, work_dir, server_for_quic.clone(), cfg.quic_congestion)?;
         }
 
         if cfg.proxy == ProxyMode::TransparentDns {
@@ -331,6 +331,7 @@ impl EdgeProxy {
         topo: &Topology,
         work_dir: &Path,
         server: Arc<webpep_server::Server>,
+        congestion: crate::configs::QuicCongestion,
     ) -> Result<()> {
         let state = self.quic_state_dir();
         let _ = std::fs::remove_dir_all(&state);
@@ -342,7 +343,10 @@ impl EdgeProxy {
         let credential = identity
             .enroll("lab")
             .map_err(|e| LabError::Other(format!("enrolling the lab's client: {e}")))?;
-        let settings = webpep_transport::TransportSettings::default();
+        let settings = webpep_transport::TransportSettings {
+            congestion: congestion.factory(),
+            ..webpep_transport::TransportSettings::default()
+        };
         let qcfg = webpep_transport::server_config(&identity, identity.revocations(), &settings)
             .map_err(|e| LabError::Other(format!("edge QUIC: {e}")))?;
         let edge_addr = self.edge_addr;

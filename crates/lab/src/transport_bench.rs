@@ -22,6 +22,7 @@ use webpep_link::LinkCounters;
 use webpep_link_model::ResolvedProfile;
 use webpep_transport::{client_config, server_config, EdgeIdentity, TransportSettings};
 
+use crate::configs::QuicCongestion;
 use crate::nsrt::{run_in, NsService};
 use crate::topology::{Topology, TopologyConfig};
 use crate::{LabError, Result};
@@ -63,12 +64,13 @@ impl Transport {
     fn quic_controller(
         self,
     ) -> Option<Arc<dyn quinn::congestion::ControllerFactory + Send + Sync>> {
-        match self {
-            Transport::QuicWebpep => Some(Arc::new(webpep_transport::ControllerFactory::default())),
-            Transport::QuicCubic => Some(Arc::new(quinn::congestion::CubicConfig::default())),
-            Transport::QuicBbr => Some(Arc::new(quinn::congestion::BbrConfig::default())),
-            Transport::TcpCubic | Transport::TcpReno => None,
-        }
+        let c = match self {
+            Transport::QuicWebpep => QuicCongestion::LinkAware,
+            Transport::QuicCubic => QuicCongestion::Cubic,
+            Transport::QuicBbr => QuicCongestion::Bbr,
+            Transport::TcpCubic | Transport::TcpReno => return None,
+        };
+        Some(c.factory())
     }
 
     fn tcp_congestion(self) -> Option<&'static str> {
