@@ -20,6 +20,7 @@ pub struct QuicUpstream {
     endpoint: quinn::Endpoint,
     server: SocketAddr,
     config: quinn::ClientConfig,
+    header_table: bool,
     session: tokio::sync::Mutex<Option<Arc<Session>>>,
 }
 
@@ -41,6 +42,7 @@ impl QuicUpstream {
             endpoint,
             server,
             config,
+            header_table: settings.header_table,
             session: tokio::sync::Mutex::new(None),
         })
     }
@@ -56,7 +58,7 @@ impl QuicUpstream {
         let conn = connect(&self.endpoint, self.server, self.config.clone())
             .await
             .map_err(|e| UpstreamError::LinkDown(e.to_string()))?;
-        let session = Session::open(conn, Role::Client)
+        let session = Session::open_with(conn, Role::Client, self.header_table)
             .await
             .map_err(|e| UpstreamError::LinkDown(e.to_string()))?;
         *slot = Some(session.clone());

@@ -268,6 +268,10 @@ pub struct LabConfig {
     /// webpep's link-aware one against quinn's stock ones).
     #[serde(default)]
     pub quic_congestion: QuicCongestion,
+    /// With `proxy = "dual"`: header compression across the QUIC connection (the client's
+    /// requests); false to measure what it is worth.
+    #[serde(default = "yes")]
+    pub header_table: bool,
 }
 
 /// The dual proxy's QUIC congestion controller.
@@ -378,6 +382,9 @@ impl LabConfig {
         s += self.proxy.name();
         if self.proxy == ProxyMode::Dual {
             s += &format!(", QUIC congestion control {}", self.quic_congestion.name());
+            if !self.header_table {
+                s += ", no header compression";
+            }
         }
         match self.peer {
             Some(p) => s += &format!(" ({})", p.summary()),

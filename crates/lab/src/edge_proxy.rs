@@ -264,7 +264,7 @@ impl EdgeProxy {
             })?);
 
         if cfg.proxy == ProxyMode::Dual {
-            proxy.start_dual(topo, work_dir, server_for_quic.clone(), cfg.quic_congestion)?;
+            proxy.start_dual(topo, work_dir, server_for_quic.clone(), cfg)?;
         }
 
         if cfg.proxy == ProxyMode::TransparentDns {
@@ -331,7 +331,7 @@ impl EdgeProxy {
         topo: &Topology,
         work_dir: &Path,
         server: Arc<webpep_server::Server>,
-        congestion: crate::configs::QuicCongestion,
+        cfg: &LabConfig,
     ) -> Result<()> {
         let state = self.quic_state_dir();
         let _ = std::fs::remove_dir_all(&state);
@@ -344,7 +344,8 @@ impl EdgeProxy {
             .enroll("lab")
             .map_err(|e| LabError::Other(format!("enrolling the lab's client: {e}")))?;
         let settings = webpep_transport::TransportSettings {
-            congestion: congestion.factory(),
+            congestion: cfg.quic_congestion.factory(),
+            header_table: cfg.header_table,
             ..webpep_transport::TransportSettings::default()
         };
         let qcfg = webpep_transport::server_config(&identity, identity.revocations(), &settings)

@@ -265,3 +265,40 @@ async fn connect_tunnels_ride_the_quic_link_and_the_edge_checks_the_port() {
     assert!(text.starts_with("HTTP/1.1 403"), "{text}");
     assert!(text.contains("port 25"), "{text}");
 }
+
+/// The header-compression ablation: a client that inserts nothing into its table is served
+/// as any other (its blocks are static-table references and literals).
+#[tokio::test]
+async fn a_client_without_header_compression_is_served_alike() {
+    let origin = good_origin().await;
+    let edge = start_edge().await;
+    let cred = edge.identity.enroll("plain").unwrap();
+    let settings = TransportSettings {
+        header_table: false,
+        ..TransportSettings::default()
+    };
+    let upstream = QuicUpstream::new(edge.addr, &cred, &settings).unwrap();
+    for path in ["/x", "/y"] {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            "user-agent",
+            "a long user agent string that a table would keep"
+                .parse()
+                .unwrap(),
+        );
+        let resp = upstream
+            .request(ProxyRequest {
+                method: http::Method::GET,
+                target: origin.url(path),
+                headers,
+                body: bytes::Bytes::new(),
+            })
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(resp.status, 200);
+        let mut body = Vec::new();
+        let mut r = resp.body;
+        r.read_to_end(&mut body).await.unwrap();
+        assert_eq!(body, good_body(path).as_bytes());
+    }
+}

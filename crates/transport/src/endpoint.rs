@@ -35,6 +35,9 @@ pub struct TransportSettings {
     pub max_streams: u32,
     /// The congestion controller: webpep's link-aware one, or (for comparison) quinn's.
     pub congestion: Arc<dyn quinn::congestion::ControllerFactory + Send + Sync>,
+    /// Header compression across the connection (the table of fields already sent); off
+    /// only to measure what it is worth.
+    pub header_table: bool,
 }
 
 impl Default for TransportSettings {
@@ -45,6 +48,7 @@ impl Default for TransportSettings {
             initial_rtt: Duration::from_millis(1000),
             max_streams: 256,
             congestion: Arc::new(ControllerFactory::default()),
+            header_table: true,
         }
     }
 }
@@ -56,6 +60,7 @@ impl std::fmt::Debug for TransportSettings {
             .field("idle_timeout", &self.idle_timeout)
             .field("initial_rtt", &self.initial_rtt)
             .field("max_streams", &self.max_streams)
+            .field("header_table", &self.header_table)
             .finish_non_exhaustive()
     }
 }

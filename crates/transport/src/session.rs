@@ -45,6 +45,17 @@ impl Session {
     /// peer whose versions share none with ours gets the connection closed with
     /// `VERSION_MISMATCH` and a reason naming both.
     pub async fn open(conn: quinn::Connection, role: Role) -> Result<Arc<Session>, SessionError> {
+        Session::open_with(conn, role, true).await
+    }
+
+    /// [`Session::open`]; `header_table` false: this side's header blocks use the static
+    /// table and literals only, nothing inserted (the header-compression ablation; the peer
+    /// decodes such blocks as any other).
+    pub async fn open_with(
+        conn: quinn::Connection,
+        role: Role,
+        header_table: bool,
+    ) -> Result<Arc<Session>, SessionError> {
         let mut control = conn.open_uni().await?;
         // Table insertions and acknowledgements go before any body bytes: a request whose
         // header block is sent must not wait for them behind a bulk response.
@@ -58,7 +69,7 @@ impl Session {
         let session = Arc::new(Session {
             conn: conn.clone(),
             control: tokio::sync::Mutex::new(control),
-            encoder: Mutex::new(Encoder::new(TABLE_CAPACITY)),
+            encoder: Mutex::new(Encoder::new(if header_table { TABLE_CAPACITY } else { 0 })),
             decoder: Mutex::new(Decoder::new(TABLE_CAPACITY)),
         });
         let reader = session.clone();
