@@ -106,6 +106,10 @@ async fn exchange(
     at: Arrival,
     client: Arc<str>,
 ) {
+    // Nothing is answered before the client's Hello said it speaks our version.
+    if session.peer_hello().await.is_err() {
+        return;
+    }
     let mut frames = FrameReader::new(recv);
     let read = async {
         let head = read_request_head(&session, &mut frames).await?;

@@ -38,6 +38,8 @@ pub struct Session {
     encoder: Mutex<Encoder>,
     /// Decodes the peer's header blocks (fed by the peer's control stream).
     decoder: Mutex<Decoder>,
+    /// Whether the peer's `Hello` has come (and its version is one we speak).
+    peer_hello: tokio::sync::watch::Sender<bool>,
 }
 
 impl Session {
@@ -71,6 +73,7 @@ impl Session {
             control: tokio::sync::Mutex::new(control),
             encoder: Mutex::new(Encoder::new(if header_table { TABLE_CAPACITY } else { 0 })),
             decoder: Mutex::new(Decoder::new(TABLE_CAPACITY)),
+            peer_hello: tokio::sync::watch::channel(false).0,
         });
         let reader = session.clone();
         tokio::spawn(async move {
@@ -85,6 +88,16 @@ impl Session {
         &self.conn
     }
 
+    /// Waits for the peer's `Hello` (the edge answers a request only once it knows the
+    /// client speaks its version); an error when the connection closed first.
+    pub async fn peer_hello(&self) -> Result<(), SessionError> {
+        let mut rx = self.peer_hello.subscribe();
+        tokio::select! {
+            r = rx.wait_for(|h| *h) => r.map(|_| ()).map_err(|_| SessionError::Unexpected("the session ended".into())),
+            e = self.conn.closed() => Err(e.into()),
+        }
+    }
+
     async fn read_peer_control(&self) -> Result<(), SessionError> {
         let recv = self.conn.accept_uni().await?;
         let mut frames = FrameReader::new(recv);
@@ -93,10 +106,19 @@ impl Session {
                 if let Err(mismatch) = negotiate(SUPPORTED_VERSIONS, &versions) {
                     let reason = mismatch.to_string();
                     tracing::warn!("{reason}");
+                    // The ERROR on our control stream first, then the close with the same
+                    // code and reason (docs/protocol.md).
+                    let _ = self
+                        .control
+                        .lock()
+                        .await
+                        .write_all(&mismatch.to_frame().to_bytes())
+                        .await;
                     self.conn
                         .close(code::VERSION_MISMATCH.into(), reason.as_bytes());
                     return Err(SessionError::Unexpected(reason));
                 }
+                self.peer_hello.send_replace(true);
             }
             other => {
                 self.conn.close(
