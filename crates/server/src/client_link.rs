@@ -17,6 +17,20 @@ pub struct ClientLink {
     pub srtt: Option<Duration>,
 }
 
+impl ClientLink {
+    /// The link a time-scaled link (rates ×`k`, delays ÷`k`, as the lab runs) stands for.
+    pub fn unscaled(self, k: f64) -> ClientLink {
+        if !(k.is_finite() && k > 0.0) || k == 1.0 {
+            return self;
+        }
+        ClientLink {
+            delivery_rate: self.delivery_rate.map(|r| (r as f64 / k).round() as u64),
+            min_rtt: self.min_rtt.map(|d| d.mul_f64(k)),
+            srtt: self.srtt.map(|d| d.mul_f64(k)),
+        }
+    }
+}
+
 // Offsets in Linux's `struct tcp_info` (include/uapi/linux/tcp.h), stable since 4.9/4.10.
 const SRTT_US: usize = 68;
 const MIN_RTT_US: usize = 148;
@@ -139,6 +153,27 @@ impl ClientLinks {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_time_scaled_link_is_read_as_the_link_it_stands_for() {
+        let scaled = ClientLink {
+            delivery_rate: Some(47_500),
+            min_rtt: Some(Duration::from_millis(70)),
+            srtt: Some(Duration::from_millis(90)),
+        };
+        let real = scaled.unscaled(10.0);
+        assert_eq!(real.delivery_rate, Some(4_750));
+        assert_eq!(real.min_rtt, Some(Duration::from_millis(700)));
+        assert_eq!(real.srtt, Some(Duration::from_millis(900)));
+        assert_eq!(scaled.unscaled(1.0), scaled);
+        let unknown = ClientLink {
+            delivery_rate: None,
+            min_rtt: None,
+            srtt: None,
+        };
+        assert_eq!(unknown.unscaled(10.0), unknown);
+    }
+
     use super::*;
 
     #[test]

@@ -468,6 +468,11 @@ pub struct AirConfig {
     /// and wait, and whether a response is held for a transform (issue 33; `adapt.rs`).
     /// Off: the configured values for every client, every transform held for.
     pub adapt: bool,
+    /// The measured links run this many times faster than the links they stand for (the
+    /// lab's time scale k: rates ×k, delays ÷k): a measured rate is divided by it and its
+    /// RTTs multiplied, so that the decisions compare a transform's cost with what its bytes
+    /// take on the real link. 1 everywhere but in the lab.
+    pub link_time_scale: f64,
 }
 
 impl Default for AirConfig {
@@ -480,6 +485,7 @@ impl Default for AirConfig {
             probe_stop: Secs::from_secs(20),
             initial_rto: None,
             adapt: true,
+            link_time_scale: 1.0,
         }
     }
 }
@@ -592,6 +598,12 @@ impl ServerConfig {
             key: key.to_string(),
             message,
         };
+        if !(self.air.link_time_scale.is_finite() && self.air.link_time_scale > 0.0) {
+            return Err(invalid(
+                "air.link-time-scale",
+                "must be a positive number".into(),
+            ));
+        }
         if self.limits.header_timeout.0.is_zero() {
             return Err(invalid(
                 "limits.header-timeout",

@@ -748,7 +748,8 @@ async fn writer_loop(
                 let stream: &TcpStream = wr.as_ref();
                 ClientLink::of_socket(stream.as_fd())
             })
-            .flatten();
+            .flatten()
+            .map(|l| l.unscaled(server.cfg.air.link_time_scale));
         if let (Some(l), true) = (link, server.measure_links) {
             server.links.measured(peer.ip(), l, Instant::now());
         }
