@@ -84,6 +84,12 @@ pub struct ProxySwitches {
     pub inline: bool,
     /// With `inline`: tiny images too, as `data:` URIs (`[inline] images`).
     pub inline_images: bool,
+    /// The proxy scales with the client's measured link (`[air] adapt`): inline sizes and
+    /// wait, and whether a response waits for its transform (a transform not worth its time
+    /// at the link's rate is made in the background for the next client instead). Off: the
+    /// configured values, every transform waited for.
+    #[serde(default = "yes")]
+    pub adapt: bool,
 }
 
 impl Default for ProxySwitches {
@@ -98,6 +104,7 @@ impl Default for ProxySwitches {
             prefetch: true,
             inline: true,
             inline_images: true,
+            adapt: true,
         }
     }
 }
@@ -127,6 +134,9 @@ impl ProxySwitches {
             on.push("inline (with images)".into());
         } else if self.inline {
             on.push("inline".into());
+        }
+        if !self.adapt && !on.is_empty() {
+            on.push("fixed (not scaled with the link)".into());
         }
         if on.is_empty() {
             "no optimizations".into()
@@ -232,6 +242,9 @@ pub struct LabConfig {
     pub inline: bool,
     #[serde(default = "yes")]
     pub inline_images: bool,
+    /// See [`ProxySwitches::adapt`].
+    #[serde(default = "yes")]
+    pub adapt: bool,
     #[serde(default)]
     pub warm: bool,
     /// With `warm`: false empties the browser's HTTP cache before the measured revisit,
@@ -329,6 +342,7 @@ impl LabConfig {
             prefetch: self.prefetch,
             inline: self.inline,
             inline_images: self.inline_images,
+            adapt: self.adapt,
         }
     }
 

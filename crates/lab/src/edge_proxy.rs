@@ -95,6 +95,7 @@ pub fn server_config(
     c.inline.enabled = sw.inline;
     c.inline.images = sw.inline_images;
     // The edge measures the scaled link: its decisions must weigh the link it stands for.
+    c.air.adapt = sw.adapt;
     c.air.link_time_scale = time_scale;
     // The lab has one client, ue; its loader's connections stay far below this.
     c.limits.max_client_connections = 1024;
