@@ -551,6 +551,8 @@ mod tests {
         want.air.keepalive_probes = true;
         want.air.probe_interval = Secs::from_secs(1);
         want.air.probe_stop = Secs::from_secs(2);
+        // The edge weighs the link the scaled one stands for.
+        want.air.link_time_scale = 10.0;
         // The switches on by default are the server's defaults too.
         let d = ServerConfig::default();
         assert!(d.compress.enabled && d.transcode.enabled && d.cache.enabled);
@@ -572,6 +574,7 @@ mod tests {
         // Unscaled: 7 s initial RTO, probes every 4 s for 20 s.
         let one = build("explicit", 1.0);
         assert_eq!(one.air.initial_rto, Some(Secs::from_secs(7)));
+        assert_eq!(one.air.link_time_scale, 1.0);
         assert_eq!(
             (one.air.probe_interval, one.air.probe_stop),
             (Secs::from_secs(4), Secs::from_secs(20))
