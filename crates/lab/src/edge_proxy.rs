@@ -267,7 +267,7 @@ impl EdgeProxy {
             })?);
 
         if cfg.proxy == ProxyMode::Dual {
-            proxy.start_dual(topo, work_dir, server_for_quic.clone(), cfg)?;
+            proxy.start_dual(topo, server_for_quic.clone(), cfg)?;
         }
 
         if cfg.proxy == ProxyMode::TransparentDns {
@@ -328,17 +328,16 @@ impl EdgeProxy {
     }
 
     /// The dual proxy's two ends: the edge's QUIC front end (an identity and one enrolled
-    /// client in `work_dir`) beside its HTTP/1 listener, and `webpep client` on ue's loopback.
+    /// client, kept beside the load's cache directory) beside its HTTP/1 listener, and
+    /// `webpep client` on ue's loopback.
     fn start_dual(
         &mut self,
         topo: &Topology,
-        work_dir: &Path,
         server: Arc<webpep_server::Server>,
         cfg: &LabConfig,
     ) -> Result<()> {
         let state = self.quic_state_dir();
         let _ = std::fs::remove_dir_all(&state);
-        let _ = work_dir;
         let identity = Arc::new(
             webpep_transport::EdgeIdentity::load_or_create(&state)
                 .map_err(|e| LabError::Other(format!("edge QUIC identity: {e}")))?,

@@ -321,7 +321,6 @@ async fn tcp_get(edge: SocketAddr, n: u64) -> std::result::Result<Duration, Stri
 
 /// The small request while a bulk transfer runs: issued once a quarter of the bulk arrived.
 async fn small_beside_bulk(
-    t: Transport,
     edge_quic: SocketAddr,
     edge_tcp: SocketAddr,
     config: Option<quinn::ClientConfig>,
@@ -366,7 +365,6 @@ async fn small_beside_bulk(
         drained?;
         conn.close(0u32.into(), b"done");
         endpoint.wait_idle().await;
-        let _ = t;
         Ok((idle, beside?))
     } else {
         // TCP: the small request on a connection of its own (what a browser does), idle first
@@ -516,7 +514,7 @@ pub fn run(opts: &TransportBenchOptions) -> Result<TransportBenchReport> {
             let cc = client_cfg.clone();
             let (bulk, small) = (opts.bulk_bytes, opts.small_bytes);
             let (idle, beside) = run_in(&topo.ue, move || async move {
-                small_beside_bulk(t, edge_quic, edge_tcp, cc, bulk, small).await
+                small_beside_bulk(edge_quic, edge_tcp, cc, bulk, small).await
             })?
             .map_err(|e| LabError::Other(format!("{} small beside bulk: {e}", t.name())))?;
             let (idle_ms, beside_ms) = (

@@ -200,15 +200,7 @@ async fn tunnel(
             http::StatusCode::BAD_REQUEST,
             "CONNECT names host:port".to_string(),
         )),
-        Some((_, port)) if !server.acl.connect_port_allowed(port) => Err((
-            http::StatusCode::FORBIDDEN,
-            format!("CONNECT to port {port} not allowed"),
-        )),
-        Some((host, port)) => server
-            .dialer
-            .connect(host, port)
-            .await
-            .map_err(|e| (e.status(), e.to_string())),
+        Some((host, port)) => crate::tunnel::connect_destination(server, host, port).await,
     };
     let status = match &upstream {
         Ok(_) => 200,

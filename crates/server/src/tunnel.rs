@@ -19,6 +19,27 @@ use crate::metrics::Metrics;
 use crate::reply::{write_reply, Reply, Written};
 use crate::state::Server;
 
+/// A CONNECT's destination, as every front end opens one: the port must be allowed
+/// (`[acl] connect-ports`), and the dialer resolves and checks the destination; otherwise the
+/// status and reason to answer with.
+pub(crate) async fn connect_destination(
+    server: &Server,
+    host: &str,
+    port: u16,
+) -> Result<TcpStream, (StatusCode, String)> {
+    if !server.acl.connect_port_allowed(port) {
+        return Err((
+            StatusCode::FORBIDDEN,
+            format!("CONNECT to port {port} not allowed"),
+        ));
+    }
+    server
+        .dialer
+        .connect(host, port)
+        .await
+        .map_err(|e| (e.status(), e.to_string()))
+}
+
 /// Runs a tunnel to `host:port` on the client's socket halves. `leftover` holds bytes the
 /// client sent after the CONNECT head (they go to the destination first).
 #[allow(clippy::too_many_arguments)]
@@ -42,21 +63,9 @@ pub async fn run(
         metrics.request("connect", status.as_u16());
         Reply::text_close(status, &reason)
     };
-    let reply_err = if !server.acl.connect_port_allowed(port) {
-        Some(refuse(
-            StatusCode::FORBIDDEN,
-            format!("CONNECT to port {port} not allowed"),
-        ))
-    } else {
-        None
-    };
-    let upstream = match reply_err {
-        Some(r) => Err(r),
-        None => match server.dialer.connect(host, port).await {
-            Ok(s) => Ok(s),
-            Err(e) => Err(refuse(e.status(), e.to_string())),
-        },
-    };
+    let upstream = connect_destination(server, host, port)
+        .await
+        .map_err(|(status, reason)| refuse(status, reason));
     let mut upstream = match upstream {
         Ok(s) => s,
         Err(r) => {
