@@ -1,6 +1,8 @@
 //! The link to the edge over QUIC: every request on a stream of one connection (docs/
 //! protocol.md), reconnected when it has gone; an idempotent request whose connection died
-//! under it is sent once more on the new one, anything else is not replayed.
+//! under it is sent once more on the new one, anything else is not replayed. A reconnection
+//! to an edge that gave us a session ticket is 0-RTT: idempotent requests go in its first
+//! flight; anything else, and tunnels, wait for the handshake to complete.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -11,7 +13,7 @@ use webpep_proto::Role;
 use webpep_transport::session::{
     open_tunnel, pump_from_frames, pump_into_frames, send_request, Session, SessionError,
 };
-use webpep_transport::{client_config, connect, Credential, TransportSettings};
+use webpep_transport::{client_config, connect_early, Credential, TransportSettings};
 
 use crate::proxy::{ProxyRequest, Tunnel, Upstream, UpstreamError, UpstreamResponse};
 
@@ -21,7 +23,29 @@ pub struct QuicUpstream {
     server: SocketAddr,
     config: quinn::ClientConfig,
     header_table: bool,
-    session: tokio::sync::Mutex<Option<Arc<Session>>>,
+    link: tokio::sync::Mutex<Option<Link>>,
+    stats: Arc<LinkStats>,
+}
+
+/// How the client's connections to the edge went (for tests and the client's log).
+#[derive(Debug, Default)]
+pub struct LinkStats {
+    /// Connections opened.
+    pub connections: std::sync::atomic::AtomicU64,
+    /// Of those, reconnections whose first flight the edge took (0-RTT).
+    pub early_accepted: std::sync::atomic::AtomicU64,
+    /// Reconnections whose early data the edge refused (the connection is then closed and
+    /// opened again in full).
+    pub early_refused: std::sync::atomic::AtomicU64,
+}
+
+/// One connection to the edge: its session, and whether its handshake has completed.
+#[derive(Clone)]
+struct Link {
+    session: Arc<Session>,
+    /// `None` while a 0-RTT handshake is under way; then whether the edge took the early
+    /// data (a full handshake is `Some(true)` at once).
+    handshake: tokio::sync::watch::Receiver<Option<bool>>,
 }
 
 impl QuicUpstream {
@@ -43,30 +67,108 @@ impl QuicUpstream {
             server,
             config,
             header_table: settings.header_table,
-            session: tokio::sync::Mutex::new(None),
+            link: tokio::sync::Mutex::new(None),
+            stats: Arc::default(),
         })
     }
 
-    /// The connection's session, connecting (again) when there is none or it has closed.
-    async fn session(&self) -> Result<Arc<Session>, UpstreamError> {
-        let mut slot = self.session.lock().await;
-        if let Some(s) = slot.as_ref() {
-            if s.connection().close_reason().is_none() {
-                return Ok(s.clone());
+    pub fn stats(&self) -> &LinkStats {
+        &self.stats
+    }
+
+    /// Connects to the edge, waits for its `Hello` (its session ticket has come by then:
+    /// the edge sends tickets as its handshake completes), and closes the connection: the
+    /// next request reconnects with 0-RTT. (The lab's `quic_resumed` configurations: a
+    /// device whose client has talked to this edge before.)
+    pub async fn connect_and_close(&self) -> Result<(), UpstreamError> {
+        let link = self.link().await?;
+        link.session
+            .peer_hello()
+            .await
+            .map_err(|e| UpstreamError::LinkDown(e.to_string()))?;
+        let mut handshake = link.handshake.clone();
+        let _ = handshake.wait_for(|h| h.is_some()).await;
+        link.session
+            .connection()
+            .close(0u32.into(), b"until the next request");
+        *self.link.lock().await = None;
+        Ok(())
+    }
+
+    /// The connection, connecting (again) when there is none or it has closed.
+    async fn link(&self) -> Result<Link, UpstreamError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut slot = self.link.lock().await;
+        if let Some(l) = slot.as_ref() {
+            if l.session.connection().close_reason().is_none() {
+                return Ok(l.clone());
             }
         }
-        let conn = connect(&self.endpoint, self.server, self.config.clone())
+        let (conn, early) = connect_early(&self.endpoint, self.server, self.config.clone())
             .await
             .map_err(|e| UpstreamError::LinkDown(e.to_string()))?;
-        let session = Session::open_with(conn, Role::Client, self.header_table)
+        self.stats.connections.fetch_add(1, Relaxed);
+        let session = Session::open_with(conn.clone(), Role::Client, self.header_table)
             .await
             .map_err(|e| UpstreamError::LinkDown(e.to_string()))?;
-        *slot = Some(session.clone());
-        Ok(session)
+        let (tx, handshake) = tokio::sync::watch::channel(None);
+        match early {
+            None => {
+                let _ = tx.send(Some(true));
+            }
+            Some(accepted) => {
+                let stats = self.stats.clone();
+                tokio::spawn(async move {
+                    let took = accepted.await;
+                    if took {
+                        stats.early_accepted.fetch_add(1, Relaxed);
+                    } else {
+                        stats.early_refused.fetch_add(1, Relaxed);
+                    }
+                    if !took {
+                        // What went early is lost, the control stream with it: start over.
+                        conn.close(0u32.into(), b"early data refused");
+                    }
+                    let _ = tx.send(Some(took));
+                });
+            }
+        }
+        let link = Link { session, handshake };
+        *slot = Some(link.clone());
+        Ok(link)
+    }
+
+    /// A session on which `method` may be sent now: at once for what may be received twice,
+    /// after the handshake has completed for anything else (`None`: a tunnel).
+    async fn session_for(&self, method: Option<&Method>) -> Result<Arc<Session>, UpstreamError> {
+        let early_ok = method.is_some_and(idempotent);
+        for _ in 0..2 {
+            let link = self.link().await?;
+            if early_ok {
+                return Ok(link.session);
+            }
+            let mut handshake = link.handshake.clone();
+            let done = tokio::select! {
+                r = handshake.wait_for(|h| h.is_some()) => r.map(|h| *h == Some(true)).unwrap_or(false),
+                e = link.session.connection().closed() => {
+                    return Err(UpstreamError::LinkDown(e.to_string()));
+                }
+            };
+            if done {
+                return Ok(link.session);
+            }
+            // Refused early data: that connection is closed; the next one is opened anew.
+        }
+        Err(UpstreamError::LinkDown(
+            "the edge refused this client's early data twice".into(),
+        ))
     }
 
     async fn forward(&self, req: &ProxyRequest) -> Result<UpstreamResponse, Attempt> {
-        let session = self.session().await.map_err(Attempt::Final)?;
+        let session = self
+            .session_for(Some(&req.method))
+            .await
+            .map_err(Attempt::Final)?;
         let sent = send_request(
             &session,
             req.method.as_str(),
@@ -139,6 +241,9 @@ fn connection_gone(e: &SessionError) -> bool {
         SessionError::Connection(_)
             | SessionError::Write(quinn::WriteError::ConnectionLost(_))
             | SessionError::Read(quinn::ReadError::ConnectionLost(_))
+            // Sent early on a reconnection whose early data the edge refused: not received.
+            | SessionError::Write(quinn::WriteError::ZeroRttRejected)
+            | SessionError::Read(quinn::ReadError::ZeroRttRejected)
     )
 }
 
@@ -176,7 +281,7 @@ impl Upstream for QuicUpstream {
     /// The edge resolves and connects; the tunnel's bytes ride the request's stream as
     /// `Data` frames each way (the browser's TLS end to end).
     async fn tunnel(&self, authority: String, headers: HeaderMap) -> Result<Tunnel, UpstreamError> {
-        let session = self.session().await?;
+        let session = self.session_for(None).await?;
         let (status, _headers, mut send, mut body) = open_tunnel(&session, &authority, &headers)
             .await
             .map_err(|e| {

@@ -156,6 +156,10 @@ pub enum Peer {
     /// Ziproxy (Debian's), a compressing proxy: gzip for text, images recompressed as JPEG at
     /// its default qualities (30, 25, 25, 20 by image size).
     Ziproxy,
+    /// The classic two-level cache hierarchy: a Squid child cache in ue (the browser's
+    /// proxy, on its loopback) whose parent is a Squid at the edge; between them, plain
+    /// HTTP/1.1 over TCP across the air.
+    SquidHierarchy,
 }
 
 impl Peer {
@@ -163,6 +167,7 @@ impl Peer {
         match self {
             Peer::Squid => "squid",
             Peer::Ziproxy => "ziproxy",
+            Peer::SquidHierarchy => "squid-hierarchy",
         }
     }
 
@@ -170,6 +175,9 @@ impl Peer {
     pub fn summary(self) -> &'static str {
         match self {
             Peer::Squid => "Squid, stock: memory cache, no content changes",
+            Peer::SquidHierarchy => {
+                "a Squid child cache in ue whose parent is a Squid at the edge, stock: memory caches, no content changes"
+            }
             Peer::Ziproxy => {
                 "Ziproxy, stock: gzip, images recompressed as JPEG at quality 30/25/25/20 by size"
             }
@@ -285,6 +293,12 @@ pub struct LabConfig {
     /// requests); false to measure what it is worth.
     #[serde(default = "yes")]
     pub header_table: bool,
+    /// With `proxy = "dual"`: the device's client has been connected to this edge before
+    /// (it holds a session ticket; the connection has since closed), so the load's first
+    /// request reconnects with 0-RTT, as on a device whose client proxy keeps running.
+    /// Default false: the client's first connection ever, a full handshake.
+    #[serde(default)]
+    pub quic_resumed: bool,
 }
 
 /// The dual proxy's QUIC congestion controller.
@@ -398,6 +412,9 @@ impl LabConfig {
             s += &format!(", QUIC congestion control {}", self.quic_congestion.name());
             if !self.header_table {
                 s += ", no header compression";
+            }
+            if self.quic_resumed {
+                s += ", the client resumes an earlier session (0-RTT)";
             }
         }
         match self.peer {

@@ -16,7 +16,7 @@ use webpep_server::config::Secs;
 use webpep_server::ipnet::{IpNet, Ipv4Net};
 use webpep_server::{toml, ServerConfig};
 
-use crate::configs::{Browser, LabConfig, ProxyMode};
+use crate::configs::{Browser, LabConfig, Peer, ProxyMode};
 use crate::nsrt::NsService;
 use crate::peers::PeerProxy;
 use crate::topology::{ip_batch, scaled_initial_rto, sysctl, TcpEra, Topology, DOMAIN_PREFIX};
@@ -47,6 +47,7 @@ pub struct EdgeProxy {
     edge_addr: Ipv4Addr,
     /// A peer proxy (Squid, Ziproxy) running in place of webpep's; held to be stopped on drop.
     peer: Option<PeerProxy>,
+    peer_kind: Option<Peer>,
     /// The edge's initial RTO for this load (see [`set_air_tcp`]).
     _initial_rto: Option<webpep_server::initial_rto::InitialRto>,
     /// webpep's proxy (not a peer's), for its counters.
@@ -227,13 +228,22 @@ impl EdgeProxy {
             mode: cfg.proxy,
             edge_addr,
             peer: None,
+            peer_kind: cfg.peer,
             _initial_rto: None,
             server: None,
         };
         if let Some(peer) = cfg.peer {
             proxy._initial_rto = set_air_tcp(topo, cfg.air_tuning, tcp, time_scale, false)?;
             let addr = SocketAddr::from((edge_addr, PROXY_PORT));
-            let p = PeerProxy::start(peer, &topo.edge, addr, topo.ue_addr(), edge_addr, work_dir)?;
+            let p = PeerProxy::start(
+                peer,
+                &topo.edge,
+                &topo.ue,
+                addr,
+                topo.ue_addr(),
+                edge_addr,
+                work_dir,
+            )?;
             proxy.peer = Some(p);
             return Ok(proxy);
         }
@@ -364,6 +374,8 @@ impl EdgeProxy {
                 })
             })?);
         let c = self.cancel.clone();
+        let resumed = cfg.quic_resumed;
+        let (warmed_tx, warmed) = std::sync::mpsc::channel::<std::result::Result<(), String>>();
         self.services
             .push(NsService::start(&topo.ue, "webpep-client", move || {
                 let upstream = Arc::new(
@@ -388,9 +400,33 @@ impl EdgeProxy {
                     ..webpep_client::ClientConfig::default()
                 };
                 Ok(async move {
+                    if resumed {
+                        // Before the load's idle gap: a connection that gets the edge's
+                        // session ticket, then closes.
+                        let r = upstream
+                            .connect_and_close()
+                            .await
+                            .map_err(|e| e.to_string());
+                        let _ = warmed_tx.send(r);
+                    }
                     webpep_client::serve(listener, Arc::new(cfg), upstream, c).await;
                 })
             })?);
+        if resumed {
+            match warmed.recv_timeout(std::time::Duration::from_secs(120)) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    return Err(LabError::Other(format!(
+                        "webpep client's earlier session: {e}"
+                    )))
+                }
+                Err(_) => {
+                    return Err(LabError::Other(
+                        "webpep client's earlier session: no connection within 120 s".into(),
+                    ))
+                }
+            }
+        }
         Ok(())
     }
 
@@ -413,6 +449,12 @@ impl EdgeProxy {
     pub fn adjust_loader(&self, lc: &mut LoaderConfig, page_url: &str) -> Result<String> {
         match self.mode {
             ProxyMode::None | ProxyMode::Intercept => {}
+            ProxyMode::Explicit if self.peer_kind == Some(Peer::SquidHierarchy) => {
+                lc.proxy = Some(SocketAddr::from((
+                    Ipv4Addr::LOCALHOST,
+                    crate::peers::SQUID_CHILD_PORT,
+                )))
+            }
             ProxyMode::Explicit => lc.proxy = Some(SocketAddr::from((self.edge_addr, PROXY_PORT))),
             ProxyMode::Dual => {
                 lc.proxy = Some(SocketAddr::from((Ipv4Addr::LOCALHOST, CLIENT_PROXY_PORT)))

@@ -2,7 +2,9 @@
 //! explicit proxy for one load, in place of `webpep server`, with stock settings and a cold
 //! cache, so that webpep is measured beside the proxies an operator could deploy instead.
 //! Each peer asks the lab's resolver in edge for origin names (Squid by `dns_nameservers`,
-//! Ziproxy through a private resolv.conf) and admits only `ue`.
+//! Ziproxy through a private resolv.conf) and admits only `ue`. The two-level hierarchy adds
+//! a Squid child on ue's loopback, the browser's proxy, whose only way out is its parent
+//! Squid at the edge (the classic dual proxy, plain HTTP/1.1 on TCP over the air).
 
 use std::ffi::CString;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -20,7 +22,7 @@ use crate::{LabError, Result};
 /// Where Debian installs each peer.
 pub(crate) fn binary(peer: Peer) -> &'static str {
     match peer {
-        Peer::Squid => "/usr/sbin/squid",
+        Peer::Squid | Peer::SquidHierarchy => "/usr/sbin/squid",
         Peer::Ziproxy => "/usr/bin/ziproxy",
     }
 }
@@ -47,7 +49,7 @@ pub fn cannot_run(peer: Peer) -> Option<String> {
                 .eq([true])
         })
         .unwrap_or(false);
-    if peer == Peer::Squid && only_root_mapped {
+    if matches!(peer, Peer::Squid | Peer::SquidHierarchy) && only_root_mapped {
         return Some(
             "Squid needs real root: it drops privileges to its user `proxy`, which the user \
              namespace of an unprivileged run does not map"
@@ -58,13 +60,18 @@ pub fn cannot_run(peer: Peer) -> Option<String> {
 }
 
 /// Where a peer runs: its namespace and address, the one client it admits, the resolver it
-/// asks.
+/// asks, and (a child cache) the parent it sends every request to.
 struct Placement<'a> {
-    edge: &'a NetNs,
+    ns: &'a NetNs,
     addr: SocketAddr,
     client: Ipv4Addr,
     resolver: Ipv4Addr,
+    parent: Option<SocketAddr>,
 }
+
+/// The Squid child cache's port on ue's loopback (the browser's proxy under
+/// `squid-hierarchy`).
+pub const SQUID_CHILD_PORT: u16 = 3128;
 
 /// A running peer proxy; dropping it stops the process and removes its directory.
 pub struct PeerProxy {
@@ -74,6 +81,8 @@ pub struct PeerProxy {
     child: Option<Child>,
     pid_file: PathBuf,
     dir: PathBuf,
+    /// The child cache in ue of a two-level hierarchy (stopped before its parent).
+    below: Option<Box<PeerProxy>>,
 }
 
 /// An empty directory `<parent>/<prefix>-<pid>-<n>`, unique in this process.
@@ -92,11 +101,13 @@ fn io(what: &'static str) -> impl Fn(std::io::Error) -> LabError {
 
 impl PeerProxy {
     /// Starts `peer` in `edge` on `addr`, admitting `client`, resolving through `resolver`
-    /// (port 53). Call from a thread that outlives the load (a child is killed when its
-    /// spawning thread exits). Returns once the proxy accepts connections.
+    /// (port 53); for the hierarchy, also its child in `ue` on 127.0.0.1:[`SQUID_CHILD_PORT`].
+    /// Call from a thread that outlives the load (a child is killed when its spawning thread
+    /// exits). Returns once the proxies accept connections.
     pub fn start(
         peer: Peer,
         edge: &NetNs,
+        ue: &NetNs,
         addr: SocketAddr,
         client: Ipv4Addr,
         resolver: Ipv4Addr,
@@ -105,34 +116,64 @@ impl PeerProxy {
         if let Some(why) = cannot_run(peer) {
             return Err(LabError::BadInput(format!("peer {}: {why}", peer.name())));
         }
-        let dir = fresh_dir(work_dir, &format!("peer-{}", peer.name()))?;
+        let at = Placement {
+            ns: edge,
+            addr,
+            client,
+            resolver,
+            parent: None,
+        };
+        let mut proxy = Self::start_at(peer, &at, work_dir)?;
+        if peer == Peer::SquidHierarchy {
+            let child = Placement {
+                ns: ue,
+                addr: SocketAddr::from((Ipv4Addr::LOCALHOST, SQUID_CHILD_PORT)),
+                client: Ipv4Addr::LOCALHOST,
+                resolver,
+                parent: Some(addr),
+            };
+            proxy.below = Some(Box::new(Self::start_at(peer, &child, work_dir)?));
+        }
+        Ok(proxy)
+    }
+
+    fn start_at(peer: Peer, at: &Placement<'_>, work_dir: &Path) -> Result<PeerProxy> {
+        let role = if at.parent.is_some() { "-child" } else { "" };
+        let dir = fresh_dir(work_dir, &format!("peer-{}{role}", peer.name()))?;
         let pid_file = dir.join(format!("{}.pid", peer.name()));
         let mut proxy = PeerProxy {
             peer,
             child: None,
             pid_file,
             dir,
-        };
-        let at = Placement {
-            edge,
-            addr,
-            client,
-            resolver,
+            below: None,
         };
         match peer {
-            Peer::Squid => proxy.start_squid(&at)?,
-            Peer::Ziproxy => proxy.start_ziproxy(&at)?,
+            Peer::Squid | Peer::SquidHierarchy => proxy.start_squid(at)?,
+            Peer::Ziproxy => proxy.start_ziproxy(at)?,
         }
-        proxy.wait_listening(edge, addr)?;
+        proxy.wait_listening(at.ns, at.addr)?;
         Ok(proxy)
     }
 
     fn start_squid(&mut self, at: &Placement<'_>) -> Result<()> {
         let conf = self.dir.join("squid.conf");
+        // A child cache sends everything to its parent, never to an origin itself. Each Squid
+        // names itself apart: they share this host's name, and a Squid that finds its own
+        // name in a request's Via refuses it as a forwarding loop.
+        let upward = match at.parent {
+            Some(p) => format!(
+                "cache_peer {} parent {} 0 no-query no-digest default\nnever_direct allow all\n\
+                 visible_hostname webpep-lab-child\n",
+                p.ip(),
+                p.port()
+            ),
+            None => "visible_hostname webpep-lab-edge\n".to_string(),
+        };
         std::fs::write(
             &conf,
             format!(
-                "http_port {addr}\n\
+                "{upward}http_port {addr}\n\
                  acl lab_client src {client}/32\n\
                  http_access allow lab_client\n\
                  http_access deny all\n\
@@ -160,8 +201,15 @@ impl PeerProxy {
             .arg(&self.dir)
             .status();
         let child = at
-            .edge
+            .ns
             .command(binary(Peer::Squid))
+            // Its own service name: two Squids run side by side in the hierarchy.
+            .arg("-n")
+            .arg(if at.parent.is_some() {
+                "webpepchild"
+            } else {
+                "webpep"
+            })
             .arg("-N")
             .arg("-f")
             .arg(&conf)
@@ -197,7 +245,7 @@ impl PeerProxy {
             .map_err(io("resolv.conf"))?;
         let resolv_c = CString::new(resolv.as_os_str().as_bytes())
             .map_err(|_| LabError::Other("ziproxy: a NUL in the work directory's path".into()))?;
-        let mut cmd = at.edge.command(binary(Peer::Ziproxy));
+        let mut cmd = at.ns.command(binary(Peer::Ziproxy));
         cmd.arg("-d")
             .arg("-c")
             .arg(&conf)
@@ -221,10 +269,10 @@ impl PeerProxy {
         Ok(())
     }
 
-    fn wait_listening(&mut self, edge: &NetNs, addr: SocketAddr) -> Result<()> {
+    fn wait_listening(&mut self, ns: &NetNs, addr: SocketAddr) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
-            let up = edge
+            let up = ns
                 .run(|| std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)))
                 .map_err(|e| LabError::Other(format!("peer {}: {e}", self.peer.name())))?;
             if up.is_ok() {
@@ -285,6 +333,7 @@ fn stop_pid(pid: i32, wait: Duration) {
 
 impl Drop for PeerProxy {
     fn drop(&mut self) {
+        self.below = None;
         match self.child.take() {
             Some(mut child) => {
                 stop_pid(child.id() as i32, Duration::from_secs(3));

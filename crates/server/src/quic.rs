@@ -47,15 +47,18 @@ pub async fn serve_quic(
         let identity = identity.clone();
         let cancel = cancel.clone();
         tokio::spawn(async move {
-            let conn = match incoming.await {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::info!("QUIC handshake refused or failed: {e}");
-                    return;
-                }
+            let Some((conn, cert)) = authenticated(incoming).await else {
+                return;
             };
-            let name: Arc<str> = webpep_transport::peer_certificate(&conn)
-                .and_then(|c| identity.name_of(&c))
+            // A resumed session skips the handshake's certificate check: revocation is
+            // checked here for every connection.
+            if identity.revocations().is_revoked(&cert) {
+                tracing::info!(peer = %conn.remote_address(), "refused a revoked client (resumed session)");
+                conn.close(0u32.into(), b"credential revoked");
+                return;
+            }
+            let name: Arc<str> = identity
+                .name_of(&cert)
                 .unwrap_or_else(|| "unknown".into())
                 .into();
             tracing::info!(client = %name, peer = %conn.remote_address(), "client proxy connected");
@@ -71,6 +74,52 @@ pub async fn serve_quic(
         });
     }
     endpoint.close(0u32.into(), b"edge shutting down");
+}
+
+/// The connection and its client's certificate. A client resuming a session (its ticket
+/// carries its certificate, proven by the ticket's key) is served at once, so what it sent in
+/// its first flight (0-RTT) is answered without waiting for its handshake to finish; a new
+/// client's certificate is known when its handshake completes. `None` when the handshake
+/// failed or was refused (logged).
+async fn authenticated(
+    incoming: quinn::Incoming,
+) -> Option<(quinn::Connection, webpep_transport::CertificateDer<'static>)> {
+    let connecting = match incoming.accept() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::info!("QUIC connection refused: {e}");
+            return None;
+        }
+    };
+    let (conn, handshake) = match connecting.into_0rtt() {
+        Ok(early) => early,
+        // A server's connection always converts; should that change, do the handshake first.
+        Err(connecting) => match connecting.await {
+            Ok(c) => return webpep_transport::peer_certificate(&c).map(|cert| (c, cert)),
+            Err(e) => {
+                tracing::info!("QUIC handshake refused or failed: {e}");
+                return None;
+            }
+        },
+    };
+    if let Some(cert) = webpep_transport::peer_certificate(&conn) {
+        return Some((conn, cert));
+    }
+    tokio::select! {
+        _ = handshake => {}
+        e = conn.closed() => {
+            tracing::info!("QUIC handshake refused or failed: {e}");
+            return None;
+        }
+    }
+    match webpep_transport::peer_certificate(&conn) {
+        Some(cert) => Some((conn, cert)),
+        None => {
+            tracing::info!(peer = %conn.remote_address(), "a QUIC client without a certificate");
+            conn.close(0u32.into(), b"no client certificate");
+            None
+        }
+    }
 }
 
 async fn connection(

@@ -31,15 +31,14 @@ async fn start_edge() -> Edge {
 }
 
 async fn start_edge_with(cfg: webpep_server::ServerConfig) -> Edge {
+    start_edge_on(cfg, &TransportSettings::default()).await
+}
+
+async fn start_edge_on(cfg: webpep_server::ServerConfig, settings: &TransportSettings) -> Edge {
     let dir = tempfile::tempdir().unwrap();
     let identity = Arc::new(EdgeIdentity::load_or_create(dir.path()).unwrap());
     let server = Server::new(cfg).unwrap();
-    let cfg = server_config(
-        &identity,
-        identity.revocations(),
-        &TransportSettings::default(),
-    )
-    .unwrap();
+    let cfg = server_config(&identity, identity.revocations(), settings).unwrap();
     let endpoint = quinn::Endpoint::server(cfg, "127.0.0.1:0".parse().unwrap()).unwrap();
     let addr = endpoint.local_addr().unwrap();
     let cancel = CancellationToken::new();
@@ -60,7 +59,15 @@ async fn start_edge_with(cfg: webpep_server::ServerConfig) -> Edge {
 
 /// `webpep client`'s proxy on loopback, carrying to `edge` with `cred`.
 async fn start_client(edge: SocketAddr, cred: &Credential) -> (SocketAddr, Arc<QuicUpstream>) {
-    let upstream = Arc::new(QuicUpstream::new(edge, cred, &TransportSettings::default()).unwrap());
+    start_client_on(edge, cred, &TransportSettings::default()).await
+}
+
+async fn start_client_on(
+    edge: SocketAddr,
+    cred: &Credential,
+    settings: &TransportSettings,
+) -> (SocketAddr, Arc<QuicUpstream>) {
+    let upstream = Arc::new(QuicUpstream::new(edge, cred, settings).unwrap());
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(serve(
@@ -301,4 +308,309 @@ async fn a_client_without_header_compression_is_served_alike() {
         r.read_to_end(&mut body).await.unwrap();
         assert_eq!(body, good_body(path).as_bytes());
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Outages and a moving client: a UDP relay between the client and the edge stands in for
+// the air link. It can drop everything (an outage) or carry on from a new address towards
+// the edge (the client's address changed: a NAT rebinding, a new network).
+// ---------------------------------------------------------------------------------------
+
+/// Keep-alives and an idle timeout short enough that a second's outage ends the connection.
+fn short_idle() -> TransportSettings {
+    TransportSettings {
+        keep_alive: std::time::Duration::from_millis(200),
+        idle_timeout: std::time::Duration::from_millis(800),
+        ..TransportSettings::default()
+    }
+}
+
+/// The edge's per-client counter `webpep_quic_client_<name>_total` for `client`.
+fn client_metric(edge: &Edge, name: &str, client: &str) -> Option<u64> {
+    let key = format!("webpep_quic_client_{name}_total{{client=\"{client}\"}} ");
+    let text = edge.server.metrics_text();
+    let line = text.lines().find(|l| l.starts_with(&key))?;
+    line[key.len()..].trim().parse().ok()
+}
+
+#[derive(Default)]
+struct RelayControl {
+    down: std::sync::atomic::AtomicBool,
+    dropped: std::sync::atomic::AtomicU64,
+    rebind: tokio::sync::Notify,
+}
+
+struct Relay {
+    addr: SocketAddr,
+    control: Arc<RelayControl>,
+}
+
+impl Relay {
+    fn set_down(&self, down: bool) {
+        self.control
+            .down
+            .store(down, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn dropped(&self) -> u64 {
+        self.control
+            .dropped
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// From now on the edge sees the client's packets from another address.
+    fn move_client(&self) {
+        self.control.rebind.notify_one();
+    }
+}
+
+async fn relay_to(edge: SocketAddr) -> Relay {
+    use std::sync::atomic::Ordering;
+    use tokio::net::UdpSocket;
+    let front = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = front.local_addr().unwrap();
+    let control = Arc::new(RelayControl::default());
+    let c = control.clone();
+    tokio::spawn(async move {
+        let mut back = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let mut client: Option<SocketAddr> = None;
+        let mut from_client = vec![0u8; 65536];
+        let mut from_edge = vec![0u8; 65536];
+        let passes = |c: &RelayControl| {
+            let down = c.down.load(Ordering::SeqCst);
+            if down {
+                c.dropped.fetch_add(1, Ordering::SeqCst);
+            }
+            !down
+        };
+        loop {
+            tokio::select! {
+                r = front.recv_from(&mut from_client) => {
+                    let Ok((n, peer)) = r else { return };
+                    client = Some(peer);
+                    if passes(&c) {
+                        let _ = back.send_to(&from_client[..n], edge).await;
+                    }
+                }
+                r = back.recv_from(&mut from_edge) => {
+                    let Ok((n, _)) = r else { return };
+                    if let (true, Some(to)) = (passes(&c), client) {
+                        let _ = front.send_to(&from_edge[..n], to).await;
+                    }
+                }
+                _ = c.rebind.notified() => {
+                    back = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+                }
+            }
+        }
+    });
+    Relay { addr, control }
+}
+
+/// An origin that holds each answer until the test releases it, so the answer is in flight
+/// when the link goes down.
+async fn held_origin(release: Arc<tokio::sync::Notify>) -> HostileOrigin {
+    scripted_origin(move |mut c| {
+        let release = release.clone();
+        async move {
+            while let Some(r) = c.read_request().await {
+                release.notified().await;
+                let body = good_body(r.path());
+                if !c
+                    .write(&response(
+                        200,
+                        &[("Content-Type", "text/plain")],
+                        body.as_bytes(),
+                    ))
+                    .await
+                {
+                    return;
+                }
+            }
+        }
+    })
+    .await
+}
+
+/// A browser's POST through the client proxy: status and body.
+async fn browser_post(proxy: SocketAddr, url: &str, body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(proxy).await.unwrap();
+    let req = format!(
+        "POST {url} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: text/plain\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status: u16 = text[9..12].parse().unwrap();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+fn posts(origin: &HostileOrigin) -> usize {
+    origin
+        .seen
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST")
+        .count()
+}
+
+/// The link goes down while a POST's answer and a GET are in flight, and comes back before
+/// the connection's idle timeout: both complete, nothing is lost, and the origin saw the POST
+/// once. (The outage lasts 2 s: a 20 s outage of the lab's links at its time scale of 10.)
+#[tokio::test]
+async fn what_was_in_flight_completes_after_an_outage_and_a_post_reaches_the_origin_once() {
+    bounded(async {
+        let release = Arc::new(tokio::sync::Notify::new());
+        let origin = held_origin(release.clone()).await;
+        let edge = start_edge().await;
+        let cred = edge.identity.enroll("commuter").unwrap();
+        let relay = relay_to(edge.addr).await;
+        let (proxy, _) = start_client(relay.addr, &cred).await;
+
+        let post = tokio::spawn({
+            let url = origin.url("/order");
+            async move { browser_post(proxy, &url, "one coffee").await }
+        });
+        origin.seen.wait_heads(1).await;
+        relay.set_down(true);
+        // The GET is sent into the outage; the POST's answer leaves the origin into it.
+        let get = tokio::spawn({
+            let url = origin.url("/news");
+            async move { browser_get(proxy, &url).await }
+        });
+        release.notify_one();
+        wait_until("packets lost to the outage", DEADLINE, || {
+            relay.dropped() >= 2
+        })
+        .await;
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        relay.set_down(false);
+        // The GET reaches the origin once the link is back; it is held like the POST was.
+        origin.seen.wait_heads(2).await;
+        release.notify_one();
+
+        let (status, body) = within("the POST", DEADLINE, post).await.unwrap();
+        assert_eq!((status, body.as_str()), (200, "ok /order"));
+        let (status, body) = within("the GET", DEADLINE, get).await.unwrap();
+        assert_eq!((status, body.as_str()), (200, "ok /news"));
+        assert_eq!(posts(&origin), 1, "{:?}", origin.seen.requests());
+        let post = origin
+            .seen
+            .requests()
+            .into_iter()
+            .find(|r| r.method == "POST");
+        assert_eq!(post.unwrap().body, b"one coffee");
+        // One connection carried it all: the outage did not cost a reconnect.
+        assert_eq!(client_metric(&edge, "connections", "commuter"), Some(1));
+    })
+    .await
+}
+
+/// An outage longer than the connection's idle timeout kills the connection under a POST
+/// whose answer was in flight: the browser gets an error, the POST is not sent again on the
+/// new connection (the origin saw it once), and the next request reconnects.
+#[tokio::test]
+async fn a_post_whose_connection_died_in_an_outage_is_not_replayed() {
+    bounded(async {
+        let settings = short_idle();
+        let release = Arc::new(tokio::sync::Notify::new());
+        let origin = held_origin(release.clone()).await;
+        let edge = start_edge_on(common::test_config(), &settings).await;
+        let cred = edge.identity.enroll("tunnel-rider").unwrap();
+        let relay = relay_to(edge.addr).await;
+        let (proxy, upstream) = start_client_on(relay.addr, &cred, &settings).await;
+
+        let post = tokio::spawn({
+            let url = origin.url("/pay");
+            async move { browser_post(proxy, &url, "10 EUR").await }
+        });
+        origin.seen.wait_heads(1).await;
+        relay.set_down(true);
+        release.notify_one();
+        // The browser hears that the connection died before the link comes back.
+        let (status, body) = within("the POST's failure", DEADLINE, post).await.unwrap();
+        assert_ne!(status, 200, "{body}");
+        relay.set_down(false);
+
+        // The next request reconnects; the POST is not among what the origin then sees.
+        let get = tokio::spawn({
+            let url = origin.url("/receipt");
+            async move { browser_get(proxy, &url).await }
+        });
+        origin.seen.wait_heads(2).await;
+        release.notify_one();
+        let (status, body) = within("the GET", DEADLINE, get).await.unwrap();
+        assert_eq!((status, body.as_str()), (200, "ok /receipt"));
+        assert_eq!(posts(&origin), 1, "{:?}", origin.seen.requests());
+        assert_eq!(client_metric(&edge, "connections", "tunnel-rider"), Some(2));
+        // The reconnection resumed the session: the GET went in its first flight (0-RTT).
+        use std::sync::atomic::Ordering::Relaxed;
+        assert_eq!(upstream.stats().connections.load(Relaxed), 2);
+        assert_eq!(upstream.stats().early_accepted.load(Relaxed), 1);
+        assert_eq!(upstream.stats().early_refused.load(Relaxed), 0);
+    })
+    .await
+}
+
+/// QUIC path migration: the client's address changes between two requests (the relay
+/// carries on from a new port) and the same connection serves the second one.
+#[tokio::test]
+async fn the_connection_survives_a_change_of_the_client_address() {
+    bounded(async {
+        let origin = good_origin().await;
+        let edge = start_edge().await;
+        let cred = edge.identity.enroll("roamer").unwrap();
+        let relay = relay_to(edge.addr).await;
+        let (proxy, _) = start_client(relay.addr, &cred).await;
+        let (status, _) = browser_get(proxy, &origin.url("/home")).await;
+        assert_eq!(status, 200);
+        relay.move_client();
+        let (status, body) = browser_get(proxy, &origin.url("/away")).await;
+        assert_eq!((status, body.as_str()), (200, "ok /away"));
+        assert_eq!(client_metric(&edge, "connections", "roamer"), Some(1));
+        assert_eq!(client_metric(&edge, "requests", "roamer"), Some(2));
+    })
+    .await
+}
+
+/// Resuming a session skips the handshake's certificate check; a client revoked since its
+/// last connection is still refused when it comes back with its ticket.
+#[tokio::test]
+async fn a_client_revoked_between_connections_cannot_resume() {
+    bounded(async {
+        let settings = short_idle();
+        let origin = good_origin().await;
+        let edge = start_edge_on(common::test_config(), &settings).await;
+        let cred = edge.identity.enroll("stolen").unwrap();
+        let relay = relay_to(edge.addr).await;
+        let (proxy, upstream) = start_client_on(relay.addr, &cred, &settings).await;
+        let (status, _) = browser_get(proxy, &origin.url("/before")).await;
+        assert_eq!(status, 200);
+        edge.identity.revoke("stolen").unwrap();
+        // The connection dies in an outage; the client comes back with its session ticket.
+        // (Longer than both ends' idle timeout.)
+        relay.set_down(true);
+        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        relay.set_down(false);
+        let (status, body) = browser_get(proxy, &origin.url("/after")).await;
+        assert_eq!(status, 504, "{body}");
+        assert_eq!(origin.seen.count(), 1, "{:?}", origin.seen.requests());
+        // It came back with its ticket (0-RTT), and the edge closed that connection.
+        use std::sync::atomic::Ordering::Relaxed;
+        let stats = upstream.stats();
+        eprintln!("{stats:?}");
+        assert!(stats.connections.load(Relaxed) >= 2);
+        assert!(
+            stats.early_accepted.load(Relaxed) + stats.early_refused.load(Relaxed) >= 1,
+            "{stats:?}"
+        );
+    })
+    .await
 }

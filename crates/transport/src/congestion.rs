@@ -173,6 +173,12 @@ pub struct LinkAware {
     startup_best: f64,
     startup_flat_rounds: u32,
     startup_queued_acks: u32,
+    /// When the initial window's worth had been acknowledged: the packets sent before it
+    /// (the handshake's and the initial flight) went out blind and queue behind one another
+    /// on a slow link, which says nothing about a queue of the link's own.
+    initial_flight_acked: Option<Instant>,
+    /// The sender's smoothed RTT (quinn's, which its pacer divides the window by).
+    smoothed_rtt: Option<Duration>,
     /// Bytes per packet.
     mtu: u64,
 }
@@ -235,6 +241,8 @@ impl LinkAware {
             startup_best: 0.0,
             startup_flat_rounds: 0,
             startup_queued_acks: 0,
+            initial_flight_acked: None,
+            smoothed_rtt: None,
             mtu: 1200,
             cfg,
         };
@@ -250,9 +258,27 @@ impl LinkAware {
         &self.cfg
     }
 
-    /// Bytes that may be in flight now.
+    /// Bytes that may be in flight now: the target window, or in cruise, if more, what makes
+    /// a pacer that sends 5/4 of the window per smoothed RTT (quinn's) send at headroom × the
+    /// rate estimate. The smoothed RTT holds the queue and, early on, the handshake's long
+    /// round trips, which the target window (rate × the queue-free RTT) leaves out; paced
+    /// over it, that window would hold the sender below the link. The floor, 0.88 × rate ×
+    /// smoothed RTT, is less than the link holds with that RTT's own queue in it, so it
+    /// cannot build a queue of its own.
     pub fn window(&self) -> u64 {
-        self.window
+        const PACER_GAIN: f64 = 1.25;
+        let floor = match (self.phase, self.rate.best(), self.smoothed_rtt) {
+            (Phase::Cruise, Some(rate), Some(srtt)) => {
+                self.clamp(self.cfg.headroom * rate * srtt.as_secs_f64() / PACER_GAIN)
+            }
+            _ => 0,
+        };
+        self.window.max(floor)
+    }
+
+    /// The sender's smoothed RTT changed (see [`LinkAware::window`]).
+    pub fn on_smoothed_rtt(&mut self, srtt: Duration) {
+        self.smoothed_rtt = Some(srtt);
     }
 
     pub fn phase(&self) -> Phase {
@@ -311,13 +337,18 @@ impl LinkAware {
         self.in_flight = self.in_flight.saturating_sub(bytes);
         self.delivered += bytes;
         self.delivered_time = Some(now);
+        if self.initial_flight_acked.is_none() && self.delivered >= self.cfg.initial_window {
+            self.initial_flight_acked = Some(now);
+        }
 
         match self.phase {
             // In the cold start, two acknowledgements in a row with a queue a quarter as long
             // as the minimum RTT end it at once: waiting for the round trip's end would double
             // the window again on top of that queue.
             Phase::Startup => {
-                if rtt > min_rtt * 5 / 4 + Duration::from_millis(5) {
+                if self.initial_flight_acked.is_none_or(|t| sent < t) {
+                    // The initial flight: its RTTs hold its own serialization.
+                } else if rtt > min_rtt * 5 / 4 + Duration::from_millis(5) {
                     self.startup_queued_acks += 1;
                     if self.startup_queued_acks >= 2 {
                         self.start_drain(self.rate.best());
@@ -488,8 +519,9 @@ impl LinkAware {
         let min_rtt = self.min_rtt.unwrap_or_default().as_secs_f64();
         self.window = match rate {
             Some(r) => self.clamp(self.cfg.measure_gain * r * min_rtt),
-            // No rate sample yet: what the first round trip has not delivered is queued.
-            None => self.clamp(self.window as f64 / 2.0),
+            // No rate sample yet: below the initial window, which is the estimate of the
+            // BDP the cold start began from.
+            None => self.clamp(self.cfg.measure_gain * self.cfg.initial_window as f64),
         };
     }
 
@@ -560,11 +592,22 @@ impl quinn::congestion::Controller for Controller {
         sent: Instant,
         bytes: u64,
         app_limited: bool,
-        _rtt: &quinn_proto::RttEstimator,
+        rtt: &quinn_proto::RttEstimator,
     ) {
+        self.core.on_smoothed_rtt(rtt.get());
         let rounds = self.core.rounds();
+        let phase = self.core.phase();
         self.core.on_ack(now, sent, bytes, app_limited);
-        if self.core.rounds() != rounds {
+        if self.core.rounds() != rounds || self.core.phase() != phase {
+            tracing::debug!(
+                phase = ?self.core.phase(),
+                window = self.core.window(),
+                estimate = ?self.core.estimate(),
+                srtt = ?rtt.get(),
+                min_rtt = ?rtt.min(),
+                app_limited,
+                "link-aware controller"
+            );
             if let Some(e) = self.core.estimate() {
                 self.memory.set(e);
             }

@@ -38,6 +38,15 @@ pub struct TransportSettings {
     /// Header compression across the connection (the table of fields already sent); off
     /// only to measure what it is worth.
     pub header_table: bool,
+    /// The largest UDP payload sent from the start. quinn starts at 1200 bytes and probes
+    /// upwards to 1452; each probe is a full-size packet that carries nothing, and over a
+    /// 12 kbit/s uplink a probe search costs seconds, more than it ever saves on a page. So
+    /// webpep starts at a size nearly every path carries (1350, as browsers' QUIC does) and
+    /// does not probe; a path that drops such packets is detected (a burst of lost full-size
+    /// packets) and the connection falls back to 1200.
+    pub initial_mtu: u16,
+    /// Path-MTU probing (quinn's search up to 1452 bytes); off by default, see `initial_mtu`.
+    pub mtu_discovery: bool,
 }
 
 impl Default for TransportSettings {
@@ -49,6 +58,8 @@ impl Default for TransportSettings {
             max_streams: 256,
             congestion: Arc::new(ControllerFactory::default()),
             header_table: true,
+            initial_mtu: 1350,
+            mtu_discovery: false,
         }
     }
 }
@@ -61,6 +72,8 @@ impl std::fmt::Debug for TransportSettings {
             .field("initial_rtt", &self.initial_rtt)
             .field("max_streams", &self.max_streams)
             .field("header_table", &self.header_table)
+            .field("initial_mtu", &self.initial_mtu)
+            .field("mtu_discovery", &self.mtu_discovery)
             .finish_non_exhaustive()
     }
 }
@@ -76,6 +89,10 @@ impl TransportSettings {
         t.max_concurrent_bidi_streams(self.max_streams.into());
         t.max_concurrent_uni_streams(4u32.into());
         t.congestion_controller_factory(self.congestion.clone());
+        t.initial_mtu(self.initial_mtu);
+        if !self.mtu_discovery {
+            t.mtu_discovery_config(None);
+        }
         t
     }
 }
@@ -207,6 +224,30 @@ pub async fn connect(
         .connect_with(config, addr, EDGE_SERVER_NAME)
         .map_err(ConnectError::Start)?;
     connecting.await.map_err(ConnectError::Handshake)
+}
+
+/// Like [`connect`], but when this client holds a session ticket from an earlier connection
+/// to the edge it returns at once, before the handshake completes (0-RTT): what is sent
+/// first goes in the first flight and the reconnection costs no round trip over the air.
+/// The second value resolves when the handshake has completed: `true` when the edge took
+/// what went early, `false` when it refused it (it was lost: an edge restarted since the
+/// ticket). `None`: no ticket, the handshake was done in full before returning. Only what
+/// may be received twice goes early (a replayed first flight would repeat it).
+pub async fn connect_early(
+    endpoint: &quinn::Endpoint,
+    addr: SocketAddr,
+    config: quinn::ClientConfig,
+) -> Result<(quinn::Connection, Option<quinn::ZeroRttAccepted>), ConnectError> {
+    let connecting = endpoint
+        .connect_with(config, addr, EDGE_SERVER_NAME)
+        .map_err(ConnectError::Start)?;
+    match connecting.into_0rtt() {
+        Ok((conn, accepted)) => Ok((conn, Some(accepted))),
+        Err(connecting) => connecting
+            .await
+            .map(|c| (c, None))
+            .map_err(ConnectError::Handshake),
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -13,5 +13,6 @@ pub use congestion::{
 };
 pub use credential::{Credential, CredentialError, EdgeIdentity, Revocations, EDGE_SERVER_NAME};
 pub use endpoint::{
-    client_config, connect, peer_certificate, server_config, TransportSettings, ALPN,
+    client_config, connect, connect_early, peer_certificate, server_config, TransportSettings, ALPN,
 };
+pub use rustls::pki_types::CertificateDer;
