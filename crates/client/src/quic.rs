@@ -88,10 +88,10 @@ impl QuicUpstream {
             .map_err(|e| UpstreamError::LinkDown(e.to_string()))?;
         let mut handshake = link.handshake.clone();
         let _ = handshake.wait_for(|h| h.is_some()).await;
+        // Closed, it is replaced at the next request (see `link`).
         link.session
             .connection()
             .close(0u32.into(), b"until the next request");
-        *self.link.lock().await = None;
         Ok(())
     }
 
@@ -124,8 +124,6 @@ impl QuicUpstream {
                         stats.early_accepted.fetch_add(1, Relaxed);
                     } else {
                         stats.early_refused.fetch_add(1, Relaxed);
-                    }
-                    if !took {
                         // What went early is lost, the control stream with it: start over.
                         conn.close(0u32.into(), b"early data refused");
                     }

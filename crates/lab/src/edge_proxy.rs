@@ -47,7 +47,6 @@ pub struct EdgeProxy {
     edge_addr: Ipv4Addr,
     /// A peer proxy (Squid, Ziproxy) running in place of webpep's; held to be stopped on drop.
     peer: Option<PeerProxy>,
-    peer_kind: Option<Peer>,
     /// The edge's initial RTO for this load (see [`set_air_tcp`]).
     _initial_rto: Option<webpep_server::initial_rto::InitialRto>,
     /// webpep's proxy (not a peer's), for its counters.
@@ -228,7 +227,6 @@ impl EdgeProxy {
             mode: cfg.proxy,
             edge_addr,
             peer: None,
-            peer_kind: cfg.peer,
             _initial_rto: None,
             server: None,
         };
@@ -449,7 +447,9 @@ impl EdgeProxy {
     pub fn adjust_loader(&self, lc: &mut LoaderConfig, page_url: &str) -> Result<String> {
         match self.mode {
             ProxyMode::None | ProxyMode::Intercept => {}
-            ProxyMode::Explicit if self.peer_kind == Some(Peer::SquidHierarchy) => {
+            ProxyMode::Explicit
+                if self.peer.as_ref().map(PeerProxy::kind) == Some(Peer::SquidHierarchy) =>
+            {
                 lc.proxy = Some(SocketAddr::from((
                     Ipv4Addr::LOCALHOST,
                     crate::peers::SQUID_CHILD_PORT,

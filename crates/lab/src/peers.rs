@@ -137,6 +137,10 @@ impl PeerProxy {
         Ok(proxy)
     }
 
+    pub fn kind(&self) -> Peer {
+        self.peer
+    }
+
     fn start_at(peer: Peer, at: &Placement<'_>, work_dir: &Path) -> Result<PeerProxy> {
         let role = if at.parent.is_some() { "-child" } else { "" };
         let dir = fresh_dir(work_dir, &format!("peer-{}{role}", peer.name()))?;
