@@ -64,6 +64,10 @@ pub struct Args {
     /// DNS server for origin names (IP or IP:port; default: first nameserver of /etc/resolv.conf).
     #[arg(long, value_name = "ADDR")]
     pub dns_upstream: Option<String>,
+    /// What https:// origins' certificates are verified against: system, bundled, or a PEM
+    /// file (repeatable) (as `[origin] tls-roots`).
+    #[arg(long, value_name = "system|bundled|PEM")]
+    pub tls_roots: Vec<String>,
     /// Congestion control for client sockets: bbr, cubic or reno.
     #[arg(long, value_name = "ALG")]
     pub congestion: Option<String>,
@@ -173,6 +177,10 @@ fn effective_config(args: &Args) -> anyhow::Result<ServerConfig> {
             })
             .map_err(|_| bad(format!("--dns-upstream: not an address: {d:?}")))?;
         cfg.origin.dns_upstream = Some(addr);
+    }
+    if !args.tls_roots.is_empty() {
+        cfg.origin.tls_roots =
+            webpep_server::config::TlsRoots::from_flags(&args.tls_roots).map_err(bad)?;
     }
     if let Some(c) = &args.congestion {
         cfg.air.congestion = Some(match c.as_str() {

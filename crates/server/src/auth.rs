@@ -1166,6 +1166,7 @@ mod tests {
         let explicit = Mode::Explicit {
             authority: "a".into(),
             path: "/".into(),
+            secure: false,
         };
         let connect = Mode::Connect {
             host: "a".into(),

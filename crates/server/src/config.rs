@@ -246,6 +246,71 @@ pub struct OriginConfig {
     pub http2: bool,
     /// Idle pooled connections kept per origin.
     pub max_idle_per_host: usize,
+    /// The roots `https://` origins' certificates are verified against.
+    pub tls_roots: TlsRoots,
+}
+
+/// `[origin] tls-roots`: what the edge trusts when it speaks TLS to an origin.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum TlsRoots {
+    /// `"system"`: the operating system's store; when that is empty or unreadable, the
+    /// bundled roots (with a warning).
+    #[default]
+    System,
+    /// `"bundled"`: the Mozilla roots built into webpep (`webpki-roots`).
+    Bundled,
+    /// `["ca.pem", ...]`: exactly the certificates in these PEM files (a lab's or a
+    /// company's CA).
+    Files(Vec<PathBuf>),
+}
+
+impl TlsRoots {
+    /// From `--tls-roots` values: one `system` or `bundled`, or PEM files.
+    pub fn from_flags(values: &[String]) -> Result<TlsRoots, String> {
+        match values {
+            [one] if one == "system" => Ok(TlsRoots::System),
+            [one] if one == "bundled" => Ok(TlsRoots::Bundled),
+            files if files.iter().any(|f| f == "system" || f == "bundled") => Err(
+                "--tls-roots: \"system\" or \"bundled\" stand alone, not beside PEM files".into(),
+            ),
+            files => Ok(TlsRoots::Files(files.iter().map(PathBuf::from).collect())),
+        }
+    }
+}
+
+impl Serialize for TlsRoots {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            TlsRoots::System => s.serialize_str("system"),
+            TlsRoots::Bundled => s.serialize_str("bundled"),
+            TlsRoots::Files(f) => f.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for TlsRoots {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Name(String),
+            Files(Vec<PathBuf>),
+        }
+        let expected = "\"system\", \"bundled\" or a list of PEM files";
+        match Raw::deserialize(d)
+            .map_err(|_| serde::de::Error::custom(format!("expected {expected}")))?
+        {
+            Raw::Name(n) if n == "system" => Ok(TlsRoots::System),
+            Raw::Name(n) if n == "bundled" => Ok(TlsRoots::Bundled),
+            Raw::Name(n) => Err(serde::de::Error::custom(format!(
+                "{n:?}: expected {expected} (a single file is written [\"{n}\"])"
+            ))),
+            Raw::Files(f) if f.is_empty() => Err(serde::de::Error::custom(format!(
+                "an empty list trusts nothing: expected {expected}"
+            ))),
+            Raw::Files(f) => Ok(TlsRoots::Files(f)),
+        }
+    }
 }
 
 impl Default for OriginConfig {
@@ -257,6 +322,7 @@ impl Default for OriginConfig {
             response_timeout: Secs::from_secs(30),
             http2: false,
             max_idle_per_host: 32,
+            tls_roots: TlsRoots::System,
         }
     }
 }
@@ -760,6 +826,41 @@ mod tests {
         let text = cfg.to_toml();
         let back = ServerConfig::from_toml(&text, "printed").unwrap();
         assert_eq!(cfg, back);
+    }
+
+    #[test]
+    fn tls_roots_forms() {
+        let roots = |t: &str| ServerConfig::from_toml(&format!("[origin]\ntls-roots = {t}\n"), "a");
+        assert_eq!(
+            roots("\"bundled\"").unwrap().origin.tls_roots,
+            TlsRoots::Bundled
+        );
+        assert_eq!(
+            roots("\"system\"").unwrap().origin.tls_roots,
+            TlsRoots::System
+        );
+        let files = roots("[\"/lab/ca.pem\", \"b.pem\"]").unwrap();
+        assert_eq!(
+            files.origin.tls_roots,
+            TlsRoots::Files(vec!["/lab/ca.pem".into(), "b.pem".into()])
+        );
+        assert_eq!(
+            ServerConfig::from_toml(&files.to_toml(), "printed").unwrap(),
+            files
+        );
+        for bad in ["\"ca.pem\"", "[]", "3"] {
+            let m = roots(bad).unwrap_err().to_string();
+            assert!(m.contains("tls-roots") && m.contains("PEM"), "{bad}: {m}");
+        }
+        assert_eq!(
+            TlsRoots::from_flags(&["a.pem".into(), "b.pem".into()]).unwrap(),
+            TlsRoots::Files(vec!["a.pem".into(), "b.pem".into()])
+        );
+        assert_eq!(
+            TlsRoots::from_flags(&["bundled".into()]).unwrap(),
+            TlsRoots::Bundled
+        );
+        assert!(TlsRoots::from_flags(&["system".into(), "a.pem".into()]).is_err());
     }
 
     #[test]

@@ -11,12 +11,16 @@ use http::{HeaderMap, Method};
 /// The mode of one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mode {
-    /// `GET http://host[:port]/path`: the browser is configured to use the proxy.
+    /// `GET http://host[:port]/path`: the browser is configured to use the proxy; or `GET
+    /// https://host[:port]/path` from a client proxy that intercepted the browser's TLS (the
+    /// edge then speaks TLS to the origin and verifies it).
     Explicit {
         /// `host[:port]` of the origin.
         authority: String,
         /// Path and query, starting with '/'.
         path: String,
+        /// The target was `https://`: the origin is reached over TLS (default port 443).
+        secure: bool,
     },
     /// `CONNECT host:port`: a byte tunnel.
     Connect {
@@ -58,10 +62,18 @@ impl Mode {
         }
     }
 
-    /// The origin URL (`http://authority/path`) for proxied HTTP modes.
+    /// The origin URL (`http://authority/path`, `https://` for a secure explicit request) for
+    /// proxied HTTP modes.
     pub fn origin_url(&self) -> Option<String> {
         match self {
-            Mode::Explicit { authority, path }
+            Mode::Explicit {
+                authority,
+                path,
+                secure: true,
+            } => Some(format!("https://{authority}{path}")),
+            Mode::Explicit {
+                authority, path, ..
+            }
             | Mode::Transparent { authority, path }
             | Mode::UrlPath { authority, path } => Some(format!("http://{authority}{path}")),
             _ => None,
@@ -151,21 +163,19 @@ pub fn classify(
     let uri: http::Uri = target
         .parse()
         .map_err(|_| format!("bad request target {target:?}"))?;
-    match uri.scheme_str() {
-        Some(s) if s.eq_ignore_ascii_case("http") => {}
-        Some(s) => {
-            return Err(format!(
-                "scheme {s:?} is not proxied here (use CONNECT for https)"
-            ))
-        }
+    let secure = match uri.scheme_str() {
+        Some(s) if s.eq_ignore_ascii_case("http") => false,
+        Some(s) if s.eq_ignore_ascii_case("https") => true,
+        Some(s) => return Err(format!("scheme {s:?} is not proxied here")),
         None => return Err(format!("bad request target {target:?}")),
-    }
+    };
     let authority = uri
         .authority()
         .map(|a| a.as_str().to_ascii_lowercase())
         .filter(|a| !a.contains('@'))
         .ok_or("absolute URL without a host")?;
-    split_authority(&authority, 80).ok_or_else(|| format!("bad host {authority:?}"))?;
+    split_authority(&authority, if secure { 443 } else { 80 })
+        .ok_or_else(|| format!("bad host {authority:?}"))?;
     let path = uri
         .path_and_query()
         .map(|p| p.as_str().to_string())
@@ -177,7 +187,11 @@ pub fn classify(
                 None => "/".to_string(),
             }
         });
-    Ok(Mode::Explicit { authority, path })
+    Ok(Mode::Explicit {
+        authority,
+        path,
+        secure,
+    })
 }
 
 fn same_authority(a: &str, host: &str, port: u16) -> bool {
@@ -234,13 +248,40 @@ mod tests {
             m,
             Mode::Explicit {
                 authority: "www.a.test:8080".into(),
-                path: "/x?y".into()
+                path: "/x?y".into(),
+                secure: false,
             }
         );
         assert_eq!(m.origin_url().unwrap(), "http://www.a.test:8080/x?y");
         let m = classify(&Method::GET, "http://a.test", &HeaderMap::new(), &ctx()).unwrap();
         assert_eq!(m.origin_url().unwrap(), "http://a.test/");
-        assert!(classify(&Method::GET, "https://a.test/", &HeaderMap::new(), &ctx()).is_err());
+        let s = classify(
+            &Method::GET,
+            "HTTPS://A.test/p?q",
+            &HeaderMap::new(),
+            &ctx(),
+        )
+        .unwrap();
+        assert_eq!(
+            s,
+            Mode::Explicit {
+                authority: "a.test".into(),
+                path: "/p?q".into(),
+                secure: true,
+            }
+        );
+        assert_eq!(s.origin_url().unwrap(), "https://a.test/p?q");
+        assert_eq!(s.label(), "explicit");
+        let s = classify(
+            &Method::GET,
+            "https://[::1]:8443",
+            &HeaderMap::new(),
+            &ctx(),
+        )
+        .unwrap();
+        assert_eq!(s.origin_url().unwrap(), "https://[::1]:8443/");
+        assert!(classify(&Method::GET, "ftp://a.test/", &HeaderMap::new(), &ctx()).is_err());
+        assert!(classify(&Method::GET, "https://u@a.test/", &HeaderMap::new(), &ctx()).is_err());
         assert!(classify(&Method::GET, "http://u@a.test/", &HeaderMap::new(), &ctx()).is_err());
     }
 

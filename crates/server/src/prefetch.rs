@@ -208,8 +208,10 @@ pub fn is_document(content_type: Option<&str>) -> bool {
 }
 
 /// The objects of a page (`text/html`, XHTML) or stylesheet (`text/css`) body in identity
-/// coding, resolved against `page` (and `<base href>`), `http` only, each once, without the
-/// page itself, in document order. Anything else lists nothing.
+/// coding, resolved against `page` (and `<base href>`), of the page's own scheme (`http` or
+/// `https`: a browser does not fetch an https page's objects over plain HTTP, and reaches an
+/// http page's https objects through a tunnel the cache cannot answer), each once, without
+/// the page itself, in document order. Anything else lists nothing.
 pub fn objects_of(content_type: Option<&str>, body: &[u8], page: &Url) -> Vec<Url> {
     let (base, raw) = match mime(content_type) {
         "text/html" | "application/xhtml+xml" => {
@@ -226,7 +228,7 @@ pub fn objects_of(content_type: Option<&str>, body: &[u8], page: &Url) -> Vec<Ur
     seen.insert(page.as_str().to_string());
     raw.iter()
         .filter_map(|r| base.join(r.trim()).ok())
-        .filter(|u| u.scheme() == "http" && u.host_str().is_some())
+        .filter(|u| u.scheme() == page.scheme() && u.host_str().is_some())
         .map(|mut u| {
             u.set_fragment(None);
             u
@@ -279,6 +281,24 @@ mod tests {
                 "http://static.example.com/s/a.gif",
                 "http://static.example.com/top.png",
                 "http://cdn.example.net/m.css",
+            ]
+        );
+    }
+
+    #[test]
+    fn an_https_pages_objects_are_its_https_ones() {
+        let html = br#"<img src="a.gif"><img src="http://plain.example.com/b.gif">
+            <script src="//cdn.example.net/x.js"></script>"#;
+        let page = Url::parse("https://www.example.com/").unwrap();
+        let got: Vec<String> = objects_of(Some("text/html"), html, &page)
+            .into_iter()
+            .map(|u| u.to_string())
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "https://www.example.com/a.gif",
+                "https://cdn.example.net/x.js"
             ]
         );
     }

@@ -22,7 +22,10 @@ use crate::http1::{strip_hop_by_hop, via_has};
 use crate::metrics::Metrics;
 use crate::mode::Mode;
 use crate::optimize::{content_coding, Applied};
-use crate::origin::{connect_error, error_reason};
+use crate::origin::{
+    connect_error, error_reason, ConnectError, CLIENT_CERTIFICATE, ERROR_HEADER,
+    ORIGIN_CERTIFICATE, PASSTHROUGH_HEADER,
+};
 use crate::reply::{Body, Reply};
 use crate::request::ClientRequest;
 use crate::stage::{Original, StageCtx, Timing};
@@ -841,7 +844,20 @@ async fn read_limited(
 
 fn origin_error(e: &hyper_util::client::legacy::Error) -> Reply {
     if let Some(c) = connect_error(e) {
-        return Reply::text(c.status(), &c.to_string());
+        let mut r = Reply::text(c.status(), &c.to_string());
+        // Machine-readable for a client proxy: a certificate error is shown, never worked
+        // around; an origin that wants a client certificate is for a tunnel from now on.
+        let mark = match c {
+            ConnectError::Certificate { .. } => Some((ERROR_HEADER, ORIGIN_CERTIFICATE)),
+            ConnectError::ClientCertificate { .. } => {
+                Some((PASSTHROUGH_HEADER, CLIENT_CERTIFICATE))
+            }
+            _ => None,
+        };
+        if let Some((name, value)) = mark {
+            r.headers.insert(name, HeaderValue::from_static(value));
+        }
+        return r;
     }
     Reply::text(
         StatusCode::BAD_GATEWAY,

@@ -16,7 +16,9 @@ use crate::http1;
 use crate::limits::{Buffers, ClientLimits};
 use crate::metrics::Metrics;
 use crate::mode::Mode;
-use crate::origin::{build_client, Dialer, Resolve, StubResolve, SystemResolve};
+use crate::origin::{
+    build_client, tls_config, Connector, Dialer, Resolve, StubResolve, SystemResolve,
+};
 use crate::reply::Reply;
 use crate::request::ClientRequest;
 use crate::stage::{StageFactory, Stages};
@@ -36,6 +38,9 @@ pub enum ServerError {
     /// `[auth] users-file` is missing, unreadable or has a bad line.
     #[error("auth.users-file: {0}")]
     Auth(#[from] crate::auth::UsersFileError),
+    /// `[origin] tls-roots` names a file that cannot be read or holds no certificate.
+    #[error("origin.tls-roots: {0}")]
+    TlsRoots(String),
 }
 
 impl Server {
@@ -67,7 +72,8 @@ impl Server {
             None => Arc::new(SystemResolve),
         };
         let dialer = Dialer::new(resolver, &cfg.origin, acl.clone());
-        let client = build_client(dialer.clone(), &cfg.origin);
+        let tls = tls_config(&cfg.origin).map_err(ServerError::TlsRoots)?;
+        let client = build_client(Connector::new(dialer.clone(), tls), &cfg.origin);
         let cache = if cfg.cache.enabled {
             let dir = cfg
                 .cache

@@ -219,8 +219,8 @@ impl SubRequests {
 
     /// The GET of `url` below this request, drawing on `budget` (see [`Self::allowance`]):
     /// as the client's request for it would be, with this request's URL as `Referer`.
-    /// `None` when `url` is not one the pipeline fetches for it (not `http`, no host, this
-    /// request's mode has no origin URLs).
+    /// `None` when `url` is not one the pipeline fetches for it (not `http`, or `https` from
+    /// a request that is not explicit; no host; this request's mode has no origin URLs).
     pub fn request(&self, url: &Url, budget: Budget) -> Option<SubRequest> {
         let page = self.url()?;
         let req = request_for(&self.client, &page, url)?;
@@ -289,11 +289,21 @@ pub fn request_for(client: &ClientRequest, page: &Url, url: &Url) -> Option<Clie
         Some(q) => format!("{}?{q}", url.path()),
         None => url.path().to_string(),
     };
+    let secure = match url.scheme() {
+        "http" => false,
+        "https" => true,
+        _ => return None,
+    };
     let mode = match &client.mode {
+        // Only an explicit request can name its scheme: the edge fetches an https object
+        // over TLS, verifying the origin as for the client's own requests.
         Mode::Explicit { .. } => Mode::Explicit {
             authority: authority.clone(),
             path: path.clone(),
+            secure,
         },
+        // The other modes' requests are plain HTTP by construction.
+        _ if secure => return None,
         Mode::Transparent { .. } => Mode::Transparent {
             authority: authority.clone(),
             path: path.clone(),
@@ -311,7 +321,12 @@ pub fn request_for(client: &ClientRequest, page: &Url, url: &Url) -> Option<Clie
         }
     }
     headers.insert(header::HOST, HeaderValue::from_str(&authority).ok()?);
-    if let Ok(v) = HeaderValue::from_str(page.as_str()) {
+    // As browsers do, an https page is not named to a plain-HTTP request.
+    let downgrade = page.scheme() == "https" && !secure;
+    if let Some(v) = HeaderValue::from_str(page.as_str())
+        .ok()
+        .filter(|_| !downgrade)
+    {
         headers.insert(header::REFERER, v);
     }
     let target = match mode {
@@ -405,5 +420,51 @@ mod tests {
         assert_eq!(h.get(header::REFERER).unwrap(), page().as_str());
         assert!(h.get(header::COOKIE).is_none());
         assert!(h.get(header::AUTHORIZATION).is_none());
+        let https = Url::parse("https://img.example.com/a.gif").unwrap();
+        assert!(
+            request_for(&client, &page(), &https).is_none(),
+            "a transparent request cannot say https"
+        );
+    }
+
+    #[test]
+    fn explicit_sub_requests_keep_the_objects_scheme() {
+        let page = Url::parse("https://www.example.com/").unwrap();
+        let client = ClientRequest {
+            head: RequestHead {
+                method: http::Method::GET,
+                target: page.to_string(),
+                version: http::Version::HTTP_11,
+                headers: HeaderMap::new(),
+                head_len: 0,
+            },
+            body: Bytes::new(),
+            peer: "10.0.0.2:5000".parse().unwrap(),
+            local: "10.0.0.1:3128".parse().unwrap(),
+            original_dst: None,
+            body_lease: None,
+            link: None,
+            mode: Mode::Explicit {
+                authority: "www.example.com".into(),
+                path: "/".into(),
+                secure: true,
+            },
+        };
+        let obj = Url::parse("https://img.example.com/a.gif").unwrap();
+        let r = request_for(&client, &page, &obj).unwrap();
+        assert_eq!(
+            r.mode.origin_url().unwrap(),
+            "https://img.example.com/a.gif"
+        );
+        assert_eq!(r.head.target, "https://img.example.com/a.gif");
+        assert_eq!(
+            r.head.headers.get(header::REFERER).unwrap(),
+            "https://www.example.com/"
+        );
+        let plain = Url::parse("http://img.example.com/b.gif").unwrap();
+        let r = request_for(&client, &page, &plain).unwrap();
+        assert_eq!(r.mode.origin_url().unwrap(), "http://img.example.com/b.gif");
+        assert!(r.head.headers.get(header::REFERER).is_none());
+        assert!(request_for(&client, &page, &Url::parse("ftp://a.test/x").unwrap()).is_none());
     }
 }
