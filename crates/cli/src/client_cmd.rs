@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use webpep_client::{ClientConfig, QuicUpstream};
+use webpep_client::{ClientConfig, Interception, QuicUpstream};
 use webpep_server::CancellationToken;
 use webpep_transport::{Credential, TransportSettings};
 
@@ -13,9 +13,14 @@ use crate::BadInput;
 
 /// Flags of `webpep client`; each overrides the matching key of `--config`.
 #[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
+    /// Manage the device's interception CA instead of serving.
+    #[command(subcommand)]
+    pub action: Option<Action>,
     /// TOML configuration file (keys: listen, server, credential, link-down-after,
-    /// allow-clients, max-header-bytes, max-request-body; see docs/configuration.md).
+    /// allow-clients, max-header-bytes, max-request-body, [intercept]; see
+    /// docs/configuration.md).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Where browsers reach the proxy (default 127.0.0.1:8118).
@@ -31,6 +36,77 @@ pub struct Args {
     /// is down (e.g. 30s).
     #[arg(long, value_name = "DURATION")]
     pub link_down_after: Option<String>,
+    /// Open the HTTPS tunnels the policy names with this device's CA (as `[intercept]
+    /// enabled = true`; off by default; docs/interception.md).
+    #[arg(long)]
+    pub intercept: bool,
+    /// Intercept only these hosts (repeatable; `example.com` covers its subdomains,
+    /// `*.example.com` only them, `=example.com` only that host).
+    #[arg(long, value_name = "PATTERN")]
+    pub intercept_include: Vec<String>,
+    /// Never intercept these hosts (repeatable; same patterns; wins over includes).
+    #[arg(long, value_name = "PATTERN")]
+    pub intercept_exclude: Vec<String>,
+    /// The CA's directory (as `[intercept] ca-dir`; default $XDG_DATA_HOME/webpep/ca).
+    #[arg(long, value_name = "DIR")]
+    pub ca_dir: Option<PathBuf>,
+}
+
+/// `webpep client ca ...`.
+#[derive(clap::Subcommand, Debug)]
+pub enum Action {
+    /// The certificate authority that interception's leaf certificates chain to.
+    #[command(subcommand)]
+    Ca(CaAction),
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum CaAction {
+    /// Create this device's CA (an ECDSA P-256 key, mode 0600, and a certificate) and print
+    /// its fingerprint and how to install it.
+    Init {
+        /// The CA's directory (default $XDG_DATA_HOME/webpep/ca).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// Replace an existing CA (browsers that trusted the old one must trust the new one).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Print the CA's certificate path and fingerprint (refuses a key others can read).
+    Show {
+        /// The CA's directory (default $XDG_DATA_HOME/webpep/ca).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+}
+
+fn ca(action: CaAction) -> anyhow::Result<u8> {
+    let (dir, store) = match action {
+        CaAction::Init { dir, force } => {
+            let dir = dir.unwrap_or_else(webpep_client::config::default_ca_dir);
+            let store =
+                webpep_intercept::CaStore::init(&dir, force).map_err(|e| bad(e.to_string()))?;
+            (dir, store)
+        }
+        CaAction::Show { dir } => {
+            let dir = dir.unwrap_or_else(webpep_client::config::default_ca_dir);
+            let store = webpep_intercept::CaStore::load(&dir).map_err(|e| bad(e.to_string()))?;
+            (dir, store)
+        }
+    };
+    let pem = dir.join("ca.pem");
+    println!("CA certificate: {}", pem.display());
+    println!(
+        "CA key:         {} (mode 0600)",
+        dir.join("ca-key.pem").display()
+    );
+    println!("SHA-256 fingerprint: {}", store.fingerprint());
+    println!(
+        "Trust it in Chromium: certutil -d sql:$HOME/.pki/nssdb -A -t \"C,,\" -n webpep -i {}",
+        pem.display()
+    );
+    println!("(Firefox, the system store, and the CA page the proxy serves: docs/interception.md)");
+    Ok(0)
 }
 
 fn bad(msg: String) -> anyhow::Error {
@@ -56,6 +132,18 @@ fn effective_config(args: &Args) -> anyhow::Result<ClientConfig> {
     if let Some(c) = &args.credential {
         cfg.credential = Some(c.clone());
     }
+    if args.intercept {
+        cfg.intercept.enabled = true;
+    }
+    if !args.intercept_include.is_empty() {
+        cfg.intercept.include = args.intercept_include.clone();
+    }
+    if !args.intercept_exclude.is_empty() {
+        cfg.intercept.exclude = args.intercept_exclude.clone();
+    }
+    if let Some(d) = &args.ca_dir {
+        cfg.intercept.ca_dir = Some(d.clone());
+    }
     if let Some(d) = &args.link_down_after {
         cfg.link_down_after = webpep_client::config::parse_duration(d).ok_or_else(|| {
             bad(format!(
@@ -66,7 +154,10 @@ fn effective_config(args: &Args) -> anyhow::Result<ClientConfig> {
     Ok(cfg)
 }
 
-pub fn run(args: Args) -> anyhow::Result<u8> {
+pub fn run(mut args: Args) -> anyhow::Result<u8> {
+    if let Some(Action::Ca(action)) = args.action.take() {
+        return ca(action);
+    }
     let cfg = effective_config(&args)?;
     let server = cfg
         .server
@@ -75,6 +166,18 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         bad("no credential: give --credential FILE (from `webpep server enroll NAME`)".into())
     })?;
     let credential = Credential::load(&cred_path).map_err(|e| bad(e.to_string()))?;
+    // The CA is loaded before anything listens: a key others can read stops the start.
+    let intercept = if cfg.intercept.enabled {
+        let i = Interception::load(&cfg.intercept).map_err(bad)?;
+        tracing::info!(
+            "intercepting HTTPS with the CA in {} (SHA-256 {})",
+            cfg.intercept.ca_dir().display(),
+            i.fingerprint()
+        );
+        Some(Arc::new(i))
+    } else {
+        None
+    };
     let listener = std::net::TcpListener::bind(cfg.listen)
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cfg.listen))?;
     listener.set_nonblocking(true)?;
@@ -99,7 +202,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             tracing::info!("shutting down");
             c.cancel();
         });
-        webpep_client::serve(listener, Arc::new(cfg), upstream, cancel).await;
+        webpep_client::serve_with(listener, Arc::new(cfg), upstream, intercept, cancel).await;
         Ok::<(), anyhow::Error>(())
     })?;
     Ok(0)

@@ -217,3 +217,61 @@ fn webpep_client_without_an_edge_or_credential_exits_2() {
     assert_eq!(code, 2);
     assert!(err.contains("missing.credential"), "{err}");
 }
+
+/// `webpep client ca init | show`: the key written 0600, the fingerprint printed and shown
+/// again; a second init refused without --force; a client with interception on refuses to
+/// start while the key is readable by others.
+#[test]
+fn the_interception_ca_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca");
+    let ca_s = ca.to_str().unwrap();
+    let (code, out, err) = run(dir.path(), &["client", "ca", "init", "--dir", ca_s]);
+    assert_eq!(code, 0, "{err}");
+    let fp = out
+        .lines()
+        .find_map(|l| l.strip_prefix("SHA-256 fingerprint: "))
+        .unwrap_or_else(|| panic!("no fingerprint: {out}"))
+        .to_string();
+    assert_eq!(fp.len(), 32 * 3 - 1, "{fp}");
+    let key = ca.join("ca-key.pem");
+    assert_eq!(
+        std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let (code, out, _) = run(dir.path(), &["client", "ca", "show", "--dir", ca_s]);
+    assert_eq!(code, 0);
+    assert!(out.contains(&fp), "{out}");
+    let (code, _, err) = run(dir.path(), &["client", "ca", "init", "--dir", ca_s]);
+    assert_eq!(code, 2, "a second init replaces nothing: {err}");
+    assert!(err.contains("--force") || err.contains("exists"), "{err}");
+
+    // An edge and a credential, so that only the key stops the start.
+    let state = dir.path().join("edge");
+    let (code, _, err) = run(
+        dir.path(),
+        &["server", "enroll", "dev", "--state-dir", state.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{err}");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (code, _, err) = run(
+        dir.path(),
+        &[
+            "client",
+            "--server",
+            "127.0.0.1:4433",
+            "--credential",
+            "dev.credential",
+            "--listen",
+            "127.0.0.1:0",
+            "--intercept",
+            "--ca-dir",
+            ca_s,
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("chmod 600"), "{err}");
+    let (code, _, err) = run(dir.path(), &["client", "ca", "show", "--dir", ca_s]);
+    assert_eq!(code, 2);
+    assert!(err.contains("chmod 600"), "{err}");
+}

@@ -25,6 +25,64 @@ pub struct ClientConfig {
     pub max_header_bytes: usize,
     /// Largest request body carried (uploads above it get 413).
     pub max_request_body: usize,
+    /// `[intercept]`: opt-in TLS interception of CONNECT tunnels (docs/interception.md).
+    pub intercept: InterceptConfig,
+}
+
+/// `[intercept]`: which CONNECT tunnels the client opens (with its own CA) so that their
+/// requests cross the link as ordinary requests and get every stage at the edge.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InterceptConfig {
+    /// Off by default: a tunnel is opened only by an explicit choice of the device's owner.
+    pub enabled: bool,
+    /// Hosts to intercept (empty: every host not excluded). `example.com` covers the host and
+    /// its subdomains, `*.example.com` only subdomains, `=example.com` only that host.
+    pub include: Vec<String>,
+    /// Hosts always tunnelled untouched (same patterns; exclusion wins).
+    pub exclude: Vec<String>,
+    /// Where `webpep client ca init` keeps the CA (`ca.pem`, `ca-key.pem`); default
+    /// `$XDG_DATA_HOME/webpep/ca` (or `~/.local/share/webpep/ca`).
+    pub ca_dir: Option<PathBuf>,
+    /// Leaf certificates kept in memory (one per intercepted host).
+    pub leaf_cache: usize,
+    /// The CONNECT ports intercepted (default 443: a CONNECT elsewhere may carry anything).
+    pub ports: Vec<u16>,
+}
+
+impl Default for InterceptConfig {
+    fn default() -> Self {
+        InterceptConfig {
+            enabled: false,
+            include: Vec::new(),
+            exclude: Vec::new(),
+            ca_dir: None,
+            leaf_cache: 1000,
+            ports: vec![443],
+        }
+    }
+}
+
+impl InterceptConfig {
+    /// The CA directory in effect.
+    pub fn ca_dir(&self) -> PathBuf {
+        self.ca_dir.clone().unwrap_or_else(default_ca_dir)
+    }
+}
+
+/// `$XDG_DATA_HOME/webpep/ca`, else `$HOME/.local/share/webpep/ca`, else `./webpep-ca`.
+pub fn default_ca_dir() -> PathBuf {
+    let var = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    if let Some(d) = var("XDG_DATA_HOME") {
+        return d.join("webpep").join("ca");
+    }
+    match var("HOME") {
+        Some(h) => h.join(".local").join("share").join("webpep").join("ca"),
+        None => PathBuf::from("webpep-ca"),
+    }
 }
 
 impl Default for ClientConfig {
@@ -37,6 +95,7 @@ impl Default for ClientConfig {
             allow_clients: Vec::new(),
             max_header_bytes: 64 * 1024,
             max_request_body: 16 * 1024 * 1024,
+            intercept: InterceptConfig::default(),
         }
     }
 }
@@ -58,6 +117,18 @@ struct File {
     allow_clients: Option<Vec<IpAddr>>,
     max_header_bytes: Option<usize>,
     max_request_body: Option<usize>,
+    intercept: Option<InterceptFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct InterceptFile {
+    enabled: Option<bool>,
+    include: Option<Vec<String>>,
+    exclude: Option<Vec<String>>,
+    ca_dir: Option<PathBuf>,
+    leaf_cache: Option<usize>,
+    ports: Option<Vec<u16>>,
 }
 
 impl ClientConfig {
@@ -86,6 +157,22 @@ impl ClientConfig {
         }
         if let Some(v) = f.max_request_body {
             c.max_request_body = v;
+        }
+        if let Some(i) = f.intercept {
+            let d = &mut c.intercept;
+            d.enabled = i.enabled.unwrap_or(d.enabled);
+            d.include = i.include.unwrap_or_default();
+            d.exclude = i.exclude.unwrap_or_default();
+            d.ca_dir = i.ca_dir;
+            if let Some(p) = i.ports {
+                d.ports = p;
+            }
+            if let Some(n) = i.leaf_cache {
+                if n == 0 {
+                    return Err(err("intercept.leaf-cache: must be at least 1".into()));
+                }
+                d.leaf_cache = n;
+            }
         }
         Ok(c)
     }
@@ -136,5 +223,25 @@ mod tests {
         );
         let e = ClientConfig::from_toml("link-down-after = \"soon\"\n", "c.toml").unwrap_err();
         assert!(e.to_string().contains("link-down-after"), "{e}");
+        assert!(!c.intercept.enabled, "interception is off unless asked for");
+    }
+
+    #[test]
+    fn the_intercept_table() {
+        let c = ClientConfig::from_toml(
+            "[intercept]\nenabled = true\ninclude = [\"example.com\"]\nexclude = [\"=bank.example.com\"]\nca-dir = \"/tmp/ca\"\nleaf-cache = 10\nports = [443, 8443]\n",
+            "c.toml",
+        )
+        .unwrap();
+        assert!(c.intercept.enabled);
+        assert_eq!(c.intercept.include, ["example.com"]);
+        assert_eq!(c.intercept.exclude, ["=bank.example.com"]);
+        assert_eq!(c.intercept.ca_dir(), PathBuf::from("/tmp/ca"));
+        assert_eq!(c.intercept.leaf_cache, 10);
+        assert_eq!(c.intercept.ports, [443, 8443]);
+        let e = ClientConfig::from_toml("[intercept]\nenable = true\n", "c.toml").unwrap_err();
+        assert!(e.to_string().contains("enable"), "{e}");
+        let e = ClientConfig::from_toml("[intercept]\nleaf-cache = 0\n", "c.toml").unwrap_err();
+        assert!(e.to_string().contains("leaf-cache"), "{e}");
     }
 }

@@ -4,10 +4,12 @@
 //! [`Upstream`] (the link transport's QUIC connection).
 
 pub mod config;
+pub mod intercept;
 pub mod pac;
 pub mod proxy;
 pub mod quic;
 
-pub use config::ClientConfig;
-pub use proxy::{serve, ProxyRequest, Upstream, UpstreamError, UpstreamResponse};
+pub use config::{ClientConfig, InterceptConfig};
+pub use intercept::Interception;
+pub use proxy::{serve, serve_with, ProxyRequest, Upstream, UpstreamError, UpstreamResponse};
 pub use quic::QuicUpstream;

@@ -15,7 +15,10 @@ use webpep_http1::fields::{request_keeps_alive, strip_hop_by_hop};
 use webpep_http1::request::{parse_request_head, request_body_framing, BodyFraming, RequestHead};
 use webpep_http1::response::{write_response_head, ResponseFraming};
 
+use webpep_intercept::Decision;
+
 use crate::config::ClientConfig;
+use crate::intercept::Interception;
 use crate::pac::pac_file;
 
 /// A browser's request as the proxy forwards it: an absolute URI (or, for CONNECT, the
@@ -76,6 +79,17 @@ pub async fn serve<U: Upstream>(
     upstream: Arc<U>,
     cancel: CancellationToken,
 ) {
+    serve_with(listener, cfg, upstream, None, cancel).await
+}
+
+/// [`serve`], opening the CONNECT tunnels `intercept`'s policy names (`[intercept]`).
+pub async fn serve_with<U: Upstream>(
+    listener: TcpListener,
+    cfg: Arc<ClientConfig>,
+    upstream: Arc<U>,
+    intercept: Option<Arc<Interception>>,
+    cancel: CancellationToken,
+) {
     let local = listener.local_addr().unwrap_or(cfg.listen);
     loop {
         let (stream, peer) = tokio::select! {
@@ -93,13 +107,16 @@ pub async fn serve<U: Upstream>(
             drop(stream);
             continue;
         }
-        let cfg = cfg.clone();
-        let upstream = upstream.clone();
+        let cx = Ctx {
+            cfg: cfg.clone(),
+            upstream: upstream.clone(),
+            intercept: intercept.clone(),
+        };
         let cancel = cancel.clone();
         tokio::spawn(async move {
             tokio::select! {
                 _ = cancel.cancelled() => {}
-                r = connection(stream, local, &cfg, &*upstream) => {
+                r = connection(stream, local, cx) => {
                     if let Err(e) = r {
                         tracing::debug!(%peer, "browser connection: {e}");
                     }
@@ -109,81 +126,151 @@ pub async fn serve<U: Upstream>(
     }
 }
 
+/// What every browser connection shares.
+pub(crate) struct Ctx<U> {
+    pub(crate) cfg: Arc<ClientConfig>,
+    pub(crate) upstream: Arc<U>,
+    pub(crate) intercept: Option<Arc<Interception>>,
+}
+
+impl<U> Clone for Ctx<U> {
+    fn clone(&self) -> Self {
+        Ctx {
+            cfg: self.cfg.clone(),
+            upstream: self.upstream.clone(),
+            intercept: self.intercept.clone(),
+        }
+    }
+}
+
+/// Whose requests a connection carries.
+pub(crate) enum Side<'a> {
+    /// A browser's connection to the proxy: absolute URIs, CONNECT, the proxy's own pages.
+    Proxy { local: SocketAddr },
+    /// Requests inside an intercepted tunnel to `authority` (`host[:port]`, the port left
+    /// out when 443): origin-form, on `https://authority`.
+    Intercepted { authority: &'a str, host: &'a str },
+}
+
 /// One browser connection: requests one after the other until either side closes.
 async fn connection<U: Upstream>(
     mut stream: TcpStream,
     local: SocketAddr,
-    cfg: &ClientConfig,
-    upstream: &U,
+    cx: Ctx<U>,
 ) -> std::io::Result<()> {
     let _ = stream.set_nodelay(true);
     let mut buf: Vec<u8> = Vec::with_capacity(8192);
+    match requests(&mut stream, &mut buf, &Side::Proxy { local }, &cx).await? {
+        Some(head) => connect(stream, head, buf, &cx).await,
+        None => Ok(()),
+    }
+}
+
+/// Serves HTTP/1.x requests on `stream` until it closes; a CONNECT on the proxy's side ends
+/// the loop and is returned (the bytes after its head stay in `buf`).
+pub(crate) async fn requests<S, U>(
+    stream: &mut S,
+    buf: &mut Vec<u8>,
+    side: &Side<'_>,
+    cx: &Ctx<U>,
+) -> std::io::Result<Option<RequestHead>>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    U: Upstream,
+{
+    let cfg = &*cx.cfg;
     loop {
         let head = loop {
-            match parse_request_head(&buf, cfg.max_header_bytes) {
+            match parse_request_head(buf, cfg.max_header_bytes) {
                 Ok(Some(h)) => break h,
                 Ok(None) => {}
                 Err(e) => {
                     let status = e.status();
-                    return reply(&mut stream, status, &e.to_string(), false).await;
+                    reply(stream, status, &e.to_string(), false).await?;
+                    return Ok(None);
                 }
             }
-            if stream.read_buf(&mut buf).await? == 0 {
-                return Ok(());
+            if stream.read_buf(buf).await? == 0 {
+                return Ok(None);
             }
         };
         buf.drain(..head.head_len);
         let keep_alive = request_keeps_alive(head.version, &head.headers);
 
-        if head.method == Method::CONNECT {
-            return connect(stream, head, buf, upstream).await;
-        }
-        // Requests for the proxy itself: the PAC file.
-        if head.target.starts_with('/') {
-            if head.method == Method::GET && head.target == "/proxy.pac" {
-                let pac = pac_file(local);
-                let mut headers = HeaderMap::new();
-                headers.insert(
-                    http::header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/x-ns-proxy-autoconfig"),
-                );
-                let out = write_response_head(
-                    StatusCode::OK,
-                    &headers,
-                    ResponseFraming::Length(pac.len() as u64),
-                    None,
-                    keep_alive,
-                    Version::HTTP_11,
-                );
-                stream.write_all(&out).await?;
-                stream.write_all(pac.as_bytes()).await?;
-                if keep_alive {
-                    continue;
+        let target = match side {
+            Side::Proxy { local } => {
+                if head.method == Method::CONNECT {
+                    return Ok(Some(head));
                 }
-                return Ok(());
+                let page = if head.target.starts_with('/') {
+                    Some(own_page(&head.target, *local, cx.intercept.as_deref()))
+                } else if crate::intercept::is_ca_page_host(&head.target) {
+                    let path = head.target.splitn(4, '/').nth(3).unwrap_or("");
+                    Some(own_page(
+                        &format!("/{path}"),
+                        *local,
+                        cx.intercept.as_deref(),
+                    ))
+                } else {
+                    None
+                };
+                if let Some(page) = page {
+                    if head.method != Method::GET && head.method != Method::HEAD {
+                        reply(stream, StatusCode::METHOD_NOT_ALLOWED, "GET only", false).await?;
+                        return Ok(None);
+                    }
+                    let (status, headers, body) = page;
+                    write_page(stream, status, &headers, &body, &head, keep_alive).await?;
+                    if keep_alive && status.is_success() {
+                        continue;
+                    }
+                    return Ok(None);
+                }
+                if !(head.target.starts_with("http://") || head.target.starts_with("https://")) {
+                    reply(
+                        stream,
+                        StatusCode::BAD_REQUEST,
+                        "a proxy request names an absolute http:// URI",
+                        false,
+                    )
+                    .await?;
+                    return Ok(None);
+                }
+                head.target.clone()
             }
-            return reply(
-                &mut stream,
-                StatusCode::NOT_FOUND,
-                "this is webpep's device proxy: configure it as the browser's HTTP proxy, or use /proxy.pac",
-                false,
-            )
-            .await;
-        }
-        if !(head.target.starts_with("http://") || head.target.starts_with("https://")) {
-            return reply(
-                &mut stream,
-                StatusCode::BAD_REQUEST,
-                "a proxy request names an absolute http:// URI",
-                false,
-            )
-            .await;
-        }
-        let body = match read_body(&mut stream, &mut buf, &head, cfg).await {
+            Side::Intercepted { authority, .. } => {
+                if head.method == Method::CONNECT {
+                    reply(
+                        stream,
+                        StatusCode::METHOD_NOT_ALLOWED,
+                        "CONNECT inside a tunnel",
+                        false,
+                    )
+                    .await?;
+                    return Ok(None);
+                }
+                if head.target.starts_with('/') {
+                    format!("https://{authority}{}", head.target)
+                } else if head.target.starts_with("https://") {
+                    head.target.clone()
+                } else {
+                    reply(
+                        stream,
+                        StatusCode::BAD_REQUEST,
+                        "a request in a TLS connection names a path",
+                        false,
+                    )
+                    .await?;
+                    return Ok(None);
+                }
+            }
+        };
+        let body = match read_body(stream, buf, &head, cfg).await {
             Ok(b) => b,
             Err(BodyError::Io(e)) => return Err(e),
             Err(BodyError::Refused(status, why)) => {
-                return reply(&mut stream, status, &why, false).await
+                reply(stream, status, &why, false).await?;
+                return Ok(None);
             }
         };
         let mut headers = head.headers.clone();
@@ -191,29 +278,22 @@ async fn connection<U: Upstream>(
         headers.remove(http::header::PROXY_AUTHORIZATION);
         let req = ProxyRequest {
             method: head.method.clone(),
-            target: head.target.clone(),
+            target,
             headers,
             body,
         };
-        let answer = tokio::time::timeout(cfg.link_down_after, upstream.request(req)).await;
-        let resp = match answer {
-            Ok(Ok(r)) => r,
-            Ok(Err(UpstreamError::LinkDown(why))) => {
-                return link_down(&mut stream, &why).await;
+        let resp = match forward(req, side, cx).await {
+            Forwarded::Answer(r) => r,
+            Forwarded::LinkDown(why) => {
+                link_down(stream, &why).await?;
+                return Ok(None);
             }
-            Ok(Err(UpstreamError::Failed(status, why))) => {
-                reply(&mut stream, status, &why, keep_alive).await?;
+            Forwarded::Failed(status, why) => {
+                reply(stream, status, &why, keep_alive).await?;
                 if keep_alive {
                     continue;
                 }
-                return Ok(());
-            }
-            Err(_) => {
-                let why = format!(
-                    "no answer from the edge within {:.0} s",
-                    cfg.link_down_after.as_secs_f64()
-                );
-                return link_down(&mut stream, &why).await;
+                return Ok(None);
             }
         };
         let no_body = head.method == Method::HEAD
@@ -239,12 +319,110 @@ async fn connection<U: Upstream>(
         );
         stream.write_all(&out).await?;
         if !no_body {
-            copy_body(resp.body, &mut stream, framing).await?;
+            copy_body(resp.body, stream, framing).await?;
         }
         if !keep_alive {
-            return stream.shutdown().await;
+            stream.shutdown().await?;
+            return Ok(None);
         }
     }
+}
+
+/// What became of a request sent to the edge.
+pub(crate) enum Forwarded {
+    Answer(UpstreamResponse),
+    /// The browser gets the link-down page.
+    LinkDown(String),
+    /// The browser gets an error page with this status.
+    Failed(StatusCode, String),
+}
+
+/// Sends `req` to the edge within `link-down-after`; inside an intercepted tunnel, an answer
+/// that says the origin wants a client certificate makes the host a tunnel from now on.
+pub(crate) async fn forward<U: Upstream>(
+    req: ProxyRequest,
+    side: &Side<'_>,
+    cx: &Ctx<U>,
+) -> Forwarded {
+    let cfg = &*cx.cfg;
+    match tokio::time::timeout(cfg.link_down_after, cx.upstream.request(req)).await {
+        Ok(Ok(r)) => match (side, &cx.intercept) {
+            (Side::Intercepted { host, .. }, Some(i)) => match i.after_response(host, r) {
+                Ok(r) => Forwarded::Answer(r),
+                Err((status, why)) => Forwarded::Failed(status, why),
+            },
+            _ => Forwarded::Answer(r),
+        },
+        Ok(Err(UpstreamError::LinkDown(why))) => Forwarded::LinkDown(why),
+        Ok(Err(UpstreamError::Failed(status, why))) => Forwarded::Failed(status, why),
+        Err(_) => Forwarded::LinkDown(format!(
+            "no answer from the edge within {:.0} s",
+            cfg.link_down_after.as_secs_f64()
+        )),
+    }
+}
+
+/// The proxy's own pages, at its address: the PAC file, and with interception on, the CA
+/// certificate and how to install it.
+fn own_page(
+    path: &str,
+    local: SocketAddr,
+    intercept: Option<&Interception>,
+) -> (StatusCode, HeaderMap, Bytes) {
+    let path = path.split('?').next().unwrap_or(path);
+    let mut headers = HeaderMap::new();
+    let typed = |headers: &mut HeaderMap, ct: &'static str| {
+        headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(ct));
+    };
+    match (path, intercept) {
+        ("/proxy.pac", _) => {
+            typed(&mut headers, "application/x-ns-proxy-autoconfig");
+            (StatusCode::OK, headers, Bytes::from(pac_file(local)))
+        }
+        ("/ca.pem", Some(i)) => {
+            typed(&mut headers, "application/x-x509-ca-cert");
+            headers.insert(
+                http::header::CONTENT_DISPOSITION,
+                HeaderValue::from_static("attachment; filename=\"webpep-ca.pem\""),
+            );
+            (StatusCode::OK, headers, Bytes::from(i.ca_pem().to_string()))
+        }
+        ("/" | "/ca", Some(i)) => {
+            typed(&mut headers, "text/html; charset=utf-8");
+            (StatusCode::OK, headers, Bytes::from(i.ca_page(local)))
+        }
+        _ => {
+            let (headers, body) = error_page(
+                StatusCode::NOT_FOUND,
+                "this is webpep's device proxy: configure it as the browser's HTTP proxy, or use /proxy.pac",
+            );
+            (StatusCode::NOT_FOUND, headers, Bytes::from(body))
+        }
+    }
+}
+
+async fn write_page<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &[u8],
+    head: &RequestHead,
+    keep_alive: bool,
+) -> std::io::Result<()> {
+    let keep_alive = keep_alive && status.is_success();
+    let out = write_response_head(
+        status,
+        headers,
+        ResponseFraming::Length(body.len() as u64),
+        None,
+        keep_alive,
+        Version::HTTP_11,
+    );
+    stream.write_all(&out).await?;
+    if head.method != Method::HEAD {
+        stream.write_all(body).await?;
+    }
+    stream.flush().await
 }
 
 enum BodyError {
@@ -254,8 +432,8 @@ enum BodyError {
 
 /// The request body, whole (uploads from a browser are small next to what the link carries
 /// back; a limit answers 413 above it).
-async fn read_body(
-    stream: &mut TcpStream,
+async fn read_body<S: AsyncRead + Unpin>(
+    stream: &mut S,
     buf: &mut Vec<u8>,
     head: &RequestHead,
     cfg: &ClientConfig,
@@ -298,9 +476,9 @@ async fn read_body(
     }
 }
 
-async fn copy_body(
+async fn copy_body<S: AsyncWrite + Unpin>(
     mut body: Box<dyn AsyncRead + Send + Unpin>,
-    out: &mut TcpStream,
+    out: &mut S,
     framing: ResponseFraming,
 ) -> std::io::Result<()> {
     let mut chunk = vec![0u8; 16 * 1024];
@@ -324,15 +502,16 @@ async fn copy_body(
 }
 
 /// CONNECT: the edge opens the TCP connection; the browser's bytes (its TLS) go through
-/// untouched.
+/// untouched — unless `[intercept]` names the host, when the client ends the browser's TLS
+/// itself and its requests cross the link as ordinary ones.
 async fn connect<U: Upstream>(
     mut stream: TcpStream,
     head: RequestHead,
     early: Vec<u8>,
-    upstream: &U,
+    cx: &Ctx<U>,
 ) -> std::io::Result<()> {
     let authority = head.target.clone();
-    if authority.contains('/') || !authority.contains(':') {
+    let Some((host, port)) = split_connect_authority(&authority) else {
         return reply(
             &mut stream,
             StatusCode::BAD_REQUEST,
@@ -340,11 +519,21 @@ async fn connect<U: Upstream>(
             false,
         )
         .await;
+    };
+    if let Some(i) = &cx.intercept {
+        match i.decide(&host, port) {
+            Decision::Intercept => {
+                return crate::intercept::intercepted(stream, early, &host, port, cx).await
+            }
+            Decision::Tunnel(why) => {
+                tracing::debug!(%authority, "tunnelled untouched: {why}");
+            }
+        }
     }
     let mut headers = head.headers.clone();
     strip_hop_by_hop(&mut headers);
     headers.remove(http::header::PROXY_AUTHORIZATION);
-    let (mut from_edge, mut to_edge) = match upstream.tunnel(authority.clone(), headers).await {
+    let (mut from_edge, mut to_edge) = match cx.upstream.tunnel(authority.clone(), headers).await {
         Ok(t) => t,
         Err(UpstreamError::LinkDown(why)) => return link_down(&mut stream, &why).await,
         Err(UpstreamError::Failed(status, why)) => {
@@ -370,13 +559,19 @@ async fn connect<U: Upstream>(
     a.and(b)
 }
 
+/// `host:port` of a CONNECT (brackets of an IPv6 literal removed, host lower-cased).
+fn split_connect_authority(authority: &str) -> Option<(String, u16)> {
+    if authority.contains('/') {
+        return None;
+    }
+    let (host, port) = authority.rsplit_once(':')?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port = port.parse::<u16>().ok().filter(|p| *p != 0)?;
+    (!host.is_empty()).then(|| (host.to_ascii_lowercase(), port))
+}
+
 /// A short page for the browser: what happened, in words.
-async fn reply(
-    stream: &mut TcpStream,
-    status: StatusCode,
-    message: &str,
-    keep_alive: bool,
-) -> std::io::Result<()> {
+pub(crate) fn error_page(status: StatusCode, message: &str) -> (HeaderMap, String) {
     let body = format!(
         "<!doctype html><title>{code} {reason}</title><h1>{code} {reason}</h1><p>{msg}</p><p>webpep client</p>\n",
         code = status.as_u16(),
@@ -392,6 +587,16 @@ async fn reply(
         http::header::CACHE_CONTROL,
         HeaderValue::from_static("no-store"),
     );
+    (headers, body)
+}
+
+async fn reply<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    status: StatusCode,
+    message: &str,
+    keep_alive: bool,
+) -> std::io::Result<()> {
+    let (headers, body) = error_page(status, message);
     let out = write_response_head(
         status,
         &headers,
@@ -405,18 +610,23 @@ async fn reply(
     stream.flush().await
 }
 
+/// The text of the link-down page.
+pub(crate) fn link_down_message(why: &str) -> String {
+    format!("The slow link to the webpep edge is down ({why}). The page will load once the link is back; try again.")
+}
+
 /// The link to the edge is down: a clear page now rather than a browser spinning for minutes.
-async fn link_down(stream: &mut TcpStream, why: &str) -> std::io::Result<()> {
+async fn link_down<S: AsyncWrite + Unpin>(stream: &mut S, why: &str) -> std::io::Result<()> {
     reply(
         stream,
         StatusCode::GATEWAY_TIMEOUT,
-        &format!("The slow link to the webpep edge is down ({why}). The page will load once the link is back; try again."),
+        &link_down_message(why),
         false,
     )
     .await
 }
 
-fn html_escape(s: &str) -> String {
+pub(crate) fn html_escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

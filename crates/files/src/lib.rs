@@ -20,8 +20,15 @@ pub enum Access {
 /// Writes `bytes` to `path` atomically. The error names the file it concerns.
 pub fn write_atomic(path: &Path, bytes: &[u8], access: Access) -> Result<(), FileError> {
     let tmp = path.with_extension("tmp");
+    // A leftover temporary file (a crash mid-write) is removed, not reused: opened again it
+    // would keep whatever permissions it had, and a private file must be created 0600.
+    match fs::remove_file(&tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(source) => return Err(FileError::Io { path: tmp, source }),
+    }
     let mut options = fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
+    options.write(true).create_new(true);
     #[cfg(unix)]
     if access == Access::Private {
         use std::os::unix::fs::OpenOptionsExt;
@@ -104,6 +111,14 @@ mod tests {
             "{err}"
         );
         assert!(err.to_string().contains("key.pem"));
+        // A temporary file left world-readable by a crash is not reused.
+        let tmp = key.with_extension("tmp");
+        fs::write(&tmp, b"stale").unwrap();
+        fs::set_permissions(&tmp, fs::Permissions::from_mode(0o666)).unwrap();
+        write_atomic(&key, b"third", Access::Private).unwrap();
+        let mode = fs::metadata(&key).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert!(!tmp.exists());
     }
 
     #[test]

@@ -21,12 +21,14 @@
 //! # Ok(()) }
 //! ```
 
+mod accept;
 mod ca;
 mod der;
 mod host;
 mod leaf;
 mod policy;
 
+pub use accept::{accept_browser, https_authority, AcceptError, Accepted, Rewind};
 pub use ca::{CaError, CaStore, IssuedCert, CA_CERT_FILE, CA_KEY_FILE};
 pub use host::valid_host_name;
 pub use leaf::{provider, server_config, LeafCache, ALPN};

@@ -14,7 +14,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -58,6 +58,10 @@ pub struct Launch<'a> {
     pub dir: PathBuf,
     /// The DNS server the browser uses (port 53: resolv.conf names no port).
     pub resolver: SocketAddr,
+    /// The lab's per-run CA (PEM file), trusted through an NSS database in the browser's own
+    /// fresh home: every https origin of the lab, and a proxy that intercepts with this CA,
+    /// present certificates it signed. Certificate errors are then real errors.
+    pub ca_pem: &'a Path,
     /// An explicit HTTP proxy; `None`: direct.
     pub proxy: Option<SocketAddr>,
 }
@@ -109,10 +113,6 @@ fn flags(profile: &Path, proxy: Option<SocketAddr>) -> Vec<String> {
         "--disable-client-side-phishing-detection",
         "--metrics-recording-only",
         "--mute-audio",
-        // Names on Chromium's HSTS preload list (www.amazon.com) are loaded over https
-        // whatever the page says, as a real user's would be: the lab's servers answer with
-        // certificates of the lab CA, which this browser takes.
-        "--ignore-certificate-errors",
         // Such a page's http:// scripts and stylesheets (a 2003 page's) would then be blocked
         // as mixed content, and the browser would load less than the page: they load, so
         // every configuration loads the same objects.
@@ -141,6 +141,42 @@ fn flags(profile: &Path, proxy: Option<SocketAddr>) -> Vec<String> {
 }
 
 static LAUNCHES: AtomicU64 = AtomicU64::new(0);
+
+/// A new NSS database at `db` that trusts `ca_pem` to identify web sites (`certutil` of
+/// Debian's libnss3-tools, as a user would run it: docs/interception.md).
+pub fn trust_ca_in_nss(db: &Path, ca_pem: &Path) -> Result<()> {
+    std::fs::create_dir_all(db).map_err(io("NSS database directory"))?;
+    let sql = format!("sql:{}", db.display());
+    let run = |args: &[&str]| -> Result<()> {
+        let out = Command::new("certutil").args(args).output().map_err(|e| {
+            LabError::Other(format!(
+                "Chromium: certutil: {e} (the lab's CA is given to Chromium through an NSS \
+                 database: apt-get install libnss3-tools)"
+            ))
+        })?;
+        if !out.status.success() {
+            return Err(LabError::Other(format!(
+                "Chromium: certutil {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(())
+    };
+    run(&["-d", &sql, "-N", "--empty-password"])?;
+    let pem = ca_pem.to_string_lossy();
+    run(&[
+        "-d",
+        &sql,
+        "-A",
+        "-t",
+        "C,,",
+        "-n",
+        "webpep-lab",
+        "-i",
+        &pem,
+    ])
+}
 
 /// A pipe end moved to a descriptor ≥ 10 (close-on-exec), so that placing the browser's ends
 /// on fds 3 and 4 in the child cannot overwrite one with the other.
@@ -191,6 +227,9 @@ impl Chromium {
         std::fs::write(&resolv, format!("nameserver {}\n", l.resolver.ip()))
             .map_err(io("resolv.conf"))?;
         let log = File::create(dir.join("chromium.log")).map_err(io("log file"))?;
+        // Chromium on Linux reads its trust anchors from $HOME/.pki/nssdb.
+        let home = dir.join("home");
+        trust_ca_in_nss(&home.join(".pki").join("nssdb"), l.ca_pem)?;
 
         let (cmd_r, cmd_w) = std::io::pipe().map_err(io("pipe"))?;
         let (ev_r, ev_w) = std::io::pipe().map_err(io("pipe"))?;
@@ -201,7 +240,8 @@ impl Chromium {
             .map_err(|_| LabError::Other("Chromium: a NUL in the work directory's path".into()))?;
 
         let mut cmd = l.ns.command(l.binary);
-        cmd.args(flags(&profile, l.proxy))
+        cmd.env("HOME", &home)
+            .args(flags(&profile, l.proxy))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::from(log));

@@ -299,6 +299,12 @@ pub struct LabConfig {
     /// Default false: the client's first connection ever, a full handshake.
     #[serde(default)]
     pub quic_resumed: bool,
+    /// HTTPS interception with the lab's per-run CA (the one the browsers trust): with
+    /// `proxy = "dual"`, `webpep client`'s `[intercept]` opens the browser's CONNECT tunnels
+    /// and their requests cross the link as ordinary ones, every stage applying at the edge.
+    /// Default false: tunnels carry the browser's TLS untouched.
+    #[serde(default)]
+    pub tls_intercept: bool,
 }
 
 /// The dual proxy's QUIC congestion controller.
@@ -415,6 +421,9 @@ impl LabConfig {
             }
             if self.quic_resumed {
                 s += ", the client resumes an earlier session (0-RTT)";
+            }
+            if self.tls_intercept {
+                s += ", HTTPS intercepted by the client";
             }
         }
         match self.peer {

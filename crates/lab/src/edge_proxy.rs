@@ -202,13 +202,15 @@ fn nft(ns: &NetNs, script: &str) -> Result<()> {
 
 impl EdgeProxy {
     /// Starts the proxy (and its DNS side) for `cfg` in `edge`, with a fresh cache under
-    /// `work_dir`.
+    /// `work_dir`. `lab_ca`, the lab CA's directory, is what the edge trusts for https origins
+    /// and what signs an intercepting proxy's leaf certificates.
     pub fn start(
         topo: &Topology,
         cfg: &LabConfig,
         tcp: TcpEra,
         work_dir: &Path,
         time_scale: f64,
+        lab_ca: Option<&Path>,
     ) -> Result<EdgeProxy> {
         static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -245,7 +247,11 @@ impl EdgeProxy {
             proxy.peer = Some(p);
             return Ok(proxy);
         }
-        let scfg = server_config(cfg, topo.ue_addr(), edge_addr, &proxy.cache_dir, time_scale);
+        let mut scfg = server_config(cfg, topo.ue_addr(), edge_addr, &proxy.cache_dir, time_scale);
+        if let Some(dir) = lab_ca {
+            scfg.origin.tls_roots =
+                webpep_server::config::TlsRoots::Files(vec![dir.join("ca.pem")]);
+        }
         scfg.validate("lab edge proxy configuration").map_err(|e| {
             LabError::Other(format!("edge proxy configuration: {e}\n{}", scfg.to_toml()))
         })?;
@@ -275,7 +281,12 @@ impl EdgeProxy {
             })?);
 
         if cfg.proxy == ProxyMode::Dual {
-            proxy.start_dual(topo, server_for_quic.clone(), cfg)?;
+            proxy.start_dual(topo, server_for_quic.clone(), cfg, lab_ca)?;
+        } else if cfg.tls_intercept {
+            return Err(LabError::BadInput(format!(
+                "tls_intercept = true is built for proxy = \"dual\" only, not {:?}",
+                cfg.proxy.name()
+            )));
         }
 
         if cfg.proxy == ProxyMode::TransparentDns {
@@ -343,7 +354,27 @@ impl EdgeProxy {
         topo: &Topology,
         server: Arc<webpep_server::Server>,
         cfg: &LabConfig,
+        lab_ca: Option<&Path>,
     ) -> Result<()> {
+        let intercept = match (cfg.tls_intercept, lab_ca) {
+            (false, _) => None,
+            (true, None) => {
+                return Err(LabError::Other(
+                    "tls_intercept needs the lab CA, and none was given".into(),
+                ))
+            }
+            (true, Some(dir)) => {
+                let ca = webpep_intercept::CaStore::load(dir)
+                    .map_err(|e| LabError::Other(format!("the lab CA for interception: {e}")))?;
+                let icfg = webpep_client::InterceptConfig {
+                    enabled: true,
+                    ..webpep_client::InterceptConfig::default()
+                };
+                let i = webpep_client::Interception::new(Arc::new(ca), &icfg, dir.to_path_buf())
+                    .map_err(LabError::Other)?;
+                Some(Arc::new(i))
+            }
+        };
         let state = self.quic_state_dir();
         let _ = std::fs::remove_dir_all(&state);
         let identity = Arc::new(
@@ -407,7 +438,8 @@ impl EdgeProxy {
                             .map_err(|e| e.to_string());
                         let _ = warmed_tx.send(r);
                     }
-                    webpep_client::serve(listener, Arc::new(cfg), upstream, c).await;
+                    webpep_client::serve_with(listener, Arc::new(cfg), upstream, intercept, c)
+                        .await;
                 })
             })?);
         if resumed {

@@ -3,7 +3,7 @@
 //! in `edge`, where `ue` sends its queries (so they cross the emulated link).
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, UdpSocket};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use webpep_replay::{
@@ -24,6 +24,10 @@ pub struct Hosting {
     pub resolver: CachingResolver,
     /// The lab CA's certificate (PEM), for clients that must trust the HTTPS origins.
     pub ca_pem: String,
+    /// The directory of the lab CA (`ca.pem`, and `ca-key.pem` mode 0600): Chromium's NSS
+    /// database and the edge's origin roots take `ca.pem`; a proxy that intercepts HTTPS in
+    /// the lab signs its leaf certificates with this CA, so browsers trust one CA per run.
+    pub ca_dir: PathBuf,
     /// Where `ue` sends DNS queries.
     pub resolver_addr: SocketAddr,
 }
@@ -124,6 +128,7 @@ impl Hosting {
             auth,
             resolver,
             ca_pem: ca.ca_pem().to_string(),
+            ca_dir: ca_dir.to_path_buf(),
             resolver_addr,
         })
     }

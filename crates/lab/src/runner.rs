@@ -685,7 +685,14 @@ fn prepare(
     lc.page_timeout = Duration::from_secs_f64(limit / k);
     let proxy = match cfg.proxy {
         ProxyMode::None => None,
-        _ => Some(EdgeProxy::start(topo, cfg, opts.tcp, &opts.out, k)?),
+        _ => Some(EdgeProxy::start(
+            topo,
+            cfg,
+            opts.tcp,
+            &opts.out,
+            k,
+            Some(&hosting.ca_dir),
+        )?),
     };
     let url = match &proxy {
         Some(p) => p.adjust_loader(&mut lc, &page.url)?,
@@ -717,6 +724,7 @@ fn measure_chromium(
         dir: opts.out.clone(),
         resolver,
         proxy: lc.proxy,
+        ca_pem: &hosting.ca_dir.join("ca.pem"),
     })?;
     let gap = Duration::from_secs_f64(opts.gap_s / k);
     if cfg.warm {

@@ -1155,3 +1155,107 @@ fn a_configuration_that_cannot_load_a_page_does_not_stop_the_run() {
     assert!(html.contains("Not applicable"), "report names it");
     assert!(r.not_applicable_note().contains("secure transparent-url"));
 }
+
+/// A page served only over https, of compressible text, a small stylesheet and an image.
+fn https_text_corpus(dir: &Path) -> Corpus {
+    let mut w = CorpusWriter::create(dir).unwrap();
+    let mut html = String::from(
+        "<html><head><link rel=stylesheet href=\"/s.css\"></head><body><img src=\"https://img.small.test/a.gif\">",
+    );
+    for i in 0..300 {
+        html += &format!("<p class=\"story\">Story {i}: the slow link carries this text compressed only when the proxy can read it.</p>\n");
+    }
+    html += "</body></html>";
+    let object = |url: &str, ct: &str, v| Object {
+        url: url.into(),
+        content_type: ct.into(),
+        status: 200,
+        headers: vec![],
+        versions: vec![v],
+    };
+    let objects = vec![
+        object(
+            "https://www.small.test/",
+            "text/html",
+            w.version(html.as_bytes(), LM).unwrap(),
+        ),
+        object(
+            "https://www.small.test/s.css",
+            "text/css",
+            w.version(b"p.story { margin: 0 0 1em 0; color: #222 }", LM)
+                .unwrap(),
+        ),
+        object(
+            "https://img.small.test/a.gif",
+            "image/gif",
+            w.version(&[9u8; 1500], LM).unwrap(),
+        ),
+    ];
+    w.finish(&Manifest {
+        format_version: FORMAT_VERSION,
+        name: "small-https-text".into(),
+        description: String::new(),
+        domains: vec!["www.small.test".into(), "img.small.test".into()],
+        pages: vec![Page {
+            id: "secure".into(),
+            url: "https://www.small.test/".into(),
+            source: "test".into(),
+            objects,
+        }],
+    })
+    .unwrap()
+}
+
+/// Issue 35: an https page through the dual proxy. Tunnelled (`dual`), the edge sees only
+/// bytes; intercepted (`dual-intercept`), the client ends the browser's TLS with a leaf of the
+/// lab CA, the edge fetches the page over verified TLS and compresses it and inlines its
+/// stylesheet, and fewer bytes cross the air.
+#[test]
+fn an_https_page_gets_every_stage_when_the_client_intercepts() {
+    if !netns_available("an_https_page_gets_every_stage_when_the_client_intercepts") {
+        return;
+    }
+    let dir = TestDir::new("run-intercept");
+    let corpus = https_text_corpus(&dir.join("corpus"));
+    let opts = options(corpus, &dir, &["dual", "dual-intercept"]);
+    let r = run(&opts).expect("the run completes");
+    eprintln!("{}\n{}", r.table(), r.air_table());
+    let load = |c: &str| r.loads.iter().find(|l| l.config == c).unwrap();
+    let (tunnel, intercept) = (load("dual"), load("dual-intercept"));
+    for l in [tunnel, intercept] {
+        assert_eq!(l.errors, 0, "{}: {l:?}", l.config);
+        assert_eq!((l.page_objects, l.missing), (3, 0), "{}", l.config);
+    }
+    assert_eq!(tunnel.inlined, 0, "a tunnel cannot be read");
+    assert_eq!(intercept.inlined, 1, "the stylesheet went into the page");
+    assert!(
+        intercept.air_down_bytes * 2 < tunnel.air_down_bytes,
+        "compressed: {} bytes down intercepted, {} tunnelled",
+        intercept.air_down_bytes,
+        tunnel.air_down_bytes
+    );
+}
+
+/// Real Chromium through the intercepting client: it trusts the lab's CA through the NSS
+/// database of its fresh profile (no `--ignore-certificate-errors`), so the leaf the client
+/// minted is accepted and every object arrives.
+#[test]
+fn chromium_trusts_the_intercepting_client_through_its_nss_database() {
+    if !chromium_available("chromium_trusts_the_intercepting_client_through_its_nss_database") {
+        return;
+    }
+    let dir = TestDir::new("run-chromium-intercept");
+    let corpus = https_text_corpus(&dir.join("corpus"));
+    let opts = options(corpus, &dir, &["chromium", "chromium-dual-intercept"]);
+    let r = run(&opts).expect("the run completes");
+    eprintln!("{}\n{}", r.table(), r.air_table());
+    for l in &r.loads {
+        assert_eq!(l.errors, 0, "{}: {l:?}", l.config);
+        assert_eq!(l.missing, 0, "{}: {:?}", l.config, l.missing_why);
+    }
+    let load = |c: &str| r.loads.iter().find(|l| l.config == c).unwrap();
+    assert!(
+        load("chromium-dual-intercept").air_down_bytes * 2 < load("chromium").air_down_bytes,
+        "the intercepted page crossed the air compressed"
+    );
+}

@@ -101,8 +101,8 @@ fn the_edge_proxy_sets_the_air_sides_initial_rto_per_load() {
     let edge_rto = |local| rto(&topo.edge, ue, local);
 
     // Tuned: the proxy's own `[air] initial-rto`, 003 §6.1's 7 s ÷ k, on its ports only.
-    let proxy =
-        EdgeProxy::start(&topo, &all["explicit"], TcpEra::Y2003, &work, 10.0).expect("explicit");
+    let proxy = EdgeProxy::start(&topo, &all["explicit"], TcpEra::Y2003, &work, 10.0, None)
+        .expect("explicit");
     let deadline = Instant::now() + Duration::from_secs(5);
     while edge_rto(on_proxy_port) != 7 * second / 10 {
         assert!(
@@ -122,6 +122,7 @@ fn the_edge_proxy_sets_the_air_sides_initial_rto_per_load() {
         TcpEra::Y2003,
         &work,
         10.0,
+        None,
     )
     .expect("explicit-no-tuning");
     assert_eq!(edge_rto(None), 3 * second / 10);

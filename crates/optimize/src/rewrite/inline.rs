@@ -13,7 +13,8 @@
 //! which compression cannot shorten; in the page they cost their bytes and a third more.
 //!
 //! What may be inlined is chosen so the page means the same afterwards:
-//! - only `http` references in the HTML namespace, resolved against the first `<base href>`;
+//! - only references of the page's own scheme (`http`, or `https` in a page the proxy reads
+//!   through interception) in the HTML namespace, resolved against the first `<base href>`;
 //! - stylesheets: `rel` has `stylesheet` and not `alternate`; no `disabled`, `title`,
 //!   `integrity`, `nonce`, `crossorigin`, `onload` or `onerror`; `type`, if any, `text/css`;
 //!   `media` is kept on the `<style>`; relative `url()` and `@import` references become
@@ -190,9 +191,15 @@ fn track_picture<'h>(open: &Rc<Cell<u32>>) -> Handler<'h> {
     })
 }
 
-/// Resolves a raw reference; only `http` URLs are fetched by the proxy (https is tunnelled).
-fn resolve(raw: &str, base: &Url) -> Option<Url> {
-    webpep_discover::resolve(base, &decode_entities(raw)).filter(|u| u.scheme() == "http")
+/// Resolves a raw reference; only URLs of the document's own scheme (`http`, or `https` for
+/// a page the proxy reads because the device's client intercepted its TLS) are inlined: an
+/// https object in an http page would lose its protection, an http one in an https page is
+/// mixed content the browser may have blocked.
+fn resolve(raw: &str, base: &Url, scheme: &str) -> Option<Url> {
+    if !matches!(scheme, "http" | "https") {
+        return None;
+    }
+    webpep_discover::resolve(base, &decode_entities(raw)).filter(|u| u.scheme() == scheme)
 }
 
 /// The handler that tracks the first `<base href>` (HTML §4.2.3); a non-http(s) base is
@@ -239,7 +246,10 @@ pub fn inline_candidates(html: &[u8], page_url: &Url) -> InlineScan {
         element!("link[href], script[src], img[src]", move |el| {
             let base = b.borrow().0.clone();
             if el.tag_name().eq_ignore_ascii_case("img") {
-                if let Some(u) = el.get_attribute("src").and_then(|r| resolve(&r, &base)) {
+                if let Some(u) = el
+                    .get_attribute("src")
+                    .and_then(|r| resolve(&r, &base, page_url.scheme()))
+                {
                     *refs.borrow_mut().entry(u).or_default() += 1;
                 }
                 if pic.get() > 0 {
@@ -247,7 +257,7 @@ pub fn inline_candidates(html: &[u8], page_url: &Url) -> InlineScan {
                 }
             }
             if let Some((kind, raw)) = inlinable_element(el) {
-                if let Some(u) = resolve(&raw, &base) {
+                if let Some(u) = resolve(&raw, &base, page_url.scheme()) {
                     let mut s = s.borrow_mut();
                     if !s.candidates.iter().any(|(c, _)| *c == u) {
                         s.candidates.push((u, kind));
@@ -335,12 +345,12 @@ pub fn inlinable_image(body: &[u8], max_bytes: usize) -> Option<String> {
 }
 
 /// The images a stylesheet's text references (`url(...)` outside `@import`), resolved against
-/// `sheet_url`, `http` only, in order, with repeats: the candidates for
+/// `sheet_url`, of the sheet's own scheme only, in order, with repeats: the candidates for
 /// [`inline_stylesheet_images`] once the sheet is going into a page.
 pub fn stylesheet_images(css: &str, sheet_url: &Url) -> Vec<Url> {
     css::css_non_import_urls(css.as_bytes())
         .iter()
-        .filter_map(|raw| resolve(raw, sheet_url))
+        .filter_map(|raw| resolve(raw, sheet_url, sheet_url.scheme()))
         .collect()
 }
 
@@ -355,7 +365,7 @@ pub fn inline_stylesheet_images(
 ) -> (String, usize) {
     let mut n = 0;
     let out = css::replace_non_import_urls(css.as_bytes(), &mut |raw| {
-        let u = resolve(raw, sheet_url)?;
+        let u = resolve(raw, sheet_url, sheet_url.scheme())?;
         let uri = images.get(u.as_str()).cloned();
         n += usize::from(uri.is_some());
         uri
@@ -390,7 +400,7 @@ pub fn inline_resources(
                 return Ok(());
             }
             let base = b.borrow().0.clone();
-            let Some(url) = resolve(&raw, &base) else {
+            let Some(url) = resolve(&raw, &base, page_url.scheme()) else {
                 return Ok(());
             };
             let Some((k, text)) = ready.get(url.as_str()) else {
@@ -470,6 +480,33 @@ mod tests {
                 ("http://www.a.com/js/one.js", InlineKind::Script),
                 ("http://www.a.com/news/five.js", InlineKind::Script),
             ]
+        );
+    }
+
+    #[test]
+    fn an_https_page_inlines_its_own_scheme_only() {
+        let html = br#"<link rel="stylesheet" href="a.css">
+            <link rel="stylesheet" href="http://s.com/x.css">
+            <script src="//cdn.a.com/one.js"></script>
+            <img src="http://i.a.com/i.gif"><img src="/j.gif">"#;
+        let page = Url::parse("https://www.a.com/index.html").unwrap();
+        let scan = inline_candidates(html, &page);
+        assert_eq!(
+            urls(&scan),
+            [
+                ("https://www.a.com/a.css", InlineKind::Stylesheet),
+                ("https://cdn.a.com/one.js", InlineKind::Script),
+                ("https://www.a.com/j.gif", InlineKind::Image),
+            ]
+        );
+        let sheet = Url::parse("https://www.a.com/a.css").unwrap();
+        let imgs = stylesheet_images(
+            "a{background:url(i.png)} b{background:url(http://x.com/h.png)}",
+            &sheet,
+        );
+        assert_eq!(
+            imgs.iter().map(Url::as_str).collect::<Vec<_>>(),
+            ["https://www.a.com/i.png"]
         );
     }
 

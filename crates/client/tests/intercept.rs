@@ -1,0 +1,309 @@
+//! Interception on the device proxy against a stand-in for the edge: a CONNECT the policy
+//! names is answered by the client itself, the browser's TLS (HTTP/1.1 or HTTP/2) ends with a
+//! leaf of the device's CA, and the requests inside reach the edge as ordinary `https://`
+//! requests; an excluded host is tunnelled untouched; an origin that wants a client
+//! certificate turns its host into a tunnel; a garbled or mismatched ClientHello fails only
+//! that connection; the CA page hands out the certificate.
+
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+use webpep_client::proxy::Tunnel;
+use webpep_client::{
+    serve_with, ClientConfig, InterceptConfig, Interception, ProxyRequest, Upstream, UpstreamError,
+    UpstreamResponse,
+};
+use webpep_intercept::CaStore;
+
+struct FakeEdge {
+    seen: Mutex<Vec<ProxyRequest>>,
+    tunnels: Mutex<Vec<String>>,
+}
+
+impl Upstream for FakeEdge {
+    async fn request(&self, req: ProxyRequest) -> Result<UpstreamResponse, UpstreamError> {
+        self.seen.lock().unwrap().push(req.clone());
+        let mut headers = HeaderMap::new();
+        if req.target.contains("wants-a-client-cert") {
+            headers.insert(
+                "webpep-passthrough",
+                HeaderValue::from_static("client-certificate"),
+            );
+            let body = b"origin asks for a client certificate".to_vec();
+            return Ok(UpstreamResponse {
+                status: StatusCode::BAD_GATEWAY,
+                headers,
+                length: Some(body.len() as u64),
+                body: Box::new(std::io::Cursor::new(body)),
+            });
+        }
+        let body = format!("{} {}", req.method, req.target);
+        headers.insert("content-type", HeaderValue::from_static("text/plain"));
+        Ok(UpstreamResponse {
+            status: StatusCode::OK,
+            headers,
+            length: Some(body.len() as u64),
+            body: Box::new(std::io::Cursor::new(body.into_bytes())),
+        })
+    }
+
+    async fn tunnel(&self, authority: String, _: HeaderMap) -> Result<Tunnel, UpstreamError> {
+        self.tunnels.lock().unwrap().push(authority);
+        // The origin answers "TUNNEL" and closes.
+        let (ours, mut theirs) = tokio::io::duplex(4096);
+        tokio::spawn(async move {
+            let _ = theirs.write_all(b"TUNNEL").await;
+            let _ = theirs.shutdown().await;
+        });
+        let (r, w) = tokio::io::split(ours);
+        Ok((Box::new(r), Box::new(w)))
+    }
+}
+
+struct Setup {
+    proxy: std::net::SocketAddr,
+    edge: Arc<FakeEdge>,
+    ca: Arc<CaStore>,
+    intercept: Arc<Interception>,
+    _dir: tempfile::TempDir,
+}
+
+async fn start() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Arc::new(CaStore::init(&dir.path().join("ca"), false).unwrap());
+    let icfg = InterceptConfig {
+        enabled: true,
+        exclude: vec!["=bank.a.test".into()],
+        ports: vec![443, 8443],
+        ..InterceptConfig::default()
+    };
+    let intercept = Arc::new(Interception::new(ca.clone(), &icfg, dir.path().join("ca")).unwrap());
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = listener.local_addr().unwrap();
+    let edge = Arc::new(FakeEdge {
+        seen: Mutex::new(Vec::new()),
+        tunnels: Mutex::new(Vec::new()),
+    });
+    let cfg = ClientConfig {
+        intercept: icfg,
+        ..ClientConfig::default()
+    };
+    tokio::spawn(serve_with(
+        listener,
+        Arc::new(cfg),
+        edge.clone(),
+        Some(intercept.clone()),
+        CancellationToken::new(),
+    ));
+    Setup {
+        proxy,
+        edge,
+        ca,
+        intercept,
+        _dir: dir,
+    }
+}
+
+/// CONNECT through the proxy; the stream after its 200.
+async fn connect(proxy: std::net::SocketAddr, authority: &str) -> TcpStream {
+    let mut s = TcpStream::connect(proxy).await.unwrap();
+    s.write_all(format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut b = [0u8; 1];
+        assert_eq!(
+            s.read(&mut b).await.unwrap(),
+            1,
+            "the proxy closed: {head:?}"
+        );
+        head.push(b[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    s
+}
+
+fn tls_client(ca: &CaStore, alpn: &[&[u8]]) -> tokio_rustls::TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca.cert_der()).unwrap();
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+}
+
+async fn http1_get<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, host: &str, path: &str) -> String {
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test]
+async fn http11_inside_an_intercepted_tunnel_reaches_the_edge_as_https_requests() {
+    let t = start().await;
+    let tcp = connect(t.proxy, "www.a.test:443").await;
+    let mut tls = tls_client(&t.ca, &[b"http/1.1"])
+        .connect(ServerName::try_from("www.a.test").unwrap(), tcp)
+        .await
+        .expect("the browser trusts the leaf the device's CA minted");
+    let text = http1_get(&mut tls, "www.a.test", "/news?id=1").await;
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.ends_with("GET https://www.a.test/news?id=1"), "{text}");
+    let seen = t.edge.seen.lock().unwrap();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].target, "https://www.a.test/news?id=1");
+    assert!(
+        t.edge.tunnels.lock().unwrap().is_empty(),
+        "no tunnel was opened"
+    );
+    assert_eq!(t.intercept.minted(), 1);
+}
+
+#[tokio::test]
+async fn http2_inside_an_intercepted_tunnel_and_a_port_other_than_443() {
+    let t = start().await;
+    let tcp = connect(t.proxy, "img.a.test:8443").await;
+    let tls = tls_client(&t.ca, &[b"h2", b"http/1.1"])
+        .connect(ServerName::try_from("img.a.test").unwrap(), tcp)
+        .await
+        .unwrap();
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tls),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    for path in ["/a.png", "/b.png"] {
+        let req = http::Request::get(format!("https://img.a.test:8443{path}"))
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        let resp = send.send_request(req).await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(body, format!("GET https://img.a.test:8443{path}"));
+    }
+    let seen = t.edge.seen.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(
+        seen[0].headers.get("host").map(|v| v.to_str().unwrap()),
+        Some("img.a.test:8443"),
+        "HTTP/2's :authority becomes the Host the edge sees"
+    );
+}
+
+#[tokio::test]
+async fn an_excluded_host_is_tunnelled_untouched() {
+    let t = start().await;
+    let mut tcp = connect(t.proxy, "bank.a.test:443").await;
+    let mut got = Vec::new();
+    tcp.read_to_end(&mut got).await.unwrap();
+    assert_eq!(got, b"TUNNEL");
+    assert_eq!(*t.edge.tunnels.lock().unwrap(), ["bank.a.test:443"]);
+    assert!(t.edge.seen.lock().unwrap().is_empty());
+    assert_eq!(t.intercept.minted(), 0);
+    // So is a port the policy does not name.
+    let mut tcp = connect(t.proxy, "www.a.test:993").await;
+    let mut got = Vec::new();
+    tcp.read_to_end(&mut got).await.unwrap();
+    assert_eq!(got, b"TUNNEL");
+}
+
+#[tokio::test]
+async fn an_origin_that_wants_a_client_certificate_becomes_a_tunnel() {
+    let t = start().await;
+    let tcp = connect(t.proxy, "wants-a-client-cert.a.test:443").await;
+    let mut tls = tls_client(&t.ca, &[b"http/1.1"])
+        .connect(
+            ServerName::try_from("wants-a-client-cert.a.test").unwrap(),
+            tcp,
+        )
+        .await
+        .unwrap();
+    let text = http1_get(&mut tls, "wants-a-client-cert.a.test", "/").await;
+    assert!(text.starts_with("HTTP/1.1 502"), "{text}");
+    assert!(
+        text.contains("client certificate") && text.contains("reload"),
+        "{text}"
+    );
+    // The browser's retry goes through untouched, its TLS to the origin itself.
+    let mut tcp = connect(t.proxy, "wants-a-client-cert.a.test:443").await;
+    let mut got = Vec::new();
+    tcp.read_to_end(&mut got).await.unwrap();
+    assert_eq!(got, b"TUNNEL");
+}
+
+#[tokio::test]
+async fn a_garbled_or_mismatched_client_hello_fails_only_that_connection() {
+    let t = start().await;
+    let mut tcp = connect(t.proxy, "www.a.test:443").await;
+    tcp.write_all(b"\x16\x03\x01\x00\x05hello, not TLS at all")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let _ = tcp.read_to_end(&mut got).await;
+    assert!(
+        !got.starts_with(b"HTTP/1.1 200"),
+        "nothing is served: {got:?}"
+    );
+
+    // SNI naming another host than the CONNECT: no certificate, no handshake.
+    let tcp = connect(t.proxy, "www.a.test:443").await;
+    let r = tls_client(&t.ca, &[b"http/1.1"])
+        .connect(ServerName::try_from("www.other.test").unwrap(), tcp)
+        .await;
+    assert!(r.is_err(), "the handshake must fail");
+    assert!(t.edge.seen.lock().unwrap().is_empty());
+
+    // The proxy serves on.
+    let tcp = connect(t.proxy, "www.a.test:443").await;
+    let mut tls = tls_client(&t.ca, &[b"http/1.1"])
+        .connect(ServerName::try_from("www.a.test").unwrap(), tcp)
+        .await
+        .unwrap();
+    assert!(http1_get(&mut tls, "www.a.test", "/")
+        .await
+        .starts_with("HTTP/1.1 200"));
+}
+
+#[tokio::test]
+async fn the_ca_page_and_certificate() {
+    let t = start().await;
+    let mut s = TcpStream::connect(t.proxy).await.unwrap();
+    let text = http1_get(&mut s, "x", "/ca.pem").await;
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.ends_with(t.ca.cert_pem()), "{text}");
+    let mut s = TcpStream::connect(t.proxy).await.unwrap();
+    let text = http1_get(&mut s, "webpep.invalid", "http://webpep.invalid/").await;
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(
+        text.contains(&t.ca.fingerprint()),
+        "the page shows the fingerprint: {text}"
+    );
+    assert!(
+        t.edge.seen.lock().unwrap().is_empty(),
+        "nothing went to the edge"
+    );
+}
