@@ -163,6 +163,11 @@ pub(crate) async fn intercepted<U: Upstream>(
         .await?;
     let Accepted { mut tls, h2 } = match accept_browser(stream, early, host, &icpt.leaves).await {
         Ok(a) => a,
+        Err(e) if e.is_silent_close() => {
+            // A browser's preconnect that was never used: nothing went wrong.
+            tracing::debug!(%host, "intercepting {host}:{port}: closed before a ClientHello");
+            return Ok(());
+        }
         Err(e) => {
             tracing::warn!(%host, "intercepting {host}:{port}: {e}; connection closed");
             return Ok(());

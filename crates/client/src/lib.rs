@@ -3,6 +3,7 @@
 //! over the air: each request, and each CONNECT tunnel, goes to the edge through an
 //! [`Upstream`] (the link transport's QUIC connection).
 
+pub mod coding;
 pub mod config;
 pub mod intercept;
 pub mod pac;

@@ -340,12 +340,23 @@ pub(crate) enum Forwarded {
 /// Sends `req` to the edge within `link-down-after`; inside an intercepted tunnel, an answer
 /// that says the origin wants a client certificate makes the host a tunnel from now on.
 pub(crate) async fn forward<U: Upstream>(
-    req: ProxyRequest,
+    mut req: ProxyRequest,
     side: &Side<'_>,
     cx: &Ctx<U>,
 ) -> Forwarded {
     let cfg = &*cx.cfg;
-    match tokio::time::timeout(cfg.link_down_after, cx.upstream.request(req)).await {
+    let browser_accepts = crate::coding::ask_edge(&mut req.headers);
+    let method = req.method.clone();
+    let answer = async {
+        let r = cx.upstream.request(req).await?;
+        match &browser_accepts {
+            Some(accepts) => crate::coding::for_browser(r, accepts.as_deref(), &method)
+                .await
+                .map_err(|(status, why)| UpstreamError::Failed(status, why)),
+            None => Ok(r),
+        }
+    };
+    match tokio::time::timeout(cfg.link_down_after, answer).await {
         Ok(Ok(r)) => match (side, &cx.intercept) {
             (Side::Intercepted { host, .. }, Some(i)) => match i.after_response(host, r) {
                 Ok(r) => Forwarded::Answer(r),

@@ -25,6 +25,14 @@ pub enum AcceptError {
     Handshake(std::io::Error),
 }
 
+impl AcceptError {
+    /// The browser closed the connection before sending anything: an unused preconnect,
+    /// not a fault worth a warning.
+    pub fn is_silent_close(&self) -> bool {
+        matches!(self, AcceptError::Hello(e) if e.kind() == std::io::ErrorKind::UnexpectedEof)
+    }
+}
+
 /// A browser's TLS connection, ended here.
 pub struct Accepted<S> {
     pub tls: tokio_rustls::server::TlsStream<Rewind<S>>,

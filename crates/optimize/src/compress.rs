@@ -487,7 +487,7 @@ pub struct Compressed {
 /// Turns a strong `ETag` into a weak one: the compressed bytes are a different
 /// representation, so a strong validator must not claim byte equality with the original
 /// (RFC 9110 §8.8.3). An unquoted (malformed) tag is quoted; one that cannot be is dropped.
-fn weaken_etag(headers: &mut HeaderMap) {
+pub fn weaken_etag(headers: &mut HeaderMap) {
     let Some(etag) = headers.get(ETAG) else {
         return;
     };
