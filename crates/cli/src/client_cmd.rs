@@ -2,7 +2,7 @@
 //! its PAC file); it carries every request to the edge over one QUIC connection.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use webpep_client::{ClientConfig, Interception, QuicUpstream};
@@ -81,19 +81,27 @@ pub enum CaAction {
 }
 
 fn ca(action: CaAction) -> anyhow::Result<u8> {
-    let (dir, store) = match action {
-        CaAction::Init { dir, force } => {
-            let dir = dir.unwrap_or_else(webpep_client::config::default_ca_dir);
-            let store =
-                webpep_intercept::CaStore::init(&dir, force).map_err(|e| bad(e.to_string()))?;
-            (dir, store)
-        }
-        CaAction::Show { dir } => {
-            let dir = dir.unwrap_or_else(webpep_client::config::default_ca_dir);
-            let store = webpep_intercept::CaStore::load(&dir).map_err(|e| bad(e.to_string()))?;
-            (dir, store)
-        }
+    let (dir, init) = match action {
+        CaAction::Init { dir, force } => (dir, Some(force)),
+        CaAction::Show { dir } => (dir, None),
     };
+    let dir = dir.unwrap_or_else(webpep_client::config::default_ca_dir);
+    ca_command(
+        &dir,
+        init,
+        "(Firefox, the system store, and the CA page the proxy serves: docs/interception.md)",
+    )
+}
+
+/// `ca init` (`init`: `Some(force)`) or `ca show` of an interception CA in `dir`, for the
+/// device's proxy and the edge alike: its paths, fingerprint and how to trust it (`more`: where
+/// the rest is said).
+pub(crate) fn ca_command(dir: &Path, init: Option<bool>, more: &str) -> anyhow::Result<u8> {
+    let store = match init {
+        Some(force) => webpep_intercept::CaStore::init(dir, force),
+        None => webpep_intercept::CaStore::load(dir),
+    }
+    .map_err(|e| bad(e.to_string()))?;
     let pem = dir.join("ca.pem");
     println!("CA certificate: {}", pem.display());
     println!(
@@ -105,7 +113,7 @@ fn ca(action: CaAction) -> anyhow::Result<u8> {
         "Trust it in Chromium: certutil -d sql:$HOME/.pki/nssdb -A -t \"C,,\" -n webpep -i {}",
         pem.display()
     );
-    println!("(Firefox, the system store, and the CA page the proxy serves: docs/interception.md)");
+    println!("{more}");
     Ok(0)
 }
 

@@ -1,5 +1,6 @@
 //! `webpep server enroll | revoke | clients`: the client credentials of the edge's QUIC
-//! transport (issued by the edge installation's own CA; see docs/transport.md).
+//! transport (issued by the edge installation's own CA; see docs/transport.md); `webpep
+//! server ca init | show`: the CA of the edge's HTTPS interception (docs/server.md).
 
 use std::path::{Path, PathBuf};
 
@@ -34,6 +35,30 @@ pub enum Action {
         #[command(flatten)]
         state: StateDir,
     },
+    /// The CA whose certificates the edge's HTTPS interception shows browsers (`[intercept]`).
+    #[command(subcommand)]
+    Ca(CaAction),
+}
+
+/// `webpep server ca ...`.
+#[derive(clap::Subcommand, Debug)]
+pub enum CaAction {
+    /// Create the edge's interception CA (an ECDSA P-256 key, mode 0600, and a certificate)
+    /// and print its fingerprint and how browsers trust it.
+    Init {
+        /// The CA's directory (`[intercept] ca-dir`).
+        #[arg(long, value_name = "DIR")]
+        dir: PathBuf,
+        /// Replace an existing CA (browsers that trusted the old one must trust the new one).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Print the CA's certificate path and fingerprint (refuses a key others can read).
+    Show {
+        /// The CA's directory (`[intercept] ca-dir`).
+        #[arg(long, value_name = "DIR")]
+        dir: PathBuf,
+    },
 }
 
 #[derive(clap::Args, Debug)]
@@ -66,7 +91,12 @@ fn bad(msg: String) -> anyhow::Error {
 }
 
 pub fn run(action: Action) -> anyhow::Result<u8> {
+    const MORE: &str = "(Firefox and the system store: docs/interception.md; then `webpep server --intercept --ca-dir DIR`: docs/server.md)";
     match action {
+        Action::Ca(CaAction::Init { dir, force }) => {
+            crate::client_cmd::ca_command(&dir, Some(force), MORE)
+        }
+        Action::Ca(CaAction::Show { dir }) => crate::client_cmd::ca_command(&dir, None, MORE),
         Action::Enroll { name, out, state } => {
             let dir = state.resolve();
             let identity = EdgeIdentity::load_or_create(&dir).map_err(|e| bad(e.to_string()))?;

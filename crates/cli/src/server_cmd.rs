@@ -13,11 +13,13 @@ use crate::BadInput;
 #[derive(clap::Args, Debug)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
-    /// Manage the client credentials of the QUIC transport instead of serving.
+    /// Manage the client credentials of the QUIC transport, or the interception CA, instead
+    /// of serving.
     #[command(subcommand)]
     pub action: Option<crate::edge_clients::Action>,
     /// TOML configuration file (keys: listen, admin-listen, [acl], [auth], [origin], [cache],
-    /// [compress], [transcode], [url-rewrite], [prefetch], [air], [limits]; see --print-config).
+    /// [compress], [transcode], [url-rewrite], [prefetch], [air], [limits], [quic],
+    /// [intercept]; see --print-config).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Address to accept proxy traffic on (repeatable; default 0.0.0.0:3128).
@@ -90,6 +92,21 @@ pub struct Args {
     /// The edge's transport state directory (as `[quic] state-dir`).
     #[arg(long, value_name = "DIR")]
     pub quic_state_dir: Option<PathBuf>,
+    /// Open the CONNECTs the policy names with the edge's CA, for browsers that trust it (as
+    /// `[intercept] enabled = true`; off by default; needs --ca-dir; docs/server.md).
+    #[arg(long)]
+    pub intercept: bool,
+    /// Intercept only these hosts (repeatable; `example.com` covers its subdomains,
+    /// `*.example.com` only them, `=example.com` only that host).
+    #[arg(long, value_name = "PATTERN")]
+    pub intercept_include: Vec<String>,
+    /// Never intercept these hosts (repeatable; same patterns; wins over includes).
+    #[arg(long, value_name = "PATTERN")]
+    pub intercept_exclude: Vec<String>,
+    /// The interception CA's directory, from `webpep server ca init --dir` (as `[intercept]
+    /// ca-dir`).
+    #[arg(long, value_name = "DIR")]
+    pub ca_dir: Option<PathBuf>,
     /// Print the effective configuration as TOML and exit.
     #[arg(long)]
     pub print_config: bool,
@@ -209,6 +226,18 @@ fn effective_config(args: &Args) -> anyhow::Result<ServerConfig> {
     }
     if let Some(d) = &args.quic_state_dir {
         cfg.quic.state_dir = Some(d.clone());
+    }
+    if args.intercept {
+        cfg.intercept.enabled = true;
+    }
+    if !args.intercept_include.is_empty() {
+        cfg.intercept.include = args.intercept_include.clone();
+    }
+    if !args.intercept_exclude.is_empty() {
+        cfg.intercept.exclude = args.intercept_exclude.clone();
+    }
+    if let Some(d) = &args.ca_dir {
+        cfg.intercept.ca_dir = Some(d.clone());
     }
     cfg.validate("flags").map_err(|e| bad(e.to_string()))?;
     Ok(cfg)

@@ -421,3 +421,62 @@ fn the_sample_configuration_in_dist_checks() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(": ok"), "{out}");
 }
+
+#[test]
+fn the_edge_ca_is_made_shown_and_used_by_intercept_flags() {
+    let dir = std::env::temp_dir().join(format!("webpep-server-cli-{}-ca", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.to_str().unwrap();
+    let (code, out, err) = run(&["server", "ca", "init", "--dir", d]);
+    assert_eq!(code, 0, "{err}");
+    let fingerprint = out
+        .lines()
+        .find_map(|l| l.strip_prefix("SHA-256 fingerprint: "))
+        .unwrap_or_else(|| panic!("{out}"))
+        .to_string();
+    let (code, _, err) = run(&["server", "ca", "init", "--dir", d]);
+    assert_eq!(
+        code, 2,
+        "an existing CA is not replaced without --force: {err}"
+    );
+    let (code, shown, err) = run(&["server", "ca", "show", "--dir", d]);
+    assert_eq!(code, 0, "{err}");
+    assert!(shown.contains(&fingerprint), "{shown}");
+
+    let (code, printed, err) = run(&[
+        "server",
+        "--intercept",
+        "--ca-dir",
+        d,
+        "--intercept-exclude",
+        "=bank.example",
+        "--print-config",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        printed.contains("[intercept]\nenabled = true") && printed.contains("=bank.example"),
+        "{printed}"
+    );
+    let (code, _, err) = run(&["server", "--intercept", "--print-config"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("intercept.ca-dir"), "{err}");
+
+    // A key others can read stops the start, naming it.
+    use std::os::unix::fs::PermissionsExt;
+    let key = dir.join("ca-key.pem");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (code, _, err) = run(&[
+        "server",
+        "--listen",
+        "127.0.0.1:0",
+        "--intercept",
+        "--ca-dir",
+        d,
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("ca-key.pem") && err.contains("chmod 600"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

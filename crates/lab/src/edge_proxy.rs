@@ -252,6 +252,14 @@ impl EdgeProxy {
             scfg.origin.tls_roots =
                 webpep_server::config::TlsRoots::Files(vec![dir.join("ca.pem")]);
         }
+        if cfg.tls_intercept && cfg.proxy == ProxyMode::Explicit {
+            // The browsers trust the lab's CA: the edge intercepts with it.
+            let dir = lab_ca.ok_or_else(|| {
+                LabError::Other("tls_intercept needs the lab CA, and none was given".into())
+            })?;
+            scfg.intercept.enabled = true;
+            scfg.intercept.ca_dir = Some(dir.to_path_buf());
+        }
         scfg.validate("lab edge proxy configuration").map_err(|e| {
             LabError::Other(format!("edge proxy configuration: {e}\n{}", scfg.to_toml()))
         })?;
@@ -282,9 +290,9 @@ impl EdgeProxy {
 
         if cfg.proxy == ProxyMode::Dual {
             proxy.start_dual(topo, server_for_quic.clone(), cfg, lab_ca)?;
-        } else if cfg.tls_intercept {
+        } else if cfg.tls_intercept && cfg.proxy != ProxyMode::Explicit {
             return Err(LabError::BadInput(format!(
-                "tls_intercept = true is built for proxy = \"dual\" only, not {:?}",
+                "tls_intercept = true is built for proxy = \"dual\" and \"explicit\" only, not {:?}",
                 cfg.proxy.name()
             )));
         }

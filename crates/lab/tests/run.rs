@@ -1259,3 +1259,33 @@ fn chromium_trusts_the_intercepting_client_through_its_nss_database() {
         "the intercepted page crossed the air compressed"
     );
 }
+
+/// Issue 35 item 5: the same https page through the edge proxy alone. Tunnelled
+/// (`explicit`), the edge sees only bytes; intercepted by the edge itself
+/// (`explicit-intercept`, the lab CA signing its leaves), the page is compressed and its
+/// stylesheet inlined, and fewer bytes cross the air.
+#[test]
+fn an_https_page_gets_every_stage_when_the_edge_intercepts() {
+    if !netns_available("an_https_page_gets_every_stage_when_the_edge_intercepts") {
+        return;
+    }
+    let dir = TestDir::new("run-explicit-intercept");
+    let corpus = https_text_corpus(&dir.join("corpus"));
+    let opts = options(corpus, &dir, &["explicit", "explicit-intercept"]);
+    let r = run(&opts).expect("the run completes");
+    eprintln!("{}\n{}", r.table(), r.air_table());
+    let load = |c: &str| r.loads.iter().find(|l| l.config == c).unwrap();
+    let (tunnel, intercept) = (load("explicit"), load("explicit-intercept"));
+    for l in [tunnel, intercept] {
+        assert_eq!(l.errors, 0, "{}: {l:?}", l.config);
+        assert_eq!((l.page_objects, l.missing), (3, 0), "{}", l.config);
+    }
+    assert_eq!(tunnel.inlined, 0, "a tunnel cannot be read");
+    assert_eq!(intercept.inlined, 1, "the stylesheet went into the page");
+    assert!(
+        intercept.air_down_bytes * 2 < tunnel.air_down_bytes,
+        "compressed: {} bytes down intercepted, {} tunnelled",
+        intercept.air_down_bytes,
+        tunnel.air_down_bytes
+    );
+}

@@ -127,6 +127,8 @@ pub struct ServerConfig {
     pub auth: AuthConfig,
     /// The QUIC front end for enrolled client proxies (off unless `listen` is set).
     pub quic: QuicConfig,
+    /// Opt-in TLS interception of explicit CONNECTs with the edge's own CA (off by default).
+    pub intercept: InterceptConfig,
     /// `[stages.NAME]`: the keys of stages other than the built-ins above (checked against
     /// each stage's declared keys when the stages are built, [`crate::stage`]).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -150,6 +152,7 @@ impl Default for ServerConfig {
             limits: LimitsConfig::default(),
             auth: AuthConfig::default(),
             quic: QuicConfig::default(),
+            intercept: InterceptConfig::default(),
             stages: BTreeMap::new(),
         }
     }
@@ -571,6 +574,88 @@ pub struct QuicConfig {
     pub state_dir: Option<std::path::PathBuf>,
 }
 
+/// `[intercept]`: which CONNECTs on the explicit port the edge opens itself, ending the
+/// browser's TLS with a certificate its own CA mints, so that the requests inside get every
+/// stage (docs/server.md, "HTTPS interception"). Off unless an operator turns it on, and only
+/// for browsers that trust the edge's CA.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct InterceptConfig {
+    /// Intercept the CONNECTs the lists name (off: every CONNECT is a tunnel).
+    pub enabled: bool,
+    /// Hosts to intercept (empty: every host not excluded): `example.com` (and its
+    /// subdomains), `*.example.com` (subdomains only), `=example.com` (that host only).
+    pub include: Vec<String>,
+    /// Hosts always tunnelled untouched (the same patterns; exclusion wins).
+    pub exclude: Vec<String>,
+    /// CONNECT ports intercepted (a CONNECT elsewhere may carry anything but TLS).
+    pub ports: Vec<u16>,
+    /// The CA's directory (`ca.pem`, `ca-key.pem` mode 0600; `webpep server ca init --dir`);
+    /// required when enabled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_dir: Option<PathBuf>,
+    /// Leaf certificates kept in memory (one per intercepted host).
+    pub leaf_cache: usize,
+}
+
+impl Default for InterceptConfig {
+    fn default() -> Self {
+        InterceptConfig {
+            enabled: false,
+            include: Vec::new(),
+            exclude: Vec::new(),
+            ports: vec![443],
+            ca_dir: None,
+            leaf_cache: 1000,
+        }
+    }
+}
+
+impl InterceptConfig {
+    /// The policy these keys describe, or the key and what is wrong with it.
+    pub fn policy(&self) -> Result<webpep_intercept::Policy, (&'static str, String)> {
+        let policy = webpep_intercept::Policy::new(self.enabled, &self.include, &self.exclude)
+            .map_err(|e| {
+                let webpep_intercept::PolicyError::InvalidPattern { list, .. } = &e;
+                let key = if *list == "exclude" {
+                    "intercept.exclude"
+                } else {
+                    "intercept.include"
+                };
+                (key, e.to_string())
+            })?;
+        Ok(policy.with_ports(&self.ports))
+    }
+
+    fn validate(&self) -> Result<(), (&'static str, String)> {
+        self.policy()?;
+        if self.ports.contains(&0) {
+            return Err(("intercept.ports", "0 is not a port".into()));
+        }
+        if self.leaf_cache == 0 {
+            return Err(("intercept.leaf-cache", "must be at least 1".into()));
+        }
+        if self.enabled && self.ports.is_empty() {
+            return Err((
+                "intercept.ports",
+                "no port: nothing would be intercepted (443 is the usual one)".into(),
+            ));
+        }
+        if self.enabled
+            && self
+                .ca_dir
+                .as_ref()
+                .is_none_or(|d| d.as_os_str().is_empty())
+        {
+            return Err((
+                "intercept.ca-dir",
+                "required when interception is enabled: the directory of `webpep server ca init --dir DIR`".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// `[limits]`: protocol limits.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
@@ -774,6 +859,9 @@ impl ServerConfig {
                 "must be at least auth.failure-backoff and at most 24h".into(),
             ));
         }
+        self.intercept
+            .validate()
+            .map_err(|(key, m)| invalid(key, m))?;
         crate::optimize::compress_config(&self.compress.options)
             .map_err(|m| invalid("compress", m))?;
         crate::optimize::transcode_config(&self.transcode.options)
@@ -861,6 +949,39 @@ mod tests {
             TlsRoots::Bundled
         );
         assert!(TlsRoots::from_flags(&["system".into(), "a.pem".into()]).is_err());
+    }
+
+    #[test]
+    fn intercept_is_off_by_default_and_checked_when_on() {
+        let cfg = ServerConfig::default();
+        assert!(!cfg.intercept.enabled);
+        assert_eq!(cfg.intercept.ports, vec![443]);
+        let on = ServerConfig::from_toml(
+            "[intercept]\nenabled = true\nca-dir = \"/etc/webpep/ca\"\nexclude = [\"=bank.example\"]\nports = [443, 8443]\nleaf-cache = 10\n",
+            "a.toml",
+        )
+        .unwrap();
+        assert_eq!(on.intercept.ca_dir, Some(PathBuf::from("/etc/webpep/ca")));
+        assert_eq!(
+            ServerConfig::from_toml(&on.to_toml(), "printed").unwrap(),
+            on
+        );
+        for (text, key) in [
+            ("enabled = true", "intercept.ca-dir"),
+            ("include = [\"a..b\"]", "intercept.include"),
+            ("exclude = [\"*.\"]", "intercept.exclude"),
+            ("leaf-cache = 0", "intercept.leaf-cache"),
+            ("ports = [0]", "intercept.ports"),
+            (
+                "enabled = true\nca-dir = \"/x\"\nports = []",
+                "intercept.ports",
+            ),
+        ] {
+            let e = ServerConfig::from_toml(&format!("[intercept]\n{text}\n"), "a.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key), "{text}: {e}");
+        }
     }
 
     #[test]

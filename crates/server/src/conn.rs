@@ -1,16 +1,19 @@
 //! One client connection: a reader that parses requests (pipelined ones too) and starts a
 //! handler task for each, up to `max-pipeline` at once, and a writer that sends the answers
-//! back strictly in request order. CONNECT hands the socket over to a tunnel once every
-//! earlier answer is written.
+//! back strictly in request order. CONNECT hands the socket over to a tunnel (or to
+//! [`crate::intercept`]) once every earlier answer is written. The same loops serve the
+//! HTTP/1.1 requests inside an intercepted CONNECT, on the browser's TLS ended here
+//! ([`Wire`]).
 
 use std::net::SocketAddr;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use http::{Method, StatusCode, Version};
 use socket2::SockRef;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -21,6 +24,7 @@ use crate::air::{self, ProbeSchedule};
 use crate::client_link::ClientLink;
 use crate::front::{admit, Outcome};
 use crate::http1::{self, BodyFraming, ChunkedDecoder, HeadError, RequestHead};
+use crate::intercept::Inner;
 use crate::limits::Limit;
 use crate::metrics::Metrics;
 use crate::reply::{write_reply, Reply, Written};
@@ -40,15 +44,83 @@ struct Meta {
     user: Option<Arc<str>>,
 }
 
+/// A side of a client connection as the request loops read or write it: a TCP socket's
+/// half, or a half of the browser's TLS ended here, with the TCP socket beneath (for the
+/// air-side socket options and the link measurement).
+pub(crate) trait Wire {
+    /// Whether the loops count what they read and write as the client's bytes (not when the
+    /// layer beneath counts the bytes on the wire, TLS records and all).
+    const COUNTS_BYTES: bool;
+    /// The TCP socket beneath.
+    fn socket(&self) -> BorrowedFd<'_>;
+}
+
+/// The writing side, and what it is paired with.
+pub(crate) trait WriteWire: Wire + AsyncWrite + Unpin + Send {
+    /// The reading side.
+    type Read: Wire + AsyncRead + Unpin + Send;
+    /// Serves an admitted CONNECT on the whole connection (a tunnel, or an intercepted
+    /// connection: [`crate::intercept::connect`]). Inside an intercepted connection no
+    /// CONNECT is served, and there is none to reach this.
+    fn connect<'a>(
+        self,
+        rd: Self::Read,
+        server: &'a Arc<Server>,
+        c: crate::intercept::Connect,
+        conn: &'a ConnInfo,
+        tokens: (CancellationToken, CancellationToken),
+        in_flight: InFlight,
+    ) -> crate::subrequest::BoxFuture<'a, ()>;
+    /// Drops this side without shutting it down (no FIN before the reset of a lingerless
+    /// close).
+    fn abort(self);
+}
+
+impl Wire for OwnedReadHalf {
+    const COUNTS_BYTES: bool = true;
+    fn socket(&self) -> BorrowedFd<'_> {
+        self.as_ref().as_fd()
+    }
+}
+
+impl Wire for OwnedWriteHalf {
+    const COUNTS_BYTES: bool = true;
+    fn socket(&self) -> BorrowedFd<'_> {
+        self.as_ref().as_fd()
+    }
+}
+
+impl WriteWire for OwnedWriteHalf {
+    type Read = OwnedReadHalf;
+    fn connect<'a>(
+        self,
+        rd: OwnedReadHalf,
+        server: &'a Arc<Server>,
+        c: crate::intercept::Connect,
+        conn: &'a ConnInfo,
+        tokens: (CancellationToken, CancellationToken),
+        in_flight: InFlight,
+    ) -> crate::subrequest::BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if let Ok(stream) = rd.reunite(self) {
+                crate::intercept::connect(server, stream, c, conn, tokens, in_flight).await;
+            }
+        })
+    }
+    fn abort(self) {
+        self.forget();
+    }
+}
+
 // One per request in a channel of `max-pipeline`: the size difference costs nothing worth a box.
 #[allow(clippy::large_enum_variant)]
-enum Pending {
+enum Pending<R> {
     Task(JoinHandle<Reply>, Meta),
     Now(Reply, Meta),
     /// `100 Continue` for a client that waits for it before sending the body.
     Continue,
     Tunnel {
-        rd: OwnedReadHalf,
+        rd: R,
         leftover: BytesMut,
         host: String,
         port: u16,
@@ -133,35 +205,49 @@ pub async fn serve_connection(
         _ => return, // closed, failed or idle before a first byte: nothing was asked
     }
     let (rd, wr) = stream.into_split();
-    let (tx, rx) = mpsc::channel::<Pending>(server.cfg.limits.max_pipeline.max(1));
-    let writer_done = CancellationToken::new();
-    let in_flight = InFlight::new(conn_handle);
-    let writer = tokio::spawn(writer_loop(
-        server.clone(),
-        wr,
-        rx,
-        peer,
-        (writer_done.clone(), hard.clone()),
-        in_flight.clone(),
-    ));
     let conn = ConnInfo {
         peer,
         local,
         original_dst,
+        inner: None,
     };
+    let in_flight = InFlight::new(conn_handle);
+    serve_requests(server.clone(), rd, wr, conn, (cancel, hard), in_flight).await;
+    drop(slot);
+}
+
+/// The request loops of one connection: the reader until it stops or the writer ends, then
+/// the writer until every answer read is written.
+pub(crate) async fn serve_requests<W: WriteWire>(
+    server: Arc<Server>,
+    rd: W::Read,
+    wr: W,
+    conn: ConnInfo,
+    (cancel, hard): (CancellationToken, CancellationToken),
+    in_flight: InFlight,
+) {
+    let (tx, rx) = mpsc::channel::<Pending<W::Read>>(server.cfg.limits.max_pipeline.max(1));
+    let writer = writer_loop(
+        server.clone(),
+        wr,
+        rx,
+        conn.clone(),
+        (cancel.clone(), hard.clone()),
+        in_flight.clone(),
+    );
+    tokio::pin!(writer);
     tokio::select! {
-        _ = reader_loop(server.clone(), rd, tx, conn, cancel, in_flight) => {}
-        _ = writer_done.cancelled() => {}
+        _ = reader_loop(server, rd, tx, conn, cancel, in_flight) => {}
+        _ = &mut writer => return,
         _ = hard.cancelled() => {}
     }
-    let _ = writer.await;
-    drop(slot);
+    writer.await;
 }
 
 /// Requests of one connection between being read and their answer being written: the
 /// connection may be evicted only while there are none ([`crate::limits::ClientLimits::open`]).
 #[derive(Clone)]
-struct InFlight {
+pub(crate) struct InFlight {
     count: Arc<std::sync::atomic::AtomicUsize>,
     handle: crate::limits::ConnHandle,
 }
@@ -228,11 +314,14 @@ async fn refuse(mut s: TcpStream, reply: Reply, metrics: &Metrics) {
     .await;
 }
 
-#[derive(Clone, Copy)]
-struct ConnInfo {
-    peer: SocketAddr,
-    local: SocketAddr,
-    original_dst: Option<SocketAddr>,
+/// Where a connection's requests come from.
+#[derive(Clone)]
+pub(crate) struct ConnInfo {
+    pub(crate) peer: SocketAddr,
+    pub(crate) local: SocketAddr,
+    pub(crate) original_dst: Option<SocketAddr>,
+    /// Inside an intercepted CONNECT: its host and user.
+    pub(crate) inner: Option<Arc<Inner>>,
 }
 
 /// Why reading stops (once a connection: the size difference costs nothing worth a box).
@@ -244,10 +333,10 @@ enum ReadEnd {
     Error(Reply),
 }
 
-async fn reader_loop(
+async fn reader_loop<R: Wire + AsyncRead + Unpin>(
     server: Arc<Server>,
-    mut rd: OwnedReadHalf,
-    tx: mpsc::Sender<Pending>,
+    mut rd: R,
+    tx: mpsc::Sender<Pending<R>>,
     conn: ConnInfo,
     cancel: CancellationToken,
     in_flight: InFlight,
@@ -259,7 +348,7 @@ async fn reader_loop(
     let idle = limits.client_idle_timeout.0;
     let evict = in_flight.handle.evict.clone();
     // Every reply goes through here: counted in flight until the writer has written it.
-    let send = |p: Pending| {
+    let send = |p: Pending<R>| {
         // A tunnel is busy for as long as it lasts (never answered): evicting it would free
         // nothing.
         if matches!(
@@ -319,9 +408,25 @@ async fn reader_loop(
             }
         };
         let _ = buf.split_to(head.head_len);
+        let mut head = head;
+        if let Some(inner) = &conn.inner {
+            // Inside the browser's TLS a request names a path on the CONNECT's host, and
+            // nothing else: not another host, not another CONNECT.
+            match inner.target(&head.target) {
+                Some(t) => head.target = t,
+                None => {
+                    let r = Reply::text_close(
+                        StatusCode::BAD_REQUEST,
+                        "inside an intercepted connection a request names a path (origin-form)",
+                    );
+                    let _ = send(Pending::Now(r, error_meta())).await;
+                    return;
+                }
+            }
+        }
         if air_cfg.keepalive_probes {
             if let Some(on) = probes.on_request(Instant::now()) {
-                air::set_probes(SockRef::from(rd.as_ref()), on, air_cfg.probe_interval.0);
+                air::set_probes(SockRef::from(&rd.socket()), on, air_cfg.probe_interval.0);
             }
         }
         let keep_alive = http1::request_keeps_alive(head.version, &head.headers);
@@ -335,7 +440,6 @@ async fn reader_loop(
             user: None,
         };
         // The body, bounded in size, in time and by the buffered-body budget.
-        let mut head = head;
         let body =
             match read_body(&mut rd, &mut buf, &mut head, &send, &evict, &conn, &server).await {
                 Ok(b) => b,
@@ -354,9 +458,14 @@ async fn reader_loop(
             local: conn.local,
             original_dst: conn.original_dst,
         };
-        let adm = admit(&server, head, body.bytes, body.lease, at, None).await;
+        // Inside an intercepted CONNECT the requests ride its authentication.
+        let user = conn.inner.as_ref().and_then(|i| i.user.clone());
+        let adm = admit(&server, head, body.bytes, body.lease, at, user).await;
         let meta = Meta {
-            mode: adm.mode,
+            mode: match conn.inner {
+                Some(_) => crate::intercept::MODE,
+                None => adm.mode,
+            },
             url: adm.url,
             user: adm.user,
             ..meta
@@ -395,7 +504,14 @@ async fn reader_loop(
             }
         };
         let srv = server.clone();
-        let task = tokio::spawn(async move { srv.handle(req).await });
+        let inner = conn.inner.clone();
+        let task = tokio::spawn(async move {
+            let reply = srv.clone().handle(req).await;
+            if let Some(inner) = inner {
+                srv.after_intercepted(&inner.host, &reply);
+            }
+            reply
+        });
         if send(Pending::Task(task, meta)).await.is_err() {
             return;
         }
@@ -424,8 +540,8 @@ struct Stop<'a> {
     evict: &'a CancellationToken,
 }
 
-async fn read_more(
-    rd: &mut OwnedReadHalf,
+async fn read_more<R: Wire + AsyncRead + Unpin>(
+    rd: &mut R,
     buf: &mut BytesMut,
     probes: &mut ProbeSchedule,
     air_cfg: &crate::config::AirConfig,
@@ -451,13 +567,13 @@ async fn read_more(
                             Err(ReadEnd::Error(Reply::text_close(StatusCode::BAD_REQUEST, "incomplete request")))
                         }
                     }
-                    Ok(n) => { Metrics::add(&server.metrics.client_bytes_in, n as u64); Ok(()) }
+                    Ok(n) => { if R::COUNTS_BYTES { Metrics::add(&server.metrics.client_bytes_in, n as u64); } Ok(()) }
                     Err(_) => Err(ReadEnd::Closed),
                 };
             }
             _ = tokio::time::sleep_until(wake) => {
                 if let Some(false) = probes.on_tick(Instant::now()) {
-                    air::set_probes(SockRef::from(rd.as_ref()), false, Duration::from_secs(1));
+                    air::set_probes(SockRef::from(&rd.socket()), false, Duration::from_secs(1));
                 }
                 if tokio::time::Instant::now() >= idle_deadline {
                     return Err(if buf.is_empty() { ReadEnd::Idle } else {
@@ -483,8 +599,8 @@ struct ReadBody {
 /// minimum body rate, sending `100 Continue` first when the client waits for it. Leaves
 /// `head` with one Content-Length (or none when it was chunked) and without `Expect`, as
 /// the origin gets it.
-async fn read_body<F, Fut>(
-    rd: &mut OwnedReadHalf,
+async fn read_body<R, F, Fut>(
+    rd: &mut R,
     buf: &mut BytesMut,
     head: &mut RequestHead,
     send: &F,
@@ -493,8 +609,9 @@ async fn read_body<F, Fut>(
     server: &Server,
 ) -> Result<ReadBody, Reply>
 where
-    F: Fn(Pending) -> Fut,
-    Fut: std::future::Future<Output = Result<(), mpsc::error::SendError<Pending>>>,
+    R: Wire + AsyncRead + Unpin,
+    F: Fn(Pending<R>) -> Fut,
+    Fut: std::future::Future<Output = Result<(), mpsc::error::SendError<Pending<R>>>>,
 {
     let limits = &server.cfg.limits;
     let framing = http1::request_body_framing(&head.headers)
@@ -621,8 +738,8 @@ impl BodyPace {
 
 /// Reads more body bytes; a client that does not keep up the body's pace gets 408, one that
 /// closes 400; an evicted connection just closes.
-async fn fill(
-    rd: &mut OwnedReadHalf,
+async fn fill<R: Wire + AsyncRead + Unpin>(
+    rd: &mut R,
     buf: &mut BytesMut,
     deadline: Option<Instant>,
     evict: &CancellationToken,
@@ -641,7 +758,9 @@ async fn fill(
                 "incomplete request body",
             )),
             Ok(n) => {
-                Metrics::add(&server.metrics.client_bytes_in, n as u64);
+                if R::COUNTS_BYTES {
+                    Metrics::add(&server.metrics.client_bytes_in, n as u64);
+                }
                 Ok(())
             }
         },
@@ -659,15 +778,15 @@ async fn fill(
     }
 }
 
-async fn writer_loop(
+async fn writer_loop<W: WriteWire>(
     server: Arc<Server>,
-    mut wr: OwnedWriteHalf,
-    mut rx: mpsc::Receiver<Pending>,
-    peer: SocketAddr,
-    (done, hard): (CancellationToken, CancellationToken),
+    mut wr: W,
+    mut rx: mpsc::Receiver<Pending<W::Read>>,
+    conn: ConnInfo,
+    (cancel, hard): (CancellationToken, CancellationToken),
     in_flight: InFlight,
 ) {
-    let _done = done.drop_guard();
+    let peer = conn.peer;
     while let Some(p) = rx.recv().await {
         let (reply, meta) = match p {
             Pending::Continue => {
@@ -680,7 +799,9 @@ async fn writer_loop(
                     break;
                 }
                 // Written to the client like any answer (it went uncounted).
-                Metrics::add(&server.metrics.client_bytes_out, CONTINUE.len() as u64);
+                if W::COUNTS_BYTES {
+                    Metrics::add(&server.metrics.client_bytes_out, CONTINUE.len() as u64);
+                }
                 continue;
             }
             Pending::Now(r, m) => (r, m),
@@ -707,19 +828,15 @@ async fn writer_loop(
                 port,
                 meta,
             } => {
-                crate::tunnel::run(
-                    &server,
-                    rd,
-                    wr,
-                    leftover,
-                    &host,
+                let connect = crate::intercept::Connect {
+                    host,
                     port,
-                    peer,
-                    meta.start,
-                    meta.user.as_deref(),
-                    hard,
-                )
-                .await;
+                    leftover,
+                    start: meta.start,
+                    user: meta.user,
+                };
+                wr.connect(rd, &server, connect, &conn, (cancel, hard), in_flight)
+                    .await;
                 return;
             }
         };
@@ -737,17 +854,15 @@ async fn writer_loop(
             truncated: false,
             first_out: None,
         });
-        Metrics::add(&server.metrics.client_bytes_out, written.bytes);
+        if W::COUNTS_BYTES {
+            Metrics::add(&server.metrics.client_bytes_out, written.bytes);
+        }
         server.metrics.request(meta.mode, status);
         // The link to this client as its TCP connection measured it, after this response (a
         // system call: only when the access log is on or the stages scale with it).
         let logged = tracing::enabled!(target: "webpep::access", tracing::Level::INFO);
         let link = (logged || server.measure_links)
-            .then(|| {
-                use std::os::fd::AsFd;
-                let stream: &TcpStream = wr.as_ref();
-                ClientLink::of_socket(stream.as_fd())
-            })
+            .then(|| ClientLink::of_socket(wr.socket()))
             .flatten()
             .map(|l| l.unscaled(server.cfg.air.link_time_scale));
         if let (Some(l), true) = (link, server.measure_links) {
@@ -784,10 +899,10 @@ async fn writer_loop(
         if written.truncated {
             // The body broke off: a reset, not a clean close, so that no client (an HTTP/1.0
             // one reading to the end above all) takes what it got for the whole body.
-            let _ = SockRef::from(wr.as_ref()).set_linger(Some(Duration::ZERO));
+            let _ = SockRef::from(&wr.socket()).set_linger(Some(Duration::ZERO));
             // Dropped as it is, the half would shut down writing first: a FIN could then reach
             // the client before the reset and read as a clean end.
-            wr.forget();
+            wr.abort();
             return;
         }
         if written.close {

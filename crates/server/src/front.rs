@@ -5,8 +5,8 @@
 //! does not know where a request came from.
 //!
 //! Front ends today: the HTTP/1 listener ([`crate::conn`]: explicit, transparent and URL mode
-//! on one port, CONNECT handed to [`crate::tunnel`], a TLS ClientHello to
-//! [`crate::tls_relay`]) and the in-memory one, [`Server::serve_request`], which serves an
+//! on one port, CONNECT handed to [`crate::tunnel`] or, opened, to [`crate::intercept`], a
+//! TLS ClientHello to [`crate::tls_relay`]) and the in-memory one, [`Server::serve_request`], which serves an
 //! `http::Request` with no socket at all (tests; the client proxy's QUIC streams next).
 
 use std::net::SocketAddr;
@@ -52,8 +52,9 @@ pub(crate) struct Admission {
     pub outcome: Outcome,
 }
 
-/// Decides what to do with a request read whole by a front end. `enrolled`: the client
-/// proxy's name when the transport has authenticated it (its certificate, over QUIC); proxy
+/// Decides what to do with a request read whole by a front end. `enrolled`: who the
+/// transport has authenticated (a client proxy's name, by its certificate over QUIC; the
+/// user of the CONNECT a request arrived inside, when the edge intercepted it); proxy
 /// authentication is then not asked for.
 pub(crate) async fn admit(
     server: &Server,

@@ -12,6 +12,7 @@
 //! other URLs through the pipeline), [`optimize`] (what they share),
 //! [`origin`] (resolver, ACL-checked dialer, pooled client), [`tunnel`] (CONNECT),
 //! [`tls_relay`] (TLS relayed by its server name, for DNS rewriting and port-443 interception),
+//! [`intercept`] (opt-in: CONNECTs opened with the edge's own CA and their requests served),
 //! [`transform_pool`] (transforms bounded to a few at once), [`prefetch`] (the prefetch
 //! stage's bookkeeping: claims, joins, a page's objects), [`inline`] (the inline stage's
 //! decisions),
@@ -29,6 +30,7 @@ pub mod front;
 pub mod http1;
 pub mod initial_rto;
 pub mod inline;
+pub mod intercept;
 pub mod limits;
 pub mod metrics;
 pub mod mode;

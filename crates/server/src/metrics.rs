@@ -6,7 +6,15 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use crate::auth::AuthFailure;
 use crate::limits::Limit;
 
-const MODES: [&str; 6] = ["explicit", "connect", "transparent", "url", "local", "tls"];
+const MODES: [&str; 7] = [
+    "explicit",
+    "connect",
+    "transparent",
+    "url",
+    "local",
+    "tls",
+    "intercept-tls",
+];
 const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 
 /// The proxy's counters.
@@ -50,6 +58,9 @@ pub struct Metrics {
     pub responses_streamed: AtomicU64,
     /// Requests refused by `[auth]`, indexed like [`AuthFailure::LABELS`].
     auth_failures: [AtomicU64; AuthFailure::LABELS.len()],
+    /// Browsers' TLS connections ended by the edge's interception ([intercept]): handshakes
+    /// completed with a minted leaf.
+    pub intercepted_connections: AtomicU64,
     /// Slow password hashes computed (checks the credentials cache did not answer).
     pub auth_verifications: AtomicU64,
     active: AtomicI64,
@@ -184,7 +195,7 @@ impl Metrics {
                 self.rejected_requests[j].load(Relaxed)
             );
         }
-        let counters: [(&str, &str, &AtomicU64); 14] = [
+        let counters: [(&str, &str, &AtomicU64); 15] = [
             (
                 "webpep_client_bytes_in_total",
                 "Bytes read from clients.",
@@ -254,6 +265,11 @@ impl Metrics {
                 "webpep_responses_streamed_total",
                 "Responses sent on as they came instead of whole: slower than limits.buffer-timeout, or event streams.",
                 &self.responses_streamed,
+            ),
+            (
+                "webpep_intercepted_connections_total",
+                "CONNECTs on the explicit port whose TLS the edge ended itself ([intercept]): browser handshakes completed with a certificate from the edge's CA.",
+                &self.intercepted_connections,
             ),
         ];
         for (name, help, c) in counters {

@@ -278,15 +278,11 @@ pub async fn write_reply<W: AsyncWrite + Unpin>(
                 rest,
                 len,
                 stall,
-                mut tee,
+                tee,
             },
         ) => {
             push_part(&mut out, &prefix, chunked);
-            if tee.as_ref().is_some_and(|t| t.done.is_none()) {
-                // A copy for nobody is not kept.
-                tee = None;
-            }
-            tee_keep(&mut tee, &prefix);
+            let tee = start_tee(tee, &prefix);
             Some((rest, prefix.len() as u64, len, stall, tee))
         }
     };
@@ -296,60 +292,29 @@ pub async fn write_reply<W: AsyncWrite + Unpin>(
     let mut written = raw(w, &out).await?;
     let first_out = Some(std::time::Instant::now());
     drop(out);
-    if let Some((mut rest, mut sent, len, stall, mut tee)) = stream {
-        let broke_off = |why: &dyn std::fmt::Display, written| {
+    if let Some((mut rest, sent, len, stall, mut tee)) = stream {
+        let mut sink = WireSink { w, chunked };
+        let end = pump_rest(
+            &mut rest,
+            sent,
+            len,
+            stall,
+            &mut tee,
+            origin_bytes,
+            &mut sink,
+        )
+        .await?;
+        written += end.bytes();
+        if let Pumped::BrokeOff { why, .. } = end {
             // The client must not take a truncated body as complete.
+            w.flush().await?;
             tracing::warn!(reason = %why, "origin body broke off mid-stream");
-            Ok(Written {
+            return Ok(Written {
                 bytes: written,
                 close: true,
                 truncated: true,
                 first_out,
-            })
-        };
-        loop {
-            match tokio::time::timeout(stall, rest.frame()).await {
-                Err(_) => {
-                    w.flush().await?;
-                    return broke_off(&format!("no bytes for {stall:?}"), written);
-                }
-                Ok(Some(Ok(frame))) => {
-                    if let Ok(data) = frame.into_data() {
-                        origin_bytes
-                            .fetch_add(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
-                        if !data.is_empty() {
-                            tee_keep(&mut tee, &data);
-                            if len == Some(sent + data.len() as u64) {
-                                // The last bytes: the copy is stored before they go out.
-                                if let Some(t) = tee.take() {
-                                    let _ = t.finish().await;
-                                }
-                            }
-                            sent += data.len() as u64;
-                            written += if chunked {
-                                write_chunk(w, &data).await?
-                            } else {
-                                raw(w, &data).await?
-                            };
-                        }
-                    }
-                }
-                Ok(Some(Err(e))) => {
-                    w.flush().await?;
-                    return broke_off(&e, written);
-                }
-                Ok(None) => {
-                    // A body of no declared length ends here, before its last chunk.
-                    if let (Some(t), None) = (tee.take(), len) {
-                        let _ = t.finish().await;
-                    }
-                    break;
-                }
-            }
-        }
-        if len.is_some_and(|n| sent != n) {
-            w.flush().await?;
-            return broke_off(&format!("{sent} of {len:?} bytes"), written);
+            });
         }
         if chunked {
             written += raw(w, LAST_CHUNK).await?;
@@ -362,6 +327,113 @@ pub async fn write_reply<W: AsyncWrite + Unpin>(
         truncated: false,
         first_out,
     })
+}
+
+/// The copy kept of a streamed body whose first bytes are `prefix` (a copy for nobody is not
+/// kept).
+pub(crate) fn start_tee(tee: Option<Tee>, prefix: &[u8]) -> Option<Tee> {
+    let mut tee = tee.filter(|t| t.done.is_some());
+    tee_keep(&mut tee, prefix);
+    tee
+}
+
+/// Where the parts of a streamed body go (an HTTP/1 connection, an HTTP/2 stream).
+pub(crate) trait Sink {
+    /// Sends one part; the bytes that went out for it (framing included).
+    async fn part(&mut self, data: Bytes) -> std::io::Result<u64>;
+}
+
+/// An HTTP/1 connection: the parts as chunks or as they are.
+struct WireSink<'a, W> {
+    w: &'a mut W,
+    chunked: bool,
+}
+
+impl<W: AsyncWrite + Unpin> Sink for WireSink<'_, W> {
+    async fn part(&mut self, data: Bytes) -> std::io::Result<u64> {
+        if self.chunked {
+            write_chunk(self.w, &data).await
+        } else {
+            raw(self.w, &data).await
+        }
+    }
+}
+
+/// How the rest of a streamed body went.
+#[derive(Debug)]
+pub(crate) enum Pumped {
+    /// All of it, `bytes` out.
+    Whole { bytes: u64 },
+    /// The origin failed, stalled or sent less than it declared: why, and the bytes out.
+    BrokeOff { why: String, bytes: u64 },
+}
+
+impl Pumped {
+    /// The bytes that went out.
+    pub(crate) fn bytes(&self) -> u64 {
+        match self {
+            Pumped::Whole { bytes } | Pumped::BrokeOff { bytes, .. } => *bytes,
+        }
+    }
+}
+
+/// Sends the rest of a streamed body (`sent` bytes of it gone already) to `sink` as it comes
+/// from the origin, counting it in `origin_bytes` and keeping the cache's copy (stored before
+/// the last bytes go out, so the client's next request finds it).
+pub(crate) async fn pump_rest<S: Sink>(
+    rest: &mut Incoming,
+    mut sent: u64,
+    len: Option<u64>,
+    stall: Duration,
+    tee: &mut Option<Tee>,
+    origin_bytes: &std::sync::atomic::AtomicU64,
+    sink: &mut S,
+) -> std::io::Result<Pumped> {
+    let mut bytes = 0;
+    loop {
+        match tokio::time::timeout(stall, rest.frame()).await {
+            Err(_) => {
+                let why = format!("no bytes for {stall:?}");
+                return Ok(Pumped::BrokeOff { why, bytes });
+            }
+            Ok(Some(Ok(frame))) => {
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
+                origin_bytes.fetch_add(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                if data.is_empty() {
+                    continue;
+                }
+                tee_keep(tee, &data);
+                if len == Some(sent + data.len() as u64) {
+                    // The last bytes: the copy is stored before they go out.
+                    if let Some(t) = tee.take() {
+                        let _ = t.finish().await;
+                    }
+                }
+                sent += data.len() as u64;
+                bytes += sink.part(data).await?;
+            }
+            Ok(Some(Err(e))) => {
+                return Ok(Pumped::BrokeOff {
+                    why: e.to_string(),
+                    bytes,
+                })
+            }
+            Ok(None) => {
+                // A body of no declared length ends here, before its last chunk.
+                if let (Some(t), None) = (tee.take(), len) {
+                    let _ = t.finish().await;
+                }
+                break;
+            }
+        }
+    }
+    if len.is_some_and(|n| sent != n) {
+        let why = format!("{sent} of {len:?} bytes");
+        return Ok(Pumped::BrokeOff { why, bytes });
+    }
+    Ok(Pumped::Whole { bytes })
 }
 
 async fn raw<W: AsyncWrite + Unpin>(w: &mut W, data: &[u8]) -> std::io::Result<u64> {

@@ -41,6 +41,9 @@ pub enum ServerError {
     /// `[origin] tls-roots` names a file that cannot be read or holds no certificate.
     #[error("origin.tls-roots: {0}")]
     TlsRoots(String),
+    /// `[intercept]` is on and its CA cannot be used (missing, or a key others can read).
+    #[error("{0}")]
+    Intercept(String),
 }
 
 impl Server {
@@ -59,6 +62,9 @@ impl Server {
         let acl = Arc::new(Acl::new(&cfg.acl));
         // Read once, at start: a bad users file stops the proxy from starting.
         let auth = Authenticator::from_config(&cfg.auth)?;
+        // Loaded at start: a missing CA or a key others can read stops the proxy.
+        let intercept = crate::intercept::Interception::from_config(&cfg.intercept)
+            .map_err(ServerError::Intercept)?;
         let upstream = cfg.origin.dns_upstream.or_else(|| {
             std::fs::read_to_string("/etc/resolv.conf")
                 .ok()
@@ -96,6 +102,7 @@ impl Server {
         Ok(Arc::new(Server {
             acl,
             auth,
+            intercept,
             dialer,
             client,
             cache,

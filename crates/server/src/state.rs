@@ -39,6 +39,8 @@ pub struct Server {
     pub(crate) acl: Arc<Acl>,
     /// Proxy authentication, when `[auth] users-file` is set.
     pub(crate) auth: Option<Authenticator>,
+    /// TLS interception of CONNECTs, when `[intercept]` is enabled.
+    pub(crate) intercept: Option<crate::intercept::Interception>,
     pub(crate) dialer: Dialer,
     pub(crate) client: OriginClient,
     pub(crate) cache: Option<webpep_cache::AsyncHttpCache>,

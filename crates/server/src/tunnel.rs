@@ -1,5 +1,6 @@
 //! CONNECT tunnels: after the port and destination checks, `200` and then bytes both ways,
-//! uninterpreted (no TLS interception in this proxy); [`splice`] also serves the TLS relay.
+//! uninterpreted (what `[intercept]` opens goes to [`crate::intercept`] instead); [`splice`]
+//! also serves the TLS relay.
 
 use std::io;
 use std::net::SocketAddr;
@@ -11,7 +12,6 @@ use std::time::Instant;
 use bytes::BytesMut;
 use http::{Method, StatusCode, Version};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
@@ -40,13 +40,12 @@ pub(crate) async fn connect_destination(
         .map_err(|e| (e.status(), e.to_string()))
 }
 
-/// Runs a tunnel to `host:port` on the client's socket halves. `leftover` holds bytes the
+/// Runs a tunnel to `host:port` on the client's connection. `leftover` holds bytes the
 /// client sent after the CONNECT head (they go to the destination first).
 #[allow(clippy::too_many_arguments)]
 pub async fn run(
     server: &Server,
-    rd: OwnedReadHalf,
-    mut wr: OwnedWriteHalf,
+    mut client: TcpStream,
     leftover: BytesMut,
     host: &str,
     port: u16,
@@ -70,7 +69,7 @@ pub async fn run(
         Ok(s) => s,
         Err(r) => {
             if let Ok(Written { bytes: n, .. }) = write_reply(
-                &mut wr,
+                &mut client,
                 r,
                 &Method::CONNECT,
                 Version::HTTP_11,
@@ -81,12 +80,12 @@ pub async fn run(
             {
                 Metrics::add(&metrics.client_bytes_out, n);
             }
-            let _ = wr.shutdown().await;
+            let _ = client.shutdown().await;
             return;
         }
     };
     let ok = b"HTTP/1.1 200 Connection established\r\n\r\n";
-    if wr.write_all(ok).await.is_err() {
+    if client.write_all(ok).await.is_err() {
         return;
     }
     metrics.request("connect", 200);
@@ -96,9 +95,6 @@ pub async fn run(
     }
     // Read from the client with the CONNECT head (and counted then); sent on now.
     Metrics::add(&metrics.origin_bytes_out, leftover.len() as u64);
-    let Ok(mut client) = rd.reunite(wr) else {
-        return;
-    };
     tracing::info!(target: "webpep::access", client = %peer, mode = "connect", method = "CONNECT",
         url = %format!("{host}:{port}"), status = 200u16, user = user.unwrap_or("-"), "tunnel open");
     splice(&mut client, &mut upstream, metrics, &hard).await;
@@ -115,11 +111,7 @@ pub(crate) async fn splice(
     metrics: &Metrics,
     hard: &CancellationToken,
 ) {
-    let mut client = Metered {
-        s: client,
-        read: &metrics.client_bytes_in,
-        written: &metrics.client_bytes_out,
-    };
+    let mut client = Metered::client(client, metrics);
     let mut upstream = Metered {
         s: upstream,
         read: &metrics.origin_bytes_in,
@@ -132,13 +124,24 @@ pub(crate) async fn splice(
 }
 
 /// A stream that counts the bytes read from it and written to it.
-struct Metered<'a> {
-    s: &'a mut TcpStream,
+pub(crate) struct Metered<'a, S> {
+    s: S,
     read: &'a AtomicU64,
     written: &'a AtomicU64,
 }
 
-impl AsyncRead for Metered<'_> {
+impl<'a, S> Metered<'a, S> {
+    /// A client's connection: its bytes are the client's.
+    pub(crate) fn client(s: S, metrics: &'a Metrics) -> Self {
+        Metered {
+            s,
+            read: &metrics.client_bytes_in,
+            written: &metrics.client_bytes_out,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Metered<'_, S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -146,20 +149,20 @@ impl AsyncRead for Metered<'_> {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let before = buf.filled().len();
-        let r = Pin::new(&mut *this.s).poll_read(cx, buf);
+        let r = Pin::new(&mut this.s).poll_read(cx, buf);
         Metrics::add(this.read, (buf.filled().len() - before) as u64);
         r
     }
 }
 
-impl AsyncWrite for Metered<'_> {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Metered<'_, S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        let r = Pin::new(&mut *this.s).poll_write(cx, data);
+        let r = Pin::new(&mut this.s).poll_write(cx, data);
         if let Poll::Ready(Ok(n)) = r {
             Metrics::add(this.written, n as u64);
         }
@@ -167,10 +170,10 @@ impl AsyncWrite for Metered<'_> {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut *self.get_mut().s).poll_flush(cx)
+        Pin::new(&mut self.get_mut().s).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut *self.get_mut().s).poll_shutdown(cx)
+        Pin::new(&mut self.get_mut().s).poll_shutdown(cx)
     }
 }

@@ -357,6 +357,7 @@ const COVERED: &[(&str, &str)] = &[
     ("webpep_prefetch_joined_total", "tests/prefetch.rs: a_request_joins_the_prefetch_of_its_url_under_way (exactly 1), a_request_does_not_wait_behind_the_prefetch_queue (0)"),
     (CONNECTIONS, "a_get_counts_one_request_and_every_byte_both_ways, refused_connections_are_counted_with_their_bytes, connection_limits_count_refusals_by_reason_and_evictions"),
     ("webpep_connections_refused_total", "refused_connections_are_counted_with_their_bytes"),
+    ("webpep_intercepted_connections_total", "tests/explicit_intercept.rs: an_intercepted_connect_serves_http2_through_the_pipeline and _http11_ (exactly 2), a_garbled_client_hello_fails_only_that_connection (1: not the failed one), an_excluded_host_is_tunnelled_untouched and with_interception_off_a_connect_is_a_tunnel (0)"),
     ("webpep_connections_evicted_total", "connection_limits_count_refusals_by_reason_and_evictions"),
     ("webpep_client_limit_refusals_total{reason=\"connections\"}", "connection_limits_count_refusals_by_reason_and_evictions"),
     ("webpep_client_limit_refusals_total{reason=\"total\"}", "connection_limits_count_refusals_by_reason_and_evictions"),
