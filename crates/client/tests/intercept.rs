@@ -275,6 +275,12 @@ async fn a_garbled_or_mismatched_client_hello_fails_only_that_connection() {
         .connect(ServerName::try_from("www.other.test").unwrap(), tcp)
         .await;
     assert!(r.is_err(), "the handshake must fail");
+    // A server name that is not a host name (rustls sends underscores; RFC 1123 has none).
+    let tcp = connect(t.proxy, "www.a.test:443").await;
+    let r = tls_client(&t.ca, &[b"http/1.1"])
+        .connect(ServerName::try_from("www_a.test").unwrap(), tcp)
+        .await;
+    assert!(r.is_err(), "no certificate for an invalid name");
     assert!(t.edge.seen.lock().unwrap().is_empty());
 
     // The proxy serves on.
