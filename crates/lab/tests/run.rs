@@ -1289,3 +1289,26 @@ fn an_https_page_gets_every_stage_when_the_edge_intercepts() {
         tunnel.air_down_bytes
     );
 }
+
+/// Real Chromium through the intercepting edge (no client software): it trusts the lab's CA
+/// through its NSS database, speaks HTTP/2 inside the CONNECT, and gets every object.
+#[test]
+fn chromium_trusts_the_intercepting_edge_through_its_nss_database() {
+    if !chromium_available("chromium_trusts_the_intercepting_edge_through_its_nss_database") {
+        return;
+    }
+    let dir = TestDir::new("run-chromium-explicit-intercept");
+    let corpus = https_text_corpus(&dir.join("corpus"));
+    let opts = options(corpus, &dir, &["chromium", "chromium-explicit-intercept"]);
+    let r = run(&opts).expect("the run completes");
+    eprintln!("{}\n{}", r.table(), r.air_table());
+    for l in &r.loads {
+        assert_eq!(l.errors, 0, "{}: {l:?}", l.config);
+        assert_eq!(l.missing, 0, "{}: {:?}", l.config, l.missing_why);
+    }
+    let load = |c: &str| r.loads.iter().find(|l| l.config == c).unwrap();
+    assert!(
+        load("chromium-explicit-intercept").air_down_bytes * 2 < load("chromium").air_down_bytes,
+        "the intercepted page crossed the air compressed"
+    );
+}

@@ -179,6 +179,11 @@ pub(crate) async fn connect(
     };
     let Accepted { tls, h2 } = match accepted {
         Ok(Ok(a)) => a,
+        Ok(Err(e)) if e.is_silent_close() => {
+            // A browser's unused preconnect.
+            tracing::debug!(client = %peer, %host, "intercepting {host}:{port}: closed before its ClientHello");
+            return;
+        }
         Ok(Err(e)) => {
             tracing::warn!(client = %peer, %host, "intercepting {host}:{port}: {e}; connection closed");
             return;
