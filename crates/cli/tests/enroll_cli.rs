@@ -250,7 +250,13 @@ fn the_interception_ca_from_the_command_line() {
     let state = dir.path().join("edge");
     let (code, _, err) = run(
         dir.path(),
-        &["server", "enroll", "dev", "--state-dir", state.to_str().unwrap()],
+        &[
+            "server",
+            "enroll",
+            "dev",
+            "--state-dir",
+            state.to_str().unwrap(),
+        ],
     );
     assert_eq!(code, 0, "{err}");
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
