@@ -301,8 +301,9 @@ pub struct LabConfig {
     pub quic_resumed: bool,
     /// HTTPS interception with the lab's per-run CA (the one the browsers trust): with
     /// `proxy = "dual"`, `webpep client`'s `[intercept]` opens the browser's CONNECT tunnels
-    /// and their requests cross the link as ordinary ones, every stage applying at the edge.
-    /// Default false: tunnels carry the browser's TLS untouched.
+    /// and their requests cross the link as ordinary ones; with `proxy = "explicit"`, the
+    /// edge's `[intercept]` does; either way every stage applies at the edge. Default false:
+    /// tunnels carry the browser's TLS untouched.
     #[serde(default)]
     pub tls_intercept: bool,
 }
@@ -422,9 +423,13 @@ impl LabConfig {
             if self.quic_resumed {
                 s += ", the client resumes an earlier session (0-RTT)";
             }
-            if self.tls_intercept {
-                s += ", HTTPS intercepted by the client";
-            }
+        }
+        if self.tls_intercept {
+            s += if self.proxy == ProxyMode::Dual {
+                ", HTTPS intercepted by the client"
+            } else {
+                ", HTTPS intercepted by the edge"
+            };
         }
         match self.peer {
             Some(p) => s += &format!(" ({})", p.summary()),
