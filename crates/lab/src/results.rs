@@ -134,7 +134,10 @@ impl LinkUse {
         if capacity_bits <= 0.0 {
             return zero;
         }
-        let bound_ms = LinkUse::bound_ms(body_bytes, down, rtt_ms);
+        // The bodies as the browser got them may be larger than what crossed the air (the
+        // device's client undoes a coding the browser does not take): the bound is on the
+        // bytes the link had to carry.
+        let bound_ms = LinkUse::bound_ms(body_bytes.min(air_down_bytes), down, rtt_ms);
         LinkUse {
             utilization: air_down_bytes as f64 * 8.0 / capacity_bits,
             bound_ms,
@@ -2166,6 +2169,14 @@ mod tests {
         let t = console(&r);
         assert!(!t.contains('!'), "{t}");
         assert_eq!(r.error_note(), "");
+    }
+
+    #[test]
+    fn the_bound_is_on_what_crossed_the_air_when_the_device_decoded_more() {
+        // 8 kbit/s = 1 byte/ms: 100,000 bytes of bodies at the browser, 1,000 on the air.
+        let l = LinkUse::of(10_000.0, 1_000, 100_000, &Rate::Kbps(8.0), 100.0);
+        assert_eq!(l.bound_ms, 1_100.0);
+        assert!(l.efficiency <= 1.0, "{}", l.efficiency);
     }
 
     #[test]
