@@ -1,7 +1,7 @@
 //! What the edge does at the link it serves (issue 33): the decisions that scale with the
 //! client's measured rate and RTT, as pure functions of numbers (sans-IO). The I/O shell
 //! ([`crate::conn`] reading `TCP_INFO`, [`crate::proxy`] timing the transforms, the inline
-//! stage) only feeds them.
+//! stage, the QUIC front end reading its connection's estimates) only feeds them.
 //!
 //! - Inlining ([`inline_plan`]): an inlined object saves the browser one request, about a
 //!   round trip; it must not cost more than that. Its bytes cross the link either way, but

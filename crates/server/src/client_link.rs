@@ -1,5 +1,6 @@
 //! What the kernel knows about the link to a client: the delivery rate and the minimum RTT of
-//! the client's TCP connection (Linux `TCP_INFO`), as the edge measures each client's link
+//! the client's TCP connection (Linux `TCP_INFO`), or of a client proxy's QUIC connection (its
+//! controller's and RTT estimator's), as the edge measures each client's link
 //! (issue 33: inline sizes, waits and transforms are to scale with rate × RTT). The parse is
 //! pure; [`ClientLink::of_socket`] is the one system call.
 
@@ -27,6 +28,19 @@ impl ClientLink {
             delivery_rate: self.delivery_rate.map(|r| (r as f64 / k).round() as u64),
             min_rtt: self.min_rtt.map(|d| d.mul_f64(k)),
             srtt: self.srtt.map(|d| d.mul_f64(k)),
+        }
+    }
+}
+
+impl ClientLink {
+    /// A client proxy's link as the QUIC connection to it measured it (its congestion
+    /// controller's delivery rate, its RTT estimator's minimum and smoothed RTT).
+    pub fn of_path(p: webpep_transport::PathEstimate) -> ClientLink {
+        let nonzero = |d: Duration| (!d.is_zero()).then_some(d);
+        ClientLink {
+            delivery_rate: p.rate.map(|r| r.round() as u64).filter(|&r| r > 0),
+            min_rtt: nonzero(p.min_rtt),
+            srtt: nonzero(p.srtt),
         }
     }
 }

@@ -176,19 +176,21 @@ impl Server {
     /// `max-body-transform`). The request is counted
     /// on `/metrics` as the HTTP/1 listener counts it; bytes are not (there is no wire).
     pub async fn serve_request(self: &Arc<Self>, req: http::Request<Bytes>, at: Arrival) -> Reply {
-        self.serve_in_memory(req, at, None).await
+        self.serve_in_memory(req, at, None, None).await
     }
 
     /// The in-memory front end for a client the transport has authenticated (an enrolled
     /// client proxy, by its certificate): the client-network list and proxy authentication
     /// are for browsers reaching the proxy directly, so neither applies; everything else does.
+    /// `link`: the client's link as the transport measured it (the stages scale with it).
     pub async fn serve_enrolled(
         self: &Arc<Self>,
         req: http::Request<Bytes>,
         at: Arrival,
         client: Arc<str>,
+        link: Option<crate::client_link::ClientLink>,
     ) -> Reply {
-        self.serve_in_memory(req, at, Some(client)).await
+        self.serve_in_memory(req, at, Some(client), link).await
     }
 
     async fn serve_in_memory(
@@ -196,6 +198,7 @@ impl Server {
         req: http::Request<Bytes>,
         at: Arrival,
         enrolled: Option<Arc<str>>,
+        link: Option<crate::client_link::ClientLink>,
     ) -> Reply {
         let (parts, body) = req.into_parts();
         if enrolled.is_none() && !self.acl.client_allowed(at.peer.ip()) {
@@ -218,7 +221,10 @@ impl Server {
         };
         let adm = admit(self, head, body, None, at, enrolled).await;
         let reply = match adm.outcome {
-            Outcome::Serve(r) => {
+            Outcome::Serve(mut r) => {
+                if self.measure_links {
+                    r.link = link;
+                }
                 let mut reply = self.clone().handle(r).await;
                 // What a socket front end streams through as it comes, whole here.
                 reply.body = reply.body.gather().await;

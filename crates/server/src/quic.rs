@@ -7,6 +7,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -18,9 +19,13 @@ use webpep_transport::session::{
 };
 use webpep_transport::EdgeIdentity;
 
+use crate::client_link::ClientLink;
 use crate::reply::{Body, Reply};
 use crate::request::Arrival;
 use crate::state::Server;
+
+/// The access log's mode of a request from a client proxy.
+pub const MODE: &str = "quic";
 
 /// Largest request body a client proxy may send (an upload).
 const MAX_REQUEST_BODY: usize = 16 << 20;
@@ -211,16 +216,65 @@ async fn exchange(
             return;
         }
     };
+    // The link to this client as the connection measured it so far (the lab's time-scaled
+    // links read as the links they stand for), remembered as a browser's TCP link is.
+    let link = server.measure_links.then(|| {
+        let l = ClientLink::of_path(webpep_transport::path_estimate(session.connection()))
+            .unscaled(server.cfg.air.link_time_scale);
+        server.links.measured(at.peer.ip(), l, Instant::now());
+        server.links.get(at.peer.ip(), Instant::now())
+    });
+    let start = Instant::now();
+    let (method, url) = (req.method.clone(), req.target.clone());
     let reply = match build(req) {
-        Ok(r) => server.serve_enrolled(r, at, client.clone()).await,
+        Ok(r) => {
+            server
+                .serve_enrolled(r, at, client.clone(), link.flatten())
+                .await
+        }
         Err(why) => Reply::text(http::StatusCode::BAD_REQUEST, &why),
     };
-    match answer(&session, &mut send, reply).await {
-        Ok(n) => server.metrics.quic_client(&client, |c| c.bytes_out += n),
-        Err(e) => {
-            tracing::debug!(%client, "writing a response: {e}");
-            return;
-        }
+    let (status, cache, trace) = (reply.status.as_u16(), reply.cache, reply.trace);
+    let written = answer(&session, &mut send, reply).await;
+    if let Ok((n, _)) = &written {
+        server.metrics.quic_client(&client, |c| c.bytes_out += *n);
+    }
+    // The access log as the HTTP/1 listener writes it; the link as this connection measured
+    // it after the response.
+    if tracing::enabled!(target: "webpep::access", tracing::Level::INFO) {
+        let link = ClientLink::of_path(webpep_transport::path_estimate(session.connection()))
+            .unscaled(server.cfg.air.link_time_scale);
+        let ms = |d: Duration| (d.as_secs_f64() * 1e4).round() / 10.0;
+        let timing = trace.timing.unwrap_or_default();
+        let first_out = written.as_ref().ok().and_then(|w| w.1);
+        let added = match (trace.first_in, first_out) {
+            (Some(i), Some(o)) => Some(ms(o.saturating_duration_since(i))),
+            _ => None,
+        };
+        tracing::info!(
+            target: "webpep::access",
+            client = %at.peer,
+            mode = MODE,
+            method = %method,
+            url = %url,
+            status,
+            bytes = written.as_ref().map_or(0, |w| w.0),
+            cache,
+            user = %client,
+            ms = start.elapsed().as_millis() as u64,
+            truncated = written.is_err(),
+            link_kbps = link.rate_kbps().map(|k| k.round() as u64),
+            min_rtt_ms = link.min_rtt.map(|d| d.as_millis() as u64),
+            added_ms = added,
+            origin_ms = timing.origin.map(ms),
+            queue_ms = timing.queue.map(ms),
+            transform_ms = timing.transform.map(ms),
+            hold = timing.hold.map(|h| h.label()),
+        );
+    }
+    if let Err(e) = written {
+        tracing::debug!(%client, "writing a response: {e}");
+        return;
     }
     let _ = send.finish();
 }
@@ -299,14 +353,15 @@ fn build(req: IncomingRequest) -> Result<http::Request<Bytes>, String> {
     Ok(r)
 }
 
-/// Writes the reply; the body bytes written.
+/// Writes the reply; the body bytes written and when the head went out.
 async fn answer(
     session: &Session,
     send: &mut quinn::SendStream,
     reply: Reply,
-) -> Result<u64, webpep_transport::session::SessionError> {
+) -> Result<(u64, Option<Instant>), webpep_transport::session::SessionError> {
     let mut sent = 0u64;
     send_response_head(session, send, reply.status.as_u16(), &reply.headers).await?;
+    let first_out = Some(Instant::now());
     let data = |bytes: &[u8]| -> Vec<u8> {
         let mut out = Vec::with_capacity(bytes.len() + 16);
         for chunk in bytes.chunks(DATA_CHUNK) {
@@ -345,12 +400,12 @@ async fn answer(
                             },
                         )
                         .await?;
-                        return Ok(sent);
+                        return Ok((sent, first_out));
                     }
                 }
             }
         }
     }
     write_frame(send, &Frame::End).await?;
-    Ok(sent)
+    Ok((sent, first_out))
 }

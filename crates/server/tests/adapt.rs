@@ -8,11 +8,14 @@
 //! The proxy is given its clients' links (`Server::with_fixed_link`): a loopback connection
 //! measures gigabytes a second and microseconds.
 
+#[path = "common/access_log.rs"]
+mod access_log;
 mod common;
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
+use access_log::*;
 use common::*;
 use tokio::sync::Notify;
 use webpep_server::client_link::ClientLink;
@@ -322,59 +325,6 @@ async fn a_transform_not_worth_its_time_at_the_rate_is_made_for_the_next_client(
     assert!(d.body.len() < jpeg.len());
     let st = d.header("server-timing").unwrap_or_default().to_string();
     assert!(st.contains("hold;desc=held"), "{st}");
-}
-
-/// What the access log wrote, one JSON object a line.
-fn access_log() -> &'static Arc<Mutex<Vec<u8>>> {
-    static LOG: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
-    LOG.get_or_init(|| {
-        let buf = Arc::new(Mutex::new(Vec::new()));
-        let sink = buf.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .json()
-            .with_env_filter("webpep::access=info")
-            .with_writer(move || Sink(sink.clone()))
-            .finish();
-        tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
-        buf
-    })
-}
-
-struct Sink(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Sink {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// The access lines for `url` so far, as their fields.
-fn lines_for(url: &str) -> Vec<serde_json::Value> {
-    let text = String::from_utf8_lossy(&access_log().lock().unwrap()).into_owned();
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .map(|v| v["fields"].clone())
-        .filter(|f| f["url"] == url)
-        .collect()
-}
-
-/// Waits for the `n`th access line of `url` (written just after the response).
-async fn nth_line(url: &str, n: usize) -> serde_json::Value {
-    let waiting = async {
-        loop {
-            if let Some(l) = lines_for(url).get(n - 1) {
-                return l.clone();
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    };
-    tokio::time::timeout(WAIT_GUARD, waiting)
-        .await
-        .unwrap_or_else(|_| panic!("no access line {n} for {url}: {:?}", lines_for(url)))
 }
 
 fn num(v: &serde_json::Value, key: &str) -> Option<f64> {

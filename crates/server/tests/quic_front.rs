@@ -4,6 +4,8 @@
 //! origin, and comes back. A revoked client gets the link-down page; a malformed request
 //! stream is answered with an Error frame and the connection serves the next request.
 
+#[path = "common/access_log.rs"]
+mod access_log;
 mod common;
 #[path = "common/hostile.rs"]
 mod hostile;
@@ -153,6 +155,40 @@ async fn a_browser_request_crosses_the_quic_link_through_the_edge_pipeline() {
         )),
         "{text}"
     );
+}
+
+#[tokio::test]
+async fn the_edge_measures_a_client_proxys_link_from_its_quic_connection() {
+    access_log::access_log();
+    // Bodies large enough to fill the window: an application-limited connection says
+    // nothing of the link's rate.
+    let big = vec![7u8; 1 << 20];
+    let origin = common::Origin::start(move |_| {
+        common::OriginReply::ok("application/octet-stream", big.clone())
+    })
+    .await;
+    let mut cfg = common::test_config();
+    // The stages that scale with the link (compression here) make the edge measure it.
+    cfg.air.adapt = true;
+    cfg.compress.enabled = true;
+    let edge = start_edge_with(cfg).await;
+    let cred = edge.identity.enroll("measured").unwrap();
+    let (proxy, _upstream) = start_client(edge.addr, &cred).await;
+    let url = format!("http://{}/measured", origin.addr);
+    for _ in 0..4 {
+        let (status, _) = browser_get(proxy, &url).await;
+        assert_eq!(status, 200);
+    }
+    let line = access_log::nth_line(&url, 4).await;
+    eprintln!("{line}");
+    assert_eq!(line["mode"], "quic", "{line}");
+    assert_eq!(line["user"], "measured", "{line}");
+    assert_eq!(line["status"], 200, "{line}");
+    // The connection's controller measured a delivery rate and its RTT estimator a minimum
+    // RTT, as TCP_INFO gives them for a browser's connection.
+    assert!(line["link_kbps"].as_u64().is_some_and(|k| k > 0), "{line}");
+    assert!(line["min_rtt_ms"].as_u64().is_some(), "{line}");
+    assert!(line["added_ms"].as_f64().is_some(), "{line}");
 }
 
 #[tokio::test]

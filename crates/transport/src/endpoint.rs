@@ -264,3 +264,32 @@ pub fn peer_certificate(conn: &quinn::Connection) -> Option<CertificateDer<'stat
     let chain = identity.downcast::<Vec<CertificateDer<'static>>>().ok()?;
     chain.into_iter().next()
 }
+
+/// A connection's path as the sender sees it: what the edge scales its decisions by for a
+/// client proxy, as it reads `TCP_INFO` for a browser's TCP connection.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PathEstimate {
+    /// Delivery rate, bytes per second: the link-aware controller's measured rate; for
+    /// another controller (quinn's Cubic or BBR, kept for comparison) the rate its window
+    /// allows, window ÷ smoothed RTT. `None` before anything was measured.
+    pub rate: Option<f64>,
+    /// The least RTT seen (the handshake gives the first sample).
+    pub min_rtt: Duration,
+    /// The smoothed RTT.
+    pub srtt: Duration,
+}
+
+/// `conn`'s path as its congestion controller and RTT estimator know it now.
+pub fn path_estimate(conn: &quinn::Connection) -> PathEstimate {
+    let path = conn.stats().path;
+    let controller = conn.congestion_state().into_any();
+    let rate = match controller.downcast::<crate::congestion::Controller>() {
+        Ok(c) => c.core().estimate().map(|e| e.rate),
+        Err(_) => (!path.rtt.is_zero()).then(|| path.cwnd as f64 / path.rtt.as_secs_f64()),
+    };
+    PathEstimate {
+        rate: rate.filter(|r| r.is_finite() && *r > 0.0),
+        min_rtt: path.min_rtt,
+        srtt: path.rtt,
+    }
+}

@@ -13,6 +13,7 @@ pub use congestion::{
 };
 pub use credential::{Credential, CredentialError, EdgeIdentity, Revocations, EDGE_SERVER_NAME};
 pub use endpoint::{
-    client_config, connect, connect_early, peer_certificate, server_config, TransportSettings, ALPN,
+    client_config, connect, connect_early, path_estimate, peer_certificate, server_config,
+    PathEstimate, TransportSettings, ALPN,
 };
 pub use rustls::pki_types::CertificateDer;
