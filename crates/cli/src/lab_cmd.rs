@@ -44,8 +44,9 @@ enum LabSub {
         #[command(subcommand)]
         sub: ImportSub,
     },
-    /// Cache-hit throughput of webpep's edge proxy and Squid side by side on loopback, and
-    /// their resident memory with many idle keep-alive client connections.
+    /// Cache-hit throughput of webpep's edge proxy, the dual proxy (client → QUIC → edge) and
+    /// Squid side by side on loopback, and their resident memory with many idle keep-alive
+    /// client connections.
     ProxyBench(ProxyBenchArgs),
     /// The link transport against TCP over the emulated link: goodput from a cold connection,
     /// a small request beside a bulk transfer, the link's queue (QUIC with webpep's
@@ -134,9 +135,13 @@ pub struct ProxyBenchArgs {
     /// Idle keep-alive client connections held for the memory measurement.
     #[arg(long, default_value_t = 1000)]
     pub idle: usize,
-    /// Squid's binary; `none` measures webpep alone.
+    /// Squid's binary; `none` leaves Squid out.
     #[arg(long, default_value = "/usr/sbin/squid")]
     pub squid: String,
+    /// Subjects, in turn within each round (comma-separated; default all: webpep (the edge's
+    /// HTTP/1 front end), webpep-dual (webpep client → QUIC → the edge), squid).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = |s: &str| s.parse::<webpep_lab::proxy_bench::Subject>())]
+    pub subjects: Vec<webpep_lab::proxy_bench::Subject>,
     /// Working directory (proxy configurations and caches).
     #[arg(long, default_value = "webpep-proxy-bench")]
     pub out: PathBuf,
@@ -297,8 +302,19 @@ fn lab_err(e: LabError) -> anyhow::Error {
 pub fn run_cmd(args: LabArgs) -> Result<u8> {
     match args.sub {
         LabSub::ProxyBench(a) => {
-            let squid = if a.squid == "none" {
+            use webpep_lab::proxy_bench::Subject;
+            let subjects: Vec<Subject> = if a.subjects.is_empty() {
+                Subject::ALL
+                    .into_iter()
+                    .filter(|s| *s != Subject::Squid || a.squid != "none")
+                    .collect()
+            } else {
+                a.subjects
+            };
+            let squid = if !subjects.contains(&Subject::Squid) {
                 None
+            } else if a.squid == "none" {
+                return Err(BadInput("--subjects names squid but --squid is none".into()).into());
             } else {
                 let p = PathBuf::from(&a.squid);
                 if !p.exists() {
@@ -319,6 +335,7 @@ pub fn run_cmd(args: LabArgs) -> Result<u8> {
                 rounds: a.rounds,
                 webpep: std::env::current_exe().context("locating the webpep binary")?,
                 squid,
+                subjects,
                 work_dir: a.out.clone(),
             };
             let report = webpep_lab::proxy_bench::run(&opts).map_err(lab_err)?;

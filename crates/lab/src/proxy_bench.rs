@@ -1,13 +1,17 @@
 //! `webpep lab proxy-bench`: cache-hit throughput and idle-connection memory of webpep's edge
-//! proxy side by side with Squid in one run, on loopback (issue 4).
+//! proxy, of the dual proxy and of Squid side by side in one run, on loopback (issues 4, 34).
 //!
-//! A small origin serves N cacheable objects of a fixed size; each proxy runs as its own
-//! process (webpep as `webpep server`, Squid from Debian) and is warmed with every object; a
-//! load generator then keeps `connections` keep-alive connections busy for a fixed time with
-//! absolute-URI GETs (cache hits), alternating proxies round by round so machine noise falls
-//! on both. Memory: resident set growth of the proxy process while it holds `idle` keep-alive
-//! client connections that have each made one request.
+//! A small origin serves N cacheable objects of a fixed size; each subject runs as its own
+//! processes and is warmed with every object: `webpep` is `webpep server` (its HTTP/1 front
+//! end), `webpep-dual` is `webpep client` in front of another `webpep server` with its QUIC
+//! front end on (every request crosses QUIC and is a cache hit at the edge), `squid` is
+//! Squid from Debian. A load generator then keeps `connections` keep-alive connections busy
+//! for a fixed time with absolute-URI GETs (cache hits), alternating subjects round by round
+//! so machine noise falls on all. Memory: resident set of the process the browsers connect to
+//! (for the dual proxy, the client proxy; its edge's is reported beside it) before and while
+//! it holds `idle` keep-alive client connections that have each made one request.
 
+use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -21,6 +25,48 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::{LabError, Result};
 
+/// What is measured: the proxy (or chain of proxies) the load generator talks to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Subject {
+    /// `webpep server`, its HTTP/1 front end.
+    Webpep,
+    /// `webpep client` → QUIC → `webpep server --quic-listen`.
+    WebpepDual,
+    /// Squid, memory cache.
+    Squid,
+}
+
+impl Subject {
+    pub const ALL: [Subject; 3] = [Subject::Webpep, Subject::WebpepDual, Subject::Squid];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Subject::Webpep => "webpep",
+            Subject::WebpepDual => "webpep-dual",
+            Subject::Squid => "squid",
+        }
+    }
+}
+
+impl fmt::Display for Subject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Subject {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match Subject::ALL.into_iter().find(|t| t.name() == s) {
+            Some(t) => Ok(t),
+            None => Err(format!(
+                "unknown subject {s:?} (webpep, webpep-dual, squid)"
+            )),
+        }
+    }
+}
+
 /// What to measure.
 #[derive(Clone, Debug)]
 pub struct BenchOptions {
@@ -32,9 +78,20 @@ pub struct BenchOptions {
     pub rounds: usize,
     /// The `webpep` binary (normally the running one).
     pub webpep: PathBuf,
-    /// Squid's binary; None: webpep alone.
+    /// Squid's binary; needed when `subjects` names Squid.
     pub squid: Option<PathBuf>,
+    /// The subjects, in the order they take turns within a round.
+    pub subjects: Vec<Subject>,
     pub work_dir: PathBuf,
+}
+
+/// A process's resident memory before and while the idle client connections are held.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Memory {
+    pub rss_base_kib: u64,
+    pub rss_idle_kib: u64,
+    /// Resident memory growth per idle keep-alive client connection.
+    pub kib_per_idle_conn: f64,
 }
 
 /// One proxy's figures.
@@ -46,10 +103,13 @@ pub struct ProxyFigures {
     pub errors: u64,
     pub p50_ms: f64,
     pub p99_ms: f64,
-    pub rss_base_kib: u64,
-    pub rss_idle_kib: u64,
-    /// Resident memory per idle keep-alive client connection.
-    pub kib_per_idle_conn: f64,
+    /// The process the load generator connects to (for `webpep-dual`, the client proxy;
+    /// for Squid, master and worker summed).
+    #[serde(flatten)]
+    pub memory: Memory,
+    /// `webpep-dual`: the edge behind the client proxy, over the same idle period.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edge_memory: Option<Memory>,
     pub idle_connections_held: usize,
 }
 
@@ -64,32 +124,51 @@ pub struct BenchReport {
 
 impl BenchReport {
     pub fn table(&self) -> String {
+        let mib = |k: u64| k as f64 / 1024.0;
+        let mem = |m: &Memory| {
+            format!(
+                "{:>9.1} {:>9.1} {:>11.1}",
+                mib(m.rss_base_kib),
+                mib(m.rss_idle_kib),
+                m.kib_per_idle_conn
+            )
+        };
         let mut t = format!(
-            "Cache hits on loopback: {} connections, {} B objects ({} of them), {} s per round\n{:<8} {:>28} {:>8} {:>8} {:>8} {:>22}\n",
+            "Cache hits on loopback: {} connections, {} B objects ({} of them), {} s per round\n{:<12} {:>28} {:>8} {:>8} {:>8} {:>9} {:>9} {:>11}\n",
             self.connections, self.object_bytes, self.objects, self.seconds,
-            "proxy", "requests/s per round", "p50 ms", "p99 ms", "errors", "KiB per idle conn"
+            "proxy", "requests/s per round", "p50 ms", "p99 ms", "errors", "RSS MiB", "idle MiB", "KiB/idle"
         );
         for p in &self.proxies {
             let r: Vec<String> = p.rps.iter().map(|r| format!("{r:.0}")).collect();
             t += &format!(
-                "{:<8} {:>28} {:>8.2} {:>8.2} {:>8} {:>13.1} ({} held)\n",
+                "{:<12} {:>28} {:>8.2} {:>8.2} {:>8} {} ({} idle held)\n",
                 p.proxy,
                 r.join(" "),
                 p.p50_ms,
                 p.p99_ms,
                 p.errors,
-                p.kib_per_idle_conn,
+                mem(&p.memory),
                 p.idle_connections_held
             );
+            if let Some(e) = &p.edge_memory {
+                t += &format!(
+                    "{:<68} {}\n",
+                    "  its edge (webpep server, QUIC front end)",
+                    mem(e)
+                );
+            }
         }
-        if let [a, b] = &self.proxies[..] {
-            let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
-            t += &format!(
-                "{} / {} requests per second: {:.2}\n",
-                a.proxy,
-                b.proxy,
-                mean(&a.rps) / mean(&b.rps).max(1e-9)
-            );
+        t += "RSS MiB: resident memory before the idle connections; idle MiB: while they are held (webpep-dual: the client proxy, its edge below it)\n";
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+        for (i, a) in self.proxies.iter().enumerate() {
+            for b in &self.proxies[i + 1..] {
+                t += &format!(
+                    "{} / {} requests per second: {:.2}\n",
+                    a.proxy,
+                    b.proxy,
+                    mean(&a.rps) / mean(&b.rps).max(1e-9)
+                );
+            }
         }
         t
     }
@@ -183,6 +262,16 @@ async fn read_response(s: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<
     }
 }
 
+/// How long the load generator waits for one response before it counts an error.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// [`read_response`] within [`RESPONSE_TIMEOUT`].
+async fn read_response_within(s: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<u16> {
+    tokio::time::timeout(RESPONSE_TIMEOUT, read_response(s, buf))
+        .await
+        .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
+}
+
 fn request(origin: SocketAddr, i: usize) -> Vec<u8> {
     format!("GET http://{origin}/obj/{i} HTTP/1.1\r\nHost: {origin}\r\nAccept: */*\r\n\r\n")
         .into_bytes()
@@ -217,7 +306,7 @@ async fn hammer(
                         bad += 1;
                         continue 'outer;
                     }
-                    match read_response(&mut s, &mut buf).await {
+                    match read_response_within(&mut s, &mut buf).await {
                         Ok(200) => {
                             ok += 1;
                             lat.push(t.elapsed().as_micros().min(u32::MAX as u128) as u32);
@@ -255,7 +344,7 @@ async fn hold_idle(proxy: SocketAddr, origin: SocketAddr, n: usize) -> Vec<TcpSt
         if s.write_all(&request(origin, i % 16)).await.is_err() {
             break;
         }
-        if read_response(&mut s, &mut buf).await.is_err() {
+        if read_response_within(&mut s, &mut buf).await.is_err() {
             break;
         }
         held.push(s);
@@ -289,15 +378,45 @@ fn rss_tree_kib(root: u32) -> u64 {
     total
 }
 
-struct Proxy {
+/// A process the bench started; dropped: SIGTERM (Squid cleans up its pid file), then
+/// SIGKILL after 5 s.
+struct Proc {
     name: String,
     child: Child,
-    addr: SocketAddr,
 }
 
-impl Drop for Proxy {
+impl Proc {
+    fn spawn(name: &str, cmd: &mut Command) -> Result<Proc> {
+        let child = cmd
+            .spawn()
+            .map_err(|e| LabError::Other(format!("starting {name}: {e}")))?;
+        Ok(Proc {
+            name: name.into(),
+            child,
+        })
+    }
+
+    /// Waits until `addr` accepts TCP connections (10 s at most).
+    async fn wait_listening(&mut self, addr: SocketAddr) -> Result<()> {
+        for _ in 0..200 {
+            if TcpStream::connect(addr).await.is_ok() {
+                return Ok(());
+            }
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return Err(LabError::Other(format!("{} exited: {st}", self.name)));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Err(LabError::Other(format!(
+            "{} did not start listening",
+            self.name
+        )))
+    }
+}
+
+impl Drop for Proc {
     fn drop(&mut self) {
-        // SIGTERM first (Squid cleans up its pid file), then SIGKILL.
+        // SAFETY: a signal to our own child.
         unsafe {
             libc::kill(self.child.id() as i32, libc::SIGTERM);
         }
@@ -312,12 +431,43 @@ impl Drop for Proxy {
     }
 }
 
+/// A subject, running: where the load generator connects, the process there, and for the
+/// dual proxy the edge behind it (dropped after the client proxy).
+struct Running {
+    subject: Subject,
+    addr: SocketAddr,
+    front: Proc,
+    edge: Option<Proc>,
+}
+
 fn free_port() -> Result<SocketAddr> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(err("bind"))?;
     l.local_addr().map_err(err("bind"))
 }
 
-fn start_webpep(opts: &BenchOptions, dir: &Path) -> Result<Proxy> {
+fn free_udp_port() -> Result<SocketAddr> {
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").map_err(err("bind"))?;
+    s.local_addr().map_err(err("bind"))
+}
+
+/// `webpep` with the bench's environment: no access log, as Squid runs without one here (the
+/// bench measures the proxy), warnings to our stderr.
+fn webpep_cmd(opts: &BenchOptions) -> Command {
+    let mut c = Command::new(&opts.webpep);
+    c.env("WEBPEP_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    c
+}
+
+/// `webpep server` with the cache only, its cache and configuration in `dir`; with `quic`
+/// (UDP address, state directory), its QUIC front end for client proxies too.
+fn start_webpep(
+    opts: &BenchOptions,
+    dir: &Path,
+    name: &str,
+    quic: Option<(SocketAddr, &Path)>,
+) -> Result<(Proc, SocketAddr)> {
     let addr = free_port()?;
     let cache = dir.join("webpep-cache");
     let _ = std::fs::remove_dir_all(&cache);
@@ -330,26 +480,66 @@ fn start_webpep(opts: &BenchOptions, dir: &Path) -> Result<Proxy> {
         ),
     )
     .map_err(err("webpep-server.toml"))?;
-    let child = Command::new(&opts.webpep)
-        .arg("server")
+    let mut cmd = webpep_cmd(opts);
+    cmd.arg("server")
         .arg("--config")
         .arg(&conf)
         .arg("--listen")
+        .arg(addr.to_string());
+    if let Some((udp, state)) = quic {
+        cmd.arg("--quic-listen")
+            .arg(udp.to_string())
+            .arg("--quic-state-dir")
+            .arg(state);
+    }
+    Ok((Proc::spawn(name, &mut cmd)?, addr))
+}
+
+/// The dual proxy: an edge with its QUIC front end, a credential enrolled there, and
+/// `webpep client` with it; the load generator talks to the client's HTTP port.
+async fn start_dual(opts: &BenchOptions, dir: &Path) -> Result<Running> {
+    let ddir = dir.join("webpep-dual");
+    let _ = std::fs::remove_dir_all(&ddir);
+    std::fs::create_dir_all(&ddir).map_err(err("webpep-dual dir"))?;
+    let state = ddir.join("edge-state");
+    let cred = ddir.join("bench.credential");
+    let enrolled = webpep_cmd(opts)
+        .args(["server", "enroll", "bench", "--state-dir"])
+        .arg(&state)
+        .arg("--out")
+        .arg(&cred)
+        .status()
+        .map_err(err("webpep server enroll"))?;
+    if !enrolled.success() {
+        return Err(LabError::Other(format!("webpep server enroll: {enrolled}")));
+    }
+    let quic = free_udp_port()?;
+    let (mut edge, edge_addr) = start_webpep(
+        opts,
+        &ddir,
+        "webpep server (dual edge)",
+        Some((quic, &state)),
+    )?;
+    edge.wait_listening(edge_addr).await?;
+    let addr = free_port()?;
+    let mut cmd = webpep_cmd(opts);
+    cmd.arg("client")
+        .arg("--listen")
         .arg(addr.to_string())
-        // No access log, as Squid runs without one here: the bench measures the proxy.
-        .env("WEBPEP_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(err("starting webpep server"))?;
-    Ok(Proxy {
-        name: "webpep".into(),
-        child,
+        .arg("--server")
+        .arg(quic.to_string())
+        .arg("--credential")
+        .arg(&cred);
+    let front = Proc::spawn("webpep client", &mut cmd)?;
+    Ok(Running {
+        subject: Subject::WebpepDual,
         addr,
+        front,
+        edge: Some(edge),
     })
 }
 
-fn start_squid(squid: &Path, dir: &Path) -> Result<Proxy> {
+fn start_squid(squid: &Path, dir: &Path) -> Result<Running> {
     let addr = free_port()?;
     let sdir = dir.join("squid");
     let _ = std::fs::remove_dir_all(&sdir);
@@ -384,35 +574,18 @@ fn start_squid(squid: &Path, dir: &Path) -> Result<Proxy> {
         ),
     )
     .map_err(err("squid.conf"))?;
-    let child = Command::new(squid)
-        .arg("-N")
+    let mut cmd = Command::new(squid);
+    cmd.arg("-N")
         .arg("-f")
         .arg(&conf)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(err("starting squid"))?;
-    Ok(Proxy {
-        name: "squid".into(),
-        child,
+        .stderr(Stdio::null());
+    Ok(Running {
+        subject: Subject::Squid,
         addr,
+        front: Proc::spawn("squid", &mut cmd)?,
+        edge: None,
     })
-}
-
-async fn wait_listening(p: &mut Proxy) -> Result<()> {
-    for _ in 0..200 {
-        if TcpStream::connect(p.addr).await.is_ok() {
-            return Ok(());
-        }
-        if let Ok(Some(st)) = p.child.try_wait() {
-            return Err(LabError::Other(format!("{} exited: {st}", p.name)));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Err(LabError::Other(format!(
-        "{} did not start listening",
-        p.name
-    )))
 }
 
 fn raise_fd_limit() {
@@ -429,12 +602,84 @@ fn raise_fd_limit() {
     }
 }
 
+/// Waits until `addr` answers a cache-able GET with 200 (10 s at most: the dual proxy's
+/// first request waits for the QUIC handshake, and its edge may bind UDP a moment after TCP),
+/// then warms it with every object twice (for Squid's refresh logic), checking each answer.
+async fn warm(r: &Running, origin: SocketAddr, objects: usize) -> Result<()> {
+    let name = r.subject.name();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = async {
+            let mut s = TcpStream::connect(r.addr).await?;
+            s.write_all(&request(origin, 0)).await?;
+            read_response_within(&mut s, &mut Vec::new()).await
+        };
+        match got.await {
+            Ok(200) => break,
+            other if Instant::now() >= deadline => {
+                return Err(LabError::Other(format!(
+                    "{name}: no 200 for /obj/0 within 10 s (last: {other:?})"
+                )))
+            }
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    for _ in 0..2 {
+        let mut s = TcpStream::connect(r.addr).await.map_err(err("warm"))?;
+        let mut buf = Vec::new();
+        for i in 0..objects {
+            s.write_all(&request(origin, i))
+                .await
+                .map_err(err("warm"))?;
+            let code = read_response_within(&mut s, &mut buf)
+                .await
+                .map_err(err("warm"))?;
+            if code != 200 {
+                return Err(LabError::Other(format!(
+                    "{name}: warming /obj/{i} gave status {code}"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Resident memory of each process of `r` (front, then edge) before and while `idle`
+/// keep-alive client connections are held at `r.addr`; returns them and how many were held.
+async fn idle_memory(
+    r: &Running,
+    origin: SocketAddr,
+    idle: usize,
+) -> (Memory, Option<Memory>, usize) {
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pids: Vec<u32> = std::iter::once(&r.front)
+        .chain(&r.edge)
+        .map(|p| p.child.id())
+        .collect();
+    let base: Vec<u64> = pids.iter().map(|&p| rss_tree_kib(p)).collect();
+    let held = hold_idle(r.addr, origin, idle).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut mem = pids.iter().zip(base).map(|(&pid, base)| {
+        let with = rss_tree_kib(pid);
+        Memory {
+            rss_base_kib: base,
+            rss_idle_kib: with,
+            kib_per_idle_conn: with.saturating_sub(base) as f64 / held.len().max(1) as f64,
+        }
+    });
+    let front = mem.next().unwrap_or_default();
+    (front, mem.next(), held.len())
+}
+
 /// Runs the benchmark.
 pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
     if opts.connections == 0 || opts.objects == 0 || opts.seconds <= 0.0 || opts.rounds == 0 {
         return Err(LabError::BadInput(
             "connections, objects, rounds and seconds must be positive".into(),
         ));
+    }
+    if opts.subjects.is_empty() {
+        return Err(LabError::BadInput("no subject to measure".into()));
     }
     raise_fd_limit();
     std::fs::create_dir_all(&opts.work_dir).map_err(err("work dir"))?;
@@ -449,46 +694,51 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
         let served = Arc::new(AtomicU64::new(0));
         let origin_task = tokio::spawn(origin(listener, opts.object_bytes, served.clone()));
 
-        let mut proxies = vec![start_webpep(opts, &opts.work_dir)?];
-        if let Some(sq) = &opts.squid {
-            proxies.push(start_squid(sq, &opts.work_dir)?);
-        }
-        let mut figures = Vec::new();
-        for p in proxies.iter_mut() {
-            wait_listening(p).await?;
-            // Warm: every object once (twice for Squid's refresh logic), then check hits.
-            for _ in 0..2 {
-                let mut s = TcpStream::connect(p.addr).await.map_err(err("warm"))?;
-                let mut buf = Vec::new();
-                for i in 0..opts.objects {
-                    s.write_all(&request(origin_addr, i)).await.map_err(err("warm"))?;
-                    let code = read_response(&mut s, &mut buf).await.map_err(err("warm"))?;
-                    if code != 200 {
-                        return Err(LabError::Other(format!(
-                            "{}: warming /obj/{i} gave status {code}",
-                            p.name
-                        )));
+        // Every subject runs from the start, so that each is measured beside the others'
+        // idle processes; dropping `running` ends them all, on an error too.
+        let mut running: Vec<Running> = Vec::new();
+        for &subject in &opts.subjects {
+            let r = match subject {
+                Subject::Webpep => {
+                    let (front, addr) = start_webpep(opts, &opts.work_dir, "webpep server", None)?;
+                    Running {
+                        subject,
+                        addr,
+                        front,
+                        edge: None,
                     }
                 }
-            }
+                Subject::WebpepDual => start_dual(opts, &opts.work_dir).await?,
+                Subject::Squid => {
+                    let squid = opts.squid.as_deref().ok_or_else(|| {
+                        LabError::BadInput("the squid subject needs Squid's binary".into())
+                    })?;
+                    start_squid(squid, &opts.work_dir)?
+                }
+            };
+            running.push(r);
+        }
+        let mut figures = Vec::new();
+        for r in running.iter_mut() {
+            r.front.wait_listening(r.addr).await?;
+            warm(r, origin_addr, opts.objects).await?;
             figures.push(ProxyFigures {
-                proxy: p.name.clone(),
+                proxy: r.subject.name().into(),
                 rps: Vec::new(),
                 errors: 0,
                 p50_ms: 0.0,
                 p99_ms: 0.0,
-                rss_base_kib: 0,
-                rss_idle_kib: 0,
-                kib_per_idle_conn: 0.0,
+                memory: Memory::default(),
+                edge_memory: None,
                 idle_connections_held: 0,
             });
         }
         let origin_before = served.load(Ordering::Relaxed);
-        let mut lat_all: Vec<Vec<u32>> = vec![Vec::new(); proxies.len()];
+        let mut lat_all: Vec<Vec<u32>> = vec![Vec::new(); running.len()];
         for _round in 0..opts.rounds {
-            for (i, p) in proxies.iter().enumerate() {
+            for (i, r) in running.iter().enumerate() {
                 let (ok, bad, lat) =
-                    hammer(p.addr, origin_addr, opts.connections, opts.objects, opts.seconds)
+                    hammer(r.addr, origin_addr, opts.connections, opts.objects, opts.seconds)
                         .await;
                 figures[i].rps.push(ok as f64 / opts.seconds);
                 figures[i].errors += bad;
@@ -496,10 +746,10 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
             }
         }
         let origin_during = served.load(Ordering::Relaxed) - origin_before;
-        if origin_during > (opts.objects * proxies.len() * 2) as u64 {
+        if origin_during > (opts.objects * running.len() * 2) as u64 {
             tracing::warn!("the origin served {origin_during} requests during the hit phase: not all were cache hits");
         }
-        for (i, p) in proxies.iter().enumerate() {
+        for (i, r) in running.iter().enumerate() {
             let l = &mut lat_all[i];
             l.sort_unstable();
             let q = |f: f64| {
@@ -509,21 +759,12 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
             };
             figures[i].p50_ms = q(0.5);
             figures[i].p99_ms = q(0.99);
-            // Memory with idle keep-alive connections.
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            let pid = p.child.id();
-            let base = rss_tree_kib(pid);
-            let held = hold_idle(p.addr, origin_addr, opts.idle).await;
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            let with = rss_tree_kib(pid);
-            figures[i].rss_base_kib = base;
-            figures[i].rss_idle_kib = with;
-            figures[i].idle_connections_held = held.len();
-            figures[i].kib_per_idle_conn =
-                with.saturating_sub(base) as f64 / held.len().max(1) as f64;
-            drop(held);
+            let (front, edge, held) = idle_memory(r, origin_addr, opts.idle).await;
+            figures[i].memory = front;
+            figures[i].edge_memory = edge;
+            figures[i].idle_connections_held = held;
         }
-        drop(proxies);
+        drop(running);
         origin_task.abort();
         Ok(BenchReport {
             connections: opts.connections,
@@ -533,4 +774,63 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
             proxies: figures,
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subjects_parse_by_name() {
+        for s in Subject::ALL {
+            assert_eq!(s.name().parse::<Subject>(), Ok(s));
+        }
+        assert!("dual"
+            .parse::<Subject>()
+            .unwrap_err()
+            .contains("webpep-dual"));
+    }
+
+    #[test]
+    fn the_table_shows_the_dual_proxys_edge_and_every_ratio() {
+        let fig = |proxy: &str, rps: f64, edge: Option<Memory>| ProxyFigures {
+            proxy: proxy.into(),
+            rps: vec![rps],
+            errors: 0,
+            p50_ms: 1.0,
+            p99_ms: 2.0,
+            memory: Memory {
+                rss_base_kib: 10240,
+                rss_idle_kib: 20480,
+                kib_per_idle_conn: 10.24,
+            },
+            edge_memory: edge,
+            idle_connections_held: 1000,
+        };
+        let report = BenchReport {
+            connections: 64,
+            seconds: 1.0,
+            object_bytes: 4096,
+            objects: 100,
+            proxies: vec![
+                fig("webpep", 4000.0, None),
+                fig("webpep-dual", 1000.0, Some(Memory::default())),
+                fig("squid", 8000.0, None),
+            ],
+        };
+        let t = report.table();
+        assert!(t.contains("its edge"), "{t}");
+        assert!(
+            t.contains("webpep / webpep-dual requests per second: 4.00"),
+            "{t}"
+        );
+        assert!(
+            t.contains("webpep-dual / squid requests per second: 0.12"),
+            "{t}"
+        );
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["proxies"][0]["rss_idle_kib"], 20480);
+        assert!(json["proxies"][0].get("edge_memory").is_none());
+        assert!(json["proxies"][1]["edge_memory"].is_object());
+    }
 }
