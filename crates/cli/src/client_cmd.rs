@@ -36,20 +36,8 @@ pub struct Args {
     /// is down (e.g. 30s).
     #[arg(long, value_name = "DURATION")]
     pub link_down_after: Option<String>,
-    /// Open the HTTPS tunnels the policy names with this device's CA (as `[intercept]
-    /// enabled = true`; off by default; docs/interception.md).
-    #[arg(long)]
-    pub intercept: bool,
-    /// Intercept only these hosts (repeatable; `example.com` covers its subdomains,
-    /// `*.example.com` only them, `=example.com` only that host).
-    #[arg(long, value_name = "PATTERN")]
-    pub intercept_include: Vec<String>,
-    /// Never intercept these hosts (repeatable; same patterns; wins over includes).
-    #[arg(long, value_name = "PATTERN")]
-    pub intercept_exclude: Vec<String>,
-    /// The CA's directory (as `[intercept] ca-dir`; default $XDG_DATA_HOME/webpep/ca).
-    #[arg(long, value_name = "DIR")]
-    pub ca_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub intercept: crate::intercept_args::InterceptArgs,
 }
 
 /// `webpep client ca ...`.
@@ -85,7 +73,7 @@ fn ca(action: CaAction) -> anyhow::Result<u8> {
         CaAction::Init { dir, force } => (dir, Some(force)),
         CaAction::Show { dir } => (dir, None),
     };
-    let dir = dir.unwrap_or_else(webpep_client::config::default_ca_dir);
+    let dir = dir.unwrap_or_else(webpep_intercept::default_client_ca_dir);
     ca_command(
         &dir,
         init,
@@ -140,18 +128,7 @@ fn effective_config(args: &Args) -> anyhow::Result<ClientConfig> {
     if let Some(c) = &args.credential {
         cfg.credential = Some(c.clone());
     }
-    if args.intercept {
-        cfg.intercept.enabled = true;
-    }
-    if !args.intercept_include.is_empty() {
-        cfg.intercept.include = args.intercept_include.clone();
-    }
-    if !args.intercept_exclude.is_empty() {
-        cfg.intercept.exclude = args.intercept_exclude.clone();
-    }
-    if let Some(d) = &args.ca_dir {
-        cfg.intercept.ca_dir = Some(d.clone());
-    }
+    args.intercept.apply(&mut cfg.intercept);
     if let Some(d) = &args.link_down_after {
         cfg.link_down_after = webpep_client::config::parse_duration(d).ok_or_else(|| {
             bad(format!(
@@ -179,7 +156,7 @@ pub fn run(mut args: Args) -> anyhow::Result<u8> {
         let i = Interception::load(&cfg.intercept).map_err(bad)?;
         tracing::info!(
             "intercepting HTTPS with the CA in {} (SHA-256 {})",
-            cfg.intercept.ca_dir().display(),
+            webpep_client::config::ca_dir(&cfg.intercept).display(),
             i.fingerprint()
         );
         Some(Arc::new(i))

@@ -6,6 +6,7 @@ mod client_cmd;
 mod demo;
 mod dns_cmd;
 mod edge_clients;
+mod intercept_args;
 mod lab_cmd;
 mod link_cmd;
 mod optimize_cmd;

@@ -92,21 +92,8 @@ pub struct Args {
     /// The edge's transport state directory (as `[quic] state-dir`).
     #[arg(long, value_name = "DIR")]
     pub quic_state_dir: Option<PathBuf>,
-    /// Open the CONNECTs the policy names with the edge's CA, for browsers that trust it (as
-    /// `[intercept] enabled = true`; off by default; needs --ca-dir; docs/server.md).
-    #[arg(long)]
-    pub intercept: bool,
-    /// Intercept only these hosts (repeatable; `example.com` covers its subdomains,
-    /// `*.example.com` only them, `=example.com` only that host).
-    #[arg(long, value_name = "PATTERN")]
-    pub intercept_include: Vec<String>,
-    /// Never intercept these hosts (repeatable; same patterns; wins over includes).
-    #[arg(long, value_name = "PATTERN")]
-    pub intercept_exclude: Vec<String>,
-    /// The interception CA's directory, from `webpep server ca init --dir` (as `[intercept]
-    /// ca-dir`).
-    #[arg(long, value_name = "DIR")]
-    pub ca_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub intercept: crate::intercept_args::InterceptArgs,
     /// Print the effective configuration as TOML and exit.
     #[arg(long)]
     pub print_config: bool,
@@ -227,18 +214,7 @@ fn effective_config(args: &Args) -> anyhow::Result<ServerConfig> {
     if let Some(d) = &args.quic_state_dir {
         cfg.quic.state_dir = Some(d.clone());
     }
-    if args.intercept {
-        cfg.intercept.enabled = true;
-    }
-    if !args.intercept_include.is_empty() {
-        cfg.intercept.include = args.intercept_include.clone();
-    }
-    if !args.intercept_exclude.is_empty() {
-        cfg.intercept.exclude = args.intercept_exclude.clone();
-    }
-    if let Some(d) = &args.ca_dir {
-        cfg.intercept.ca_dir = Some(d.clone());
-    }
+    args.intercept.apply(&mut cfg.intercept);
     cfg.validate("flags").map_err(|e| bad(e.to_string()))?;
     Ok(cfg)
 }

@@ -30,59 +30,15 @@ pub struct ClientConfig {
 }
 
 /// `[intercept]`: which CONNECT tunnels the client opens (with its own CA) so that their
-/// requests cross the link as ordinary requests and get every stage at the edge.
-#[derive(Clone, Debug, PartialEq)]
-pub struct InterceptConfig {
-    /// Off by default: a tunnel is opened only by an explicit choice of the device's owner.
-    pub enabled: bool,
-    /// Hosts to intercept (empty: every host not excluded). `example.com` covers the host and
-    /// its subdomains, `*.example.com` only subdomains, `=example.com` only that host.
-    pub include: Vec<String>,
-    /// Hosts always tunnelled untouched (same patterns; exclusion wins).
-    pub exclude: Vec<String>,
-    /// Where `webpep client ca init` keeps the CA (`ca.pem`, `ca-key.pem`); default
-    /// `$XDG_DATA_HOME/webpep/ca` (or `~/.local/share/webpep/ca`).
-    pub ca_dir: Option<PathBuf>,
-    /// Leaf certificates kept in memory (one per intercepted host).
-    pub leaf_cache: usize,
-    /// The CONNECT ports intercepted (default 443: a CONNECT elsewhere may carry anything).
-    pub ports: Vec<u16>,
-}
+/// requests cross the link as ordinary requests and get every stage at the edge; the CA's
+/// directory defaults to [`webpep_intercept::default_client_ca_dir`].
+pub use webpep_intercept::InterceptConfig;
 
-impl Default for InterceptConfig {
-    fn default() -> Self {
-        InterceptConfig {
-            enabled: false,
-            include: Vec::new(),
-            exclude: Vec::new(),
-            ca_dir: None,
-            leaf_cache: 1000,
-            ports: vec![443],
-        }
-    }
-}
-
-impl InterceptConfig {
-    /// The CA directory in effect.
-    pub fn ca_dir(&self) -> PathBuf {
-        self.ca_dir.clone().unwrap_or_else(default_ca_dir)
-    }
-}
-
-/// `$XDG_DATA_HOME/webpep/ca`, else `$HOME/.local/share/webpep/ca`, else `./webpep-ca`.
-pub fn default_ca_dir() -> PathBuf {
-    let var = |k: &str| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    if let Some(d) = var("XDG_DATA_HOME") {
-        return d.join("webpep").join("ca");
-    }
-    match var("HOME") {
-        Some(h) => h.join(".local").join("share").join("webpep").join("ca"),
-        None => PathBuf::from("webpep-ca"),
-    }
+/// The client's CA directory in effect.
+pub fn ca_dir(cfg: &InterceptConfig) -> PathBuf {
+    cfg.ca_dir
+        .clone()
+        .unwrap_or_else(webpep_intercept::default_client_ca_dir)
 }
 
 impl Default for ClientConfig {
@@ -117,18 +73,7 @@ struct File {
     allow_clients: Option<Vec<IpAddr>>,
     max_header_bytes: Option<usize>,
     max_request_body: Option<usize>,
-    intercept: Option<InterceptFile>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct InterceptFile {
-    enabled: Option<bool>,
-    include: Option<Vec<String>>,
-    exclude: Option<Vec<String>>,
-    ca_dir: Option<PathBuf>,
-    leaf_cache: Option<usize>,
-    ports: Option<Vec<u16>>,
+    intercept: Option<InterceptConfig>,
 }
 
 impl ClientConfig {
@@ -159,20 +104,9 @@ impl ClientConfig {
             c.max_request_body = v;
         }
         if let Some(i) = f.intercept {
-            let d = &mut c.intercept;
-            d.enabled = i.enabled.unwrap_or(d.enabled);
-            d.include = i.include.unwrap_or_default();
-            d.exclude = i.exclude.unwrap_or_default();
-            d.ca_dir = i.ca_dir;
-            if let Some(p) = i.ports {
-                d.ports = p;
-            }
-            if let Some(n) = i.leaf_cache {
-                if n == 0 {
-                    return Err(err("intercept.leaf-cache: must be at least 1".into()));
-                }
-                d.leaf_cache = n;
-            }
+            i.validate()
+                .map_err(|(key, m)| err(format!("{key}: {m}")))?;
+            c.intercept = i;
         }
         Ok(c)
     }
@@ -236,7 +170,7 @@ mod tests {
         assert!(c.intercept.enabled);
         assert_eq!(c.intercept.include, ["example.com"]);
         assert_eq!(c.intercept.exclude, ["=bank.example.com"]);
-        assert_eq!(c.intercept.ca_dir(), PathBuf::from("/tmp/ca"));
+        assert_eq!(ca_dir(&c.intercept), PathBuf::from("/tmp/ca"));
         assert_eq!(c.intercept.leaf_cache, 10);
         assert_eq!(c.intercept.ports, [443, 8443]);
         let e = ClientConfig::from_toml("[intercept]\nenable = true\n", "c.toml").unwrap_err();

@@ -49,7 +49,7 @@ pub struct Interception {
 impl Interception {
     /// Loads the CA from `cfg`'s directory (refusing a key others can read) and the policy.
     pub fn load(cfg: &InterceptConfig) -> Result<Interception, String> {
-        let ca_dir = cfg.ca_dir();
+        let ca_dir = crate::config::ca_dir(cfg);
         let ca = Arc::new(CaStore::load(&ca_dir).map_err(|e| e.to_string())?);
         Interception::new(ca, cfg, ca_dir)
     }
@@ -60,9 +60,7 @@ impl Interception {
         cfg: &InterceptConfig,
         ca_dir: PathBuf,
     ) -> Result<Interception, String> {
-        let policy = Policy::new(cfg.enabled, &cfg.include, &cfg.exclude)
-            .map_err(|e| format!("[intercept]: {e}"))?
-            .with_ports(&cfg.ports);
+        let policy = cfg.policy().map_err(|(key, m)| format!("{key}: {m}"))?;
         Ok(Interception {
             leaves: LeafCache::new(ca.clone(), cfg.leaf_cache.max(1)),
             ca,

@@ -577,84 +577,8 @@ pub struct QuicConfig {
 /// `[intercept]`: which CONNECTs on the explicit port the edge opens itself, ending the
 /// browser's TLS with a certificate its own CA mints, so that the requests inside get every
 /// stage (docs/server.md, "HTTPS interception"). Off unless an operator turns it on, and only
-/// for browsers that trust the edge's CA.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
-pub struct InterceptConfig {
-    /// Intercept the CONNECTs the lists name (off: every CONNECT is a tunnel).
-    pub enabled: bool,
-    /// Hosts to intercept (empty: every host not excluded): `example.com` (and its
-    /// subdomains), `*.example.com` (subdomains only), `=example.com` (that host only).
-    pub include: Vec<String>,
-    /// Hosts always tunnelled untouched (the same patterns; exclusion wins).
-    pub exclude: Vec<String>,
-    /// CONNECT ports intercepted (a CONNECT elsewhere may carry anything but TLS).
-    pub ports: Vec<u16>,
-    /// The CA's directory (`ca.pem`, `ca-key.pem` mode 0600; `webpep server ca init --dir`);
-    /// required when enabled.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ca_dir: Option<PathBuf>,
-    /// Leaf certificates kept in memory (one per intercepted host).
-    pub leaf_cache: usize,
-}
-
-impl Default for InterceptConfig {
-    fn default() -> Self {
-        InterceptConfig {
-            enabled: false,
-            include: Vec::new(),
-            exclude: Vec::new(),
-            ports: vec![443],
-            ca_dir: None,
-            leaf_cache: 1000,
-        }
-    }
-}
-
-impl InterceptConfig {
-    /// The policy these keys describe, or the key and what is wrong with it.
-    pub fn policy(&self) -> Result<webpep_intercept::Policy, (&'static str, String)> {
-        let policy = webpep_intercept::Policy::new(self.enabled, &self.include, &self.exclude)
-            .map_err(|e| {
-                let webpep_intercept::PolicyError::InvalidPattern { list, .. } = &e;
-                let key = if *list == "exclude" {
-                    "intercept.exclude"
-                } else {
-                    "intercept.include"
-                };
-                (key, e.to_string())
-            })?;
-        Ok(policy.with_ports(&self.ports))
-    }
-
-    fn validate(&self) -> Result<(), (&'static str, String)> {
-        self.policy()?;
-        if self.ports.contains(&0) {
-            return Err(("intercept.ports", "0 is not a port".into()));
-        }
-        if self.leaf_cache == 0 {
-            return Err(("intercept.leaf-cache", "must be at least 1".into()));
-        }
-        if self.enabled && self.ports.is_empty() {
-            return Err((
-                "intercept.ports",
-                "no port: nothing would be intercepted (443 is the usual one)".into(),
-            ));
-        }
-        if self.enabled
-            && self
-                .ca_dir
-                .as_ref()
-                .is_none_or(|d| d.as_os_str().is_empty())
-        {
-            return Err((
-                "intercept.ca-dir",
-                "required when interception is enabled: the directory of `webpep server ca init --dir DIR`".into(),
-            ));
-        }
-        Ok(())
-    }
-}
+/// for browsers that trust the edge's CA; the edge has no default CA directory.
+pub use webpep_intercept::InterceptConfig;
 
 /// `[limits]`: protocol limits.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -862,6 +786,18 @@ impl ServerConfig {
         self.intercept
             .validate()
             .map_err(|(key, m)| invalid(key, m))?;
+        if self.intercept.enabled
+            && self
+                .intercept
+                .ca_dir
+                .as_ref()
+                .is_none_or(|d| d.as_os_str().is_empty())
+        {
+            return Err(invalid(
+                "intercept.ca-dir",
+                "required when interception is enabled: the directory of `webpep server ca init --dir DIR`".into(),
+            ));
+        }
         crate::optimize::compress_config(&self.compress.options)
             .map_err(|m| invalid("compress", m))?;
         crate::optimize::transcode_config(&self.transcode.options)

@@ -18,7 +18,7 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use http::{HeaderValue, Method, StatusCode, Version};
 use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::{Frame, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf, ReadHalf, WriteHalf};
@@ -424,17 +424,9 @@ async fn exchange(
             return respond(server, r, log);
         }
     };
-    let max = server.cfg.limits.max_request_body;
-    let body = match Limited::new(body, max).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-            let r = refused(StatusCode::PAYLOAD_TOO_LARGE, "request body over the limit");
-            return respond(server, r, log);
-        }
-        Err(e) => {
-            let r = refused(StatusCode::BAD_REQUEST, &format!("request body: {e}"));
-            return respond(server, r, log);
-        }
+    let (body, lease) = match read_body(&server, at, body).await {
+        Ok(b) => b,
+        Err(r) => return respond(server, r, log),
     };
     let mut headers = parts.headers;
     // HTTP/2 carries the host in `:authority`; the pipeline and HTTP/1 origins want Host.
@@ -448,7 +440,7 @@ async fn exchange(
         headers,
         head_len: 0,
     };
-    let adm = admit(&server, head, body, None, at, inner.user.clone()).await;
+    let adm = admit(&server, head, body, Some(lease), at, inner.user.clone()).await;
     log.url = adm.url;
     log.user = adm.user;
     let reply = match adm.outcome {
@@ -547,6 +539,52 @@ fn respond(server: Arc<Server>, reply: Reply, log: Logged) -> http::Response<H2B
     *out.status_mut() = status;
     *out.headers_mut() = headers;
     out
+}
+
+/// A request body read whole within `limits.max-request-body`, held in the buffered-body
+/// budget as an HTTP/1 request's is (many streams of one connection could otherwise hold
+/// that much each).
+async fn read_body(
+    server: &Server,
+    at: Arrival,
+    mut body: Incoming,
+) -> Result<(Bytes, crate::limits::BufferLease), Reply> {
+    let max = server.cfg.limits.max_request_body as u64;
+    let mut lease = server.buffers.lease(at.peer.ip());
+    let too_large = || Reply::text(StatusCode::PAYLOAD_TOO_LARGE, "request body over the limit");
+    let over_budget = || {
+        server.metrics.limit_refused(crate::limits::Limit::Buffer);
+        Reply::text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the proxy holds too many buffered request bodies now (limits.max-buffered-bytes, max-client-buffered-bytes); retry later",
+        )
+    };
+    let declared = hyper::body::Body::size_hint(&body).exact();
+    if let Some(n) = declared {
+        if n > max {
+            return Err(too_large());
+        }
+        if !lease.grow_to(n) {
+            return Err(over_budget());
+        }
+    }
+    let mut out = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame
+            .map_err(|e| Reply::text(StatusCode::BAD_REQUEST, &format!("request body: {e}")))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        let total = (out.len() + data.len()) as u64;
+        if total > max {
+            return Err(too_large());
+        }
+        if !lease.grow_to(total) {
+            return Err(over_budget());
+        }
+        out.extend_from_slice(&data);
+    }
+    Ok((out.freeze(), lease))
 }
 
 /// An HTTP/2 stream's body, fed part by part.

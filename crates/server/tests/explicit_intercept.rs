@@ -372,3 +372,78 @@ async fn with_auth_the_requests_inside_ride_the_authenticated_connect() {
         }
     }
 }
+
+/// A request body that sends its first part and then never ends.
+struct Stalled(Option<Bytes>);
+
+impl hyper::body::Body for Stalled {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        match self.get_mut().0.take() {
+            Some(b) => std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(b)))),
+            None => std::task::Poll::Pending,
+        }
+    }
+}
+
+#[tokio::test]
+async fn http2_request_bodies_inside_are_held_in_the_buffered_body_budget() {
+    let (ca, edge) = (Ca::new(), EdgeCa::new());
+    let port = origin(ca.leaf(&["origin.test"], VALID)).await;
+    let mut cfg = config(&ca, port, Some(&edge));
+    cfg.limits.max_request_body = 10_000;
+    cfg.limits.max_client_buffered_bytes = 10_000;
+    let p = start_proxy(cfg).await;
+    let (_, s) = step(connect(p.addr, port, "")).await;
+    let tls = step(browser_tls(s, &edge.cert, &[b"h2"])).await.unwrap();
+    let (send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let post = |len: usize| {
+        http::Request::post(format!("https://origin.test:{port}/form"))
+            .header("content-length", len.to_string())
+    };
+    // One stream declares 8,000 bytes and sends a part: the budget holds them for it.
+    let stalled = post(8000)
+        .body(http_body_util::Either::Left(Stalled(Some(Bytes::from(
+            vec![b'a'; 1000],
+        )))))
+        .unwrap();
+    let mut first = send.clone();
+    tokio::spawn(async move { first.send_request(stalled).await });
+    step(async {
+        while metric(&p, "webpep_buffered_bytes") < 8000 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    // A second stream's 8,000 bytes would pass the client's 10,000: refused, not read.
+    let full = post(8000)
+        .body(http_body_util::Either::Right(http_body_util::Full::new(
+            Bytes::from(vec![b'b'; 8000]),
+        )))
+        .unwrap();
+    let r = step(send.clone().send_request(full)).await.unwrap();
+    let got = collect(r).await;
+    assert_eq!(got.status, 503, "{}", got.text());
+    assert!(
+        got.text().contains("max-client-buffered-bytes"),
+        "{}",
+        got.text()
+    );
+    // A body over max-request-body is refused as such.
+    let big = post(20_000)
+        .body(http_body_util::Either::Right(http_body_util::Full::new(
+            Bytes::from(vec![b'c'; 20_000]),
+        )))
+        .unwrap();
+    let r = step(send.clone().send_request(big)).await.unwrap();
+    assert_eq!(collect(r).await.status, 413);
+}
