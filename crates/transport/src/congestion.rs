@@ -173,6 +173,8 @@ pub struct LinkAware {
     startup_best: f64,
     startup_flat_rounds: u32,
     startup_queued_acks: u32,
+    /// When the acknowledgements in a row showing a queue began to come.
+    startup_queued_since: Option<Instant>,
     /// When the initial window's worth had been acknowledged: the packets sent before it
     /// (the handshake's and the initial flight) went out blind and queue behind one another
     /// on a slow link, which says nothing about a queue of the link's own.
@@ -241,6 +243,7 @@ impl LinkAware {
             startup_best: 0.0,
             startup_flat_rounds: 0,
             startup_queued_acks: 0,
+            startup_queued_since: None,
             initial_flight_acked: None,
             smoothed_rtt: None,
             mtu: 1200,
@@ -342,19 +345,27 @@ impl LinkAware {
         }
 
         match self.phase {
-            // In the cold start, two acknowledgements in a row with a queue a quarter as long
-            // as the minimum RTT end it at once: waiting for the round trip's end would double
+            // In the cold start, acknowledgements in a row with a queue a quarter as long as
+            // the minimum RTT end it at once: waiting for the round trip's end would double
             // the window again on top of that queue.
             Phase::Startup => {
                 if self.initial_flight_acked.is_none_or(|t| sent < t) {
                     // The initial flight: its RTTs hold its own serialization.
                 } else if rtt > min_rtt * 5 / 4 + Duration::from_millis(5) {
+                    // A queue of half the minimum RTT ends it at once; a smaller one must
+                    // last half a minimum RTT of acknowledgements: a radio link delivers in
+                    // bursts (a 3G trace's deliveries come 10–30 ms apart, at times much
+                    // more), and the packets behind one gap all come late together. That is
+                    // the link's own jitter, not a queue of this sender's.
+                    let since = *self.startup_queued_since.get_or_insert(now);
                     self.startup_queued_acks += 1;
-                    if self.startup_queued_acks >= 2 {
+                    let long = rtt > min_rtt * 3 / 2 || now >= since + min_rtt / 2;
+                    if self.startup_queued_acks >= 2 && long {
                         self.start_drain(self.rate.best());
                     }
                 } else {
                     self.startup_queued_acks = 0;
+                    self.startup_queued_since = None;
                 }
             }
             Phase::Drain if self.in_flight <= self.window => {
