@@ -97,7 +97,8 @@ pub struct Args {
     /// Print the effective configuration as TOML and exit.
     #[arg(long)]
     pub print_config: bool,
-    /// Check a configuration file (its keys, values and users file) and exit: 0 and `FILE:
+    /// Check a configuration file (its keys, values and the files it names: users file, trust
+    /// roots, interception CA) and exit: 0 and `FILE:
     /// ok` when it would start, 2 with the file, line and key otherwise.
     #[arg(long, value_name = "FILE")]
     pub check_config: Option<PathBuf>,
@@ -268,6 +269,11 @@ pub fn run(mut args: Args) -> anyhow::Result<u8> {
             webpep_server::auth::load_users(users)
                 .map_err(|e| bad(format!("{}: auth.users-file: {e}", path.display())))?;
         }
+        // The files the keys name, read as a start would read them.
+        webpep_server::origin::tls_config(&cfg.origin)
+            .map_err(|e| bad(format!("{}: origin.tls-roots: {e}", path.display())))?;
+        webpep_server::intercept::Interception::from_config(&cfg.intercept)
+            .map_err(|e| bad(format!("{}: {e}", path.display())))?;
         println!("{}: ok", path.display());
         return Ok(0);
     }

@@ -352,6 +352,33 @@ fn check_config_accepts_a_good_file_and_names_file_line_and_key_of_a_bad_one() {
     let (code, _, err) = run(&["server", "--log-format", "xml", "--print-config"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("text") && err.contains("json"), "{err}");
+    // The files the keys name are read, as a start would read them.
+    let roots = temp_file("not-pem.txt", "no certificate here\n");
+    let missing = roots.0.with_file_name("no-such-ca-dir");
+    let cases = [
+        (
+            "roots.toml",
+            format!(
+                "[origin]\ntls-roots = [{:?}]\n",
+                roots.0.display().to_string()
+            ),
+            "origin.tls-roots",
+        ),
+        (
+            "ca.toml",
+            format!(
+                "[intercept]\nenabled = true\nca-dir = {:?}\n",
+                missing.display().to_string()
+            ),
+            "intercept.ca-dir",
+        ),
+    ];
+    for (name, text, key) in cases {
+        let f = temp_file(name, &text);
+        let (code, _, err) = run(&["server", "--check-config", f.to_str().unwrap()]);
+        assert_eq!(code, 2, "{name}: {err}");
+        assert!(err.contains(name) && err.contains(key), "{err}");
+    }
 }
 
 /// The log an operator gets without setting anything: a start line naming the listeners and
