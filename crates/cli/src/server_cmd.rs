@@ -318,13 +318,12 @@ pub fn run(mut args: Args) -> anyhow::Result<u8> {
                 webpep_transport::EdgeIdentity::load_or_create(&dir)
                     .map_err(|e| bad(format!("[quic] state-dir: {e}")))?,
             );
-            let config = webpep_transport::server_config(
-                &identity,
-                identity.revocations(),
+            let edge = webpep_transport::EdgeTransport::new(
+                identity,
                 &webpep_transport::TransportSettings::default(),
             )
             .map_err(|e| bad(format!("[quic]: {e}")))?;
-            Some((addr, config, identity, dir))
+            Some((addr, std::sync::Arc::new(edge), dir))
         }
         None => None,
     };
@@ -344,8 +343,8 @@ pub fn run(mut args: Args) -> anyhow::Result<u8> {
             tracing::info!("shutting down");
             c.cancel();
         });
-        if let Some((addr, config, identity, dir)) = quic {
-            let endpoint = quinn::Endpoint::server(config, addr).map_err(|e| {
+        if let Some((addr, edge, dir)) = quic {
+            let endpoint = quinn::Endpoint::server(edge.server_config(), addr).map_err(|e| {
                 std::io::Error::new(e.kind(), format!("cannot listen on {addr} (UDP): {e}"))
             })?;
             tracing::info!(
@@ -358,7 +357,7 @@ pub fn run(mut args: Args) -> anyhow::Result<u8> {
             tokio::spawn(webpep_server::quic::serve_quic(
                 server.clone(),
                 endpoint,
-                identity,
+                edge,
                 cancel.clone(),
             ));
         }

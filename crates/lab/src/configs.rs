@@ -330,12 +330,19 @@ impl QuicCongestion {
         }
     }
 
-    /// The controller factory quinn takes.
-    pub fn factory(self) -> Arc<dyn quinn::congestion::ControllerFactory + Send + Sync> {
+    /// The transport's controller.
+    pub fn factory(self) -> webpep_transport::Congestion {
+        use webpep_transport::Congestion;
         match self {
-            QuicCongestion::LinkAware => Arc::new(webpep_transport::ControllerFactory::default()),
-            QuicCongestion::Cubic => Arc::new(quinn::congestion::CubicConfig::default()),
-            QuicCongestion::Bbr => Arc::new(quinn::congestion::BbrConfig::default()),
+            QuicCongestion::LinkAware => {
+                Congestion::LinkAware(webpep_transport::ControllerFactory::default())
+            }
+            QuicCongestion::Cubic => {
+                Congestion::Quinn(Arc::new(quinn::congestion::CubicConfig::default()))
+            }
+            QuicCongestion::Bbr => {
+                Congestion::Quinn(Arc::new(quinn::congestion::BbrConfig::default()))
+            }
         }
     }
 }

@@ -397,17 +397,21 @@ impl EdgeProxy {
             header_table: cfg.header_table,
             ..webpep_transport::TransportSettings::default()
         };
-        let qcfg = webpep_transport::server_config(&identity, identity.revocations(), &settings)
-            .map_err(|e| LabError::Other(format!("edge QUIC: {e}")))?;
+        let edge = Arc::new(
+            webpep_transport::EdgeTransport::new(identity, &settings)
+                .map_err(|e| LabError::Other(format!("edge QUIC: {e}")))?,
+        );
         let edge_addr = self.edge_addr;
         let c = self.cancel.clone();
         self.services
             .push(NsService::start(&topo.edge, "edge-quic", move || {
-                let endpoint =
-                    quinn::Endpoint::server(qcfg, SocketAddr::from((edge_addr, QUIC_PORT)))
-                        .map_err(other("bind edge QUIC"))?;
+                let endpoint = quinn::Endpoint::server(
+                    edge.server_config(),
+                    SocketAddr::from((edge_addr, QUIC_PORT)),
+                )
+                .map_err(other("bind edge QUIC"))?;
                 Ok(async move {
-                    webpep_server::quic::serve_quic(server, endpoint, identity, c).await;
+                    webpep_server::quic::serve_quic(server, endpoint, edge, c).await;
                 })
             })?);
         let c = self.cancel.clone();

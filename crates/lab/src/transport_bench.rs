@@ -12,7 +12,6 @@
 //! TCP with the kernel's cubic and reno. All times are reported unscaled.
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -61,9 +60,7 @@ impl Transport {
         }
     }
 
-    fn quic_controller(
-        self,
-    ) -> Option<Arc<dyn quinn::congestion::ControllerFactory + Send + Sync>> {
+    fn quic_controller(self) -> Option<webpep_transport::Congestion> {
         let c = match self {
             Transport::QuicWebpep => QuicCongestion::LinkAware,
             Transport::QuicCubic => QuicCongestion::Cubic,
@@ -453,7 +450,7 @@ pub fn run(opts: &TransportBenchOptions) -> Result<TransportBenchReport> {
         let settings = TransportSettings {
             congestion: t
                 .quic_controller()
-                .unwrap_or_else(|| Arc::new(webpep_transport::ControllerFactory::default())),
+                .unwrap_or_else(|| webpep_transport::Congestion::LinkAware(Default::default())),
             ..TransportSettings::default()
         };
         let server_cfg = server_config(&identity, identity.revocations(), &settings)

@@ -17,7 +17,7 @@ use webpep_transport::session::{
     pump_from_frames, pump_into_frames, read_request_body, read_request_head, send_response_head,
     write_frame, FrameReader, IncomingRequest, ResponseBody, Session, DATA_CHUNK,
 };
-use webpep_transport::EdgeIdentity;
+use webpep_transport::EdgeTransport;
 
 use crate::client_link::ClientLink;
 use crate::reply::{Body, Reply};
@@ -34,7 +34,7 @@ const MAX_REQUEST_BODY: usize = 16 << 20;
 pub async fn serve_quic(
     server: Arc<Server>,
     endpoint: quinn::Endpoint,
-    identity: Arc<EdgeIdentity>,
+    edge: Arc<EdgeTransport>,
     cancel: CancellationToken,
 ) {
     let local = endpoint
@@ -49,10 +49,11 @@ pub async fn serve_quic(
             },
         };
         let server = server.clone();
-        let identity = identity.clone();
+        let edge = edge.clone();
         let cancel = cancel.clone();
         tokio::spawn(async move {
-            let Some((conn, cert)) = authenticated(incoming).await else {
+            let identity = edge.identity().clone();
+            let Some((conn, cert)) = authenticated(&edge, incoming).await else {
                 return;
             };
             // A resumed session skips the handshake's certificate check: revocation is
@@ -87,9 +88,10 @@ pub async fn serve_quic(
 /// client's certificate is known when its handshake completes. `None` when the handshake
 /// failed or was refused (logged).
 async fn authenticated(
+    edge: &EdgeTransport,
     incoming: quinn::Incoming,
 ) -> Option<(quinn::Connection, webpep_transport::CertificateDer<'static>)> {
-    let connecting = match incoming.accept() {
+    let connecting = match edge.accept(incoming) {
         Ok(c) => c,
         Err(e) => {
             tracing::info!("QUIC connection refused: {e}");

@@ -18,7 +18,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use webpep_client::{serve, ClientConfig, ProxyRequest, QuicUpstream, Upstream};
 use webpep_server::{CancellationToken, Server};
-use webpep_transport::{server_config, Credential, EdgeIdentity, TransportSettings};
+use webpep_transport::{Credential, EdgeIdentity, EdgeTransport, TransportSettings};
 
 struct Edge {
     addr: SocketAddr,
@@ -40,14 +40,15 @@ async fn start_edge_on(cfg: webpep_server::ServerConfig, settings: &TransportSet
     let dir = tempfile::tempdir().unwrap();
     let identity = Arc::new(EdgeIdentity::load_or_create(dir.path()).unwrap());
     let server = Server::new(cfg).unwrap();
-    let cfg = server_config(&identity, identity.revocations(), settings).unwrap();
-    let endpoint = quinn::Endpoint::server(cfg, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let edge = Arc::new(EdgeTransport::new(identity.clone(), settings).unwrap());
+    let endpoint =
+        quinn::Endpoint::server(edge.server_config(), "127.0.0.1:0".parse().unwrap()).unwrap();
     let addr = endpoint.local_addr().unwrap();
     let cancel = CancellationToken::new();
     tokio::spawn(webpep_server::quic::serve_quic(
         server.clone(),
         endpoint,
-        identity.clone(),
+        edge,
         cancel.clone(),
     ));
     Edge {

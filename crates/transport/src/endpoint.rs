@@ -12,7 +12,7 @@ use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
 
-use crate::congestion::ControllerFactory;
+use crate::congestion::{ControllerFactory, LinkMemory};
 use crate::credential::{Credential, CredentialError, EdgeIdentity, Revocations, EDGE_SERVER_NAME};
 
 /// The ALPN protocol of webpep's transport; a peer offering anything else fails the
@@ -34,7 +34,7 @@ pub struct TransportSettings {
     /// Requests (bidirectional streams) the peer may have open at once.
     pub max_streams: u32,
     /// The congestion controller: webpep's link-aware one, or (for comparison) quinn's.
-    pub congestion: Arc<dyn quinn::congestion::ControllerFactory + Send + Sync>,
+    pub congestion: Congestion,
     /// Header compression across the connection (the table of fields already sent); off
     /// only to measure what it is worth.
     pub header_table: bool,
@@ -56,11 +56,32 @@ impl Default for TransportSettings {
             idle_timeout: Duration::from_secs(120),
             initial_rtt: Duration::from_millis(1000),
             max_streams: 256,
-            congestion: Arc::new(ControllerFactory::default()),
+            congestion: Congestion::LinkAware(ControllerFactory::default()),
             header_table: true,
             initial_mtu: 1350,
             mtu_discovery: false,
         }
+    }
+}
+
+/// A connection's congestion controller.
+#[derive(Clone)]
+pub enum Congestion {
+    /// webpep's link-aware controller; each connection starts from its factory's memory.
+    LinkAware(ControllerFactory),
+    /// One of quinn's (Cubic, BBR), for comparison.
+    Quinn(Arc<dyn quinn::congestion::ControllerFactory + Send + Sync>),
+}
+
+impl TransportSettings {
+    /// The same settings, the link-aware controller starting from `memory` (what the last
+    /// connection over the same link learned); quinn's controllers have none.
+    pub fn remembering(&self, memory: LinkMemory) -> TransportSettings {
+        let mut s = self.clone();
+        if let Congestion::LinkAware(f) = &mut s.congestion {
+            f.memory = memory;
+        }
+        s
     }
 }
 
@@ -88,7 +109,10 @@ impl TransportSettings {
         t.initial_rtt(self.initial_rtt);
         t.max_concurrent_bidi_streams(self.max_streams.into());
         t.max_concurrent_uni_streams(4u32.into());
-        t.congestion_controller_factory(self.congestion.clone());
+        t.congestion_controller_factory(match &self.congestion {
+            Congestion::LinkAware(f) => Arc::new(f.clone()),
+            Congestion::Quinn(f) => f.clone(),
+        });
         t.initial_mtu(self.initial_mtu);
         if !self.mtu_discovery {
             t.mtu_discovery_config(None);
@@ -291,5 +315,67 @@ pub fn path_estimate(conn: &quinn::Connection) -> PathEstimate {
         rate: rate.filter(|r| r.is_finite() && *r > 0.0),
         min_rtt: path.min_rtt,
         srtt: path.rtt,
+    }
+}
+
+/// How many client addresses' links the edge remembers (forgotten all at once when full).
+const REMEMBERED_PEERS: usize = 65_536;
+
+/// The edge's QUIC configuration, per connection: each client's link-aware controller starts
+/// from what the edge's last connection to the same address learned, not from another
+/// client's link (a phone on GPRS must not be sent an LTE client's window).
+pub struct EdgeTransport {
+    identity: Arc<EdgeIdentity>,
+    base: quinn::ServerConfig,
+    settings: TransportSettings,
+    peers: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, LinkMemory>>,
+}
+
+impl EdgeTransport {
+    /// The edge's transport for enrolled clients of `identity`.
+    pub fn new(
+        identity: Arc<EdgeIdentity>,
+        settings: &TransportSettings,
+    ) -> Result<EdgeTransport, CredentialError> {
+        let base = server_config(&identity, identity.revocations(), settings)?;
+        Ok(EdgeTransport {
+            identity,
+            base,
+            settings: settings.clone(),
+            peers: Default::default(),
+        })
+    }
+
+    /// The configuration to open the endpoint with (connections are accepted with
+    /// [`EdgeTransport::accept`]).
+    pub fn server_config(&self) -> quinn::ServerConfig {
+        self.base.clone()
+    }
+
+    /// The edge's identity (its CA, enrolled and revoked clients).
+    pub fn identity(&self) -> &Arc<EdgeIdentity> {
+        &self.identity
+    }
+
+    /// The memory of the link to `peer`'s address.
+    pub fn memory_of(&self, peer: std::net::IpAddr) -> LinkMemory {
+        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        if peers.len() >= REMEMBERED_PEERS && !peers.contains_key(&peer) {
+            peers.clear();
+        }
+        peers.entry(peer).or_default().clone()
+    }
+
+    /// Accepts `incoming` with a controller that starts from its address's memory.
+    pub fn accept(
+        &self,
+        incoming: quinn::Incoming,
+    ) -> Result<quinn::Connecting, quinn::ConnectionError> {
+        let settings = self
+            .settings
+            .remembering(self.memory_of(incoming.remote_address().ip()));
+        let mut config = self.base.clone();
+        config.transport_config(Arc::new(settings.quinn()));
+        incoming.accept_with(Arc::new(config))
     }
 }

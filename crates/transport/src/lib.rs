@@ -14,6 +14,6 @@ pub use congestion::{
 pub use credential::{Credential, CredentialError, EdgeIdentity, Revocations, EDGE_SERVER_NAME};
 pub use endpoint::{
     client_config, connect, connect_early, path_estimate, peer_certificate, server_config,
-    PathEstimate, TransportSettings, ALPN,
+    Congestion, EdgeTransport, PathEstimate, TransportSettings, ALPN,
 };
 pub use rustls::pki_types::CertificateDer;
