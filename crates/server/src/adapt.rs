@@ -80,15 +80,21 @@ pub struct InlinePlan {
     pub scaled: bool,
 }
 
-/// The inline limits for a client on `link` (see the module's head).
-pub fn inline_plan(link: Option<Measured>, cfg: &InlineConfig) -> InlinePlan {
+/// The inline limits for a client on `link` (see the module's head); `srtt`: the client's
+/// smoothed RTT when known without its rate (a new connection): the wait scales with it,
+/// the sizes stay as configured.
+pub fn inline_plan(
+    link: Option<Measured>,
+    srtt: Option<Duration>,
+    cfg: &InlineConfig,
+) -> InlinePlan {
     let Some(m) = link else {
         return InlinePlan {
             max_bytes: cfg.max_bytes,
             image_max_bytes: cfg.image_max_bytes,
             max_total: cfg.max_total,
-            wait: cfg.timeout.0,
-            scaled: false,
+            wait: srtt.map_or(cfg.timeout.0, |rtt| inline_wait(rtt, cfg)),
+            scaled: srtt.is_some(),
         };
     };
     let base = cfg.max_bytes.max(1) as f64;
@@ -98,9 +104,14 @@ pub fn inline_plan(link: Option<Measured>, cfg: &InlineConfig) -> InlinePlan {
         max_bytes: scale(cfg.max_bytes),
         image_max_bytes: scale(cfg.image_max_bytes),
         max_total: scale(cfg.max_total),
-        wait: (m.srtt / 2).clamp(MIN_INLINE_WAIT.min(cfg.timeout.0), cfg.timeout.0),
+        wait: inline_wait(m.srtt, cfg),
         scaled: true,
     }
+}
+
+/// Half the smoothed RTT, within `timeout` (at least [`MIN_INLINE_WAIT`]).
+fn inline_wait(srtt: Duration, cfg: &InlineConfig) -> Duration {
+    (srtt / 2).clamp(MIN_INLINE_WAIT.min(cfg.timeout.0), cfg.timeout.0)
 }
 
 /// The most a transcode is taken to shrink an image: an image declared larger than this
@@ -431,7 +442,7 @@ mod tests {
     #[test]
     fn an_unmeasured_link_gets_the_configured_values() {
         let cfg = InlineConfig::default();
-        let p = inline_plan(None, &cfg);
+        let p = inline_plan(None, None, &cfg);
         assert_eq!(
             (
                 p.max_bytes,
@@ -468,7 +479,7 @@ mod tests {
     fn inline_sizes_follow_rate_times_rtt_within_bounds() {
         let cfg = InlineConfig::default();
         // GPRS: 3,360 B in flight; half of it, 1,680 B, is under the default 4,096.
-        let p = inline_plan(Some(gprs()), &cfg);
+        let p = inline_plan_of(Some(gprs()), &cfg);
         assert_eq!(p.max_bytes, 1680);
         assert_eq!(p.image_max_bytes, 420);
         assert_eq!(p.max_total, 13_440);
@@ -476,15 +487,15 @@ mod tests {
         assert_eq!(p.wait, Duration::from_secs(1));
         assert!(p.scaled);
         // A 3G link at 2 Mbit/s and 100 ms: 12.5 KB half-BDP, three times the default.
-        let p = inline_plan(Some(link(250_000, 100, 120)), &cfg);
+        let p = inline_plan_of(Some(link(250_000, 100, 120)), &cfg);
         assert_eq!(p.max_bytes, 12_500);
         assert_eq!(p.wait, MS * 60);
         // LTE's 200 KB in flight: four times the default at most; the wait half its RTT.
-        let p = inline_plan(Some(lte()), &cfg);
+        let p = inline_plan_of(Some(lte()), &cfg);
         assert_eq!((p.max_bytes, p.image_max_bytes), (16_384, 4_096));
         assert_eq!(p.wait, MS * 25);
         // A crawling link: a quarter of the default at least; a tiny RTT waits 5 ms.
-        let p = inline_plan(Some(link(100, 10, 2)), &cfg);
+        let p = inline_plan_of(Some(link(100, 10, 2)), &cfg);
         assert_eq!((p.max_bytes, p.image_max_bytes), (1024, 256));
         assert_eq!(p.wait, MIN_INLINE_WAIT);
         // A configured timeout under the floor wins.
@@ -492,12 +503,22 @@ mod tests {
             timeout: Secs(MS),
             ..cfg
         };
-        assert_eq!(inline_plan(Some(link(100, 10, 2)), &short).wait, MS);
+        assert_eq!(inline_plan_of(Some(link(100, 10, 2)), &short).wait, MS);
+        // A new connection: its handshake's RTT is known, its rate not yet. The page waits
+        // half that RTT; the sizes stay as configured.
+        let p = inline_plan(None, Some(MS * 180), &cfg);
+        assert_eq!(p.wait, MS * 90);
+        assert_eq!(
+            (p.max_bytes, p.image_max_bytes),
+            (cfg.max_bytes, cfg.image_max_bytes)
+        );
+        assert!(p.scaled);
+        assert_eq!(inline_plan(None, Some(MS * 5000), &cfg).wait, cfg.timeout.0);
     }
 
     #[test]
     fn the_declared_length_decides_before_the_body() {
-        let p = inline_plan(None, &InlineConfig::default());
+        let p = inline_plan(None, None, &InlineConfig::default());
         assert!(!too_big_to_inline(false, None, &p), "unknown: wait and see");
         assert!(!too_big_to_inline(false, Some(4096), &p));
         assert!(
@@ -509,7 +530,7 @@ mod tests {
         assert!(!too_big_to_inline(true, Some(4096), &p));
         assert!(too_big_to_inline(true, Some(4097), &p));
         // Scaled down on GPRS, a 2 KB script is out from its head.
-        let g = inline_plan(Some(gprs()), &InlineConfig::default());
+        let g = inline_plan_of(Some(gprs()), &InlineConfig::default());
         assert!(too_big_to_inline(false, Some(2048), &g));
     }
 
@@ -617,4 +638,9 @@ mod tests {
             Hold::Defer
         );
     }
+}
+
+#[cfg(test)]
+fn inline_plan_of(link: Option<Measured>, cfg: &InlineConfig) -> InlinePlan {
+    inline_plan(link, None, cfg)
 }

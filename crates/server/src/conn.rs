@@ -478,8 +478,15 @@ async fn reader_loop<R: Wire + AsyncRead + Unpin>(
             Outcome::Serve(mut req) => {
                 if server.measure_links {
                     // The client's link as last measured (on this or another of its
-                    // connections); a new client's is not known yet.
-                    req.link = server.links.get(conn.peer.ip(), Instant::now());
+                    // connections); for a new client, what this connection's handshake
+                    // measured (its RTT; no rate yet).
+                    req.link = server
+                        .links
+                        .get(conn.peer.ip(), Instant::now())
+                        .or_else(|| {
+                            ClientLink::of_socket(rd.socket())
+                                .map(|l| l.unscaled(server.cfg.air.link_time_scale))
+                        });
                 }
                 req
             }

@@ -63,6 +63,11 @@ impl Exchange {
             } else {
                 None
             },
+            srtt: self
+                .req
+                .link
+                .filter(|_| self.server.measure_links)
+                .and_then(|l| l.srtt.or(l.min_rtt)),
         }
     }
 }

@@ -219,21 +219,18 @@ async fn exchange(
         }
     };
     // The link to this client as the connection measured it so far (the lab's time-scaled
-    // links read as the links they stand for), remembered as a browser's TCP link is.
+    // links read as the links they stand for), remembered as a browser's TCP link is; before
+    // its rate is known, its RTT (the handshake's) still is.
     let link = server.measure_links.then(|| {
         let l = ClientLink::of_path(webpep_transport::path_estimate(session.connection()))
             .unscaled(server.cfg.air.link_time_scale);
         server.links.measured(at.peer.ip(), l, Instant::now());
-        server.links.get(at.peer.ip(), Instant::now())
+        server.links.get(at.peer.ip(), Instant::now()).unwrap_or(l)
     });
     let start = Instant::now();
     let (method, url) = (req.method.clone(), req.target.clone());
     let reply = match build(req) {
-        Ok(r) => {
-            server
-                .serve_enrolled(r, at, client.clone(), link.flatten())
-                .await
-        }
+        Ok(r) => server.serve_enrolled(r, at, client.clone(), link).await,
         Err(why) => Reply::text(http::StatusCode::BAD_REQUEST, &why),
     };
     let (status, cache, trace) = (reply.status.as_u16(), reply.cache, reply.trace);

@@ -51,6 +51,9 @@ pub struct StageCtx<'a> {
     /// The link to the client as measured (`None`: not measured, or `[air] adapt` off):
     /// what [`crate::adapt`] scales the stages' limits with.
     pub link: Option<crate::adapt::Measured>,
+    /// The client's smoothed RTT when known, even before its rate is (a new connection's
+    /// handshake measured it): the inline wait scales with it alone.
+    pub srtt: Option<std::time::Duration>,
 }
 
 /// Where the proxy's time on one request went, for `response_filter` and `logging`.

@@ -109,7 +109,7 @@ impl Stage for Inline {
         }
         // The sizes and the wait for this client's link (the configured ones when it is not
         // measured).
-        let plan = crate::adapt::inline_plan(ctx.link, &self.cfg);
+        let plan = crate::adapt::inline_plan(ctx.link, ctx.srtt, &self.cfg);
         Some(Box::pin(async move {
             let late = Arc::new(AtomicBool::new(false));
             let replaced = self.inline(ctx, original, page, sub, plan, &late).await;
