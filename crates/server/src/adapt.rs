@@ -412,6 +412,10 @@ impl Drop for MakingClaim {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn inline_plan_of(link: Option<Measured>, cfg: &InlineConfig) -> InlinePlan {
+        inline_plan(link, None, cfg)
+    }
     use crate::config::Secs;
 
     const MS: Duration = Duration::from_millis(1);
@@ -638,9 +642,4 @@ mod tests {
             Hold::Defer
         );
     }
-}
-
-#[cfg(test)]
-fn inline_plan_of(link: Option<Measured>, cfg: &InlineConfig) -> InlinePlan {
-    inline_plan(link, None, cfg)
 }
