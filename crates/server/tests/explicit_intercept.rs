@@ -3,7 +3,9 @@
 //! browser's TLS with a leaf its CA minted, and serves the requests inside (HTTP/2 and
 //! HTTP/1.1) through the pipeline, fetching the origin over its own verified TLS. Excluded
 //! hosts, and every host with interception off, are tunnelled untouched: the browser sees
-//! the origin's own certificate.
+//! the origin's own certificate. The same origins through the dual proxy intercepting on the
+//! device (`webpep client` over QUIC to the edge): an origin with a bad certificate gives the
+//! browser the edge's error page and nothing else.
 
 mod common;
 #[path = "common/tls_origin.rs"]
@@ -446,4 +448,96 @@ async fn http2_request_bodies_inside_are_held_in_the_buffered_body_budget() {
         .unwrap();
     let r = step(send.clone().send_request(big)).await.unwrap();
     assert_eq!(collect(r).await.status, 413);
+}
+
+/// The dual proxy intercepting on the device: `webpep client` (its own CA) in front of an
+/// edge over QUIC, the edge trusting `origin_ca` for origins. The client proxy's address and
+/// the certificate browsers trust for it.
+async fn dual_proxy(
+    origin_ca: &Ca,
+    port: u16,
+) -> (SocketAddr, CertificateDer<'static>, tempfile::TempDir) {
+    let mut cfg = config(origin_ca, port, None);
+    cfg.compress.enabled = true;
+    let server = webpep_server::Server::new(cfg).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let identity =
+        Arc::new(webpep_transport::EdgeIdentity::load_or_create(&dir.path().join("edge")).unwrap());
+    let settings = webpep_transport::TransportSettings::default();
+    let edge = Arc::new(webpep_transport::EdgeTransport::new(identity.clone(), &settings).unwrap());
+    let endpoint =
+        quinn::Endpoint::server(edge.server_config(), "127.0.0.1:0".parse().unwrap()).unwrap();
+    let edge_addr = endpoint.local_addr().unwrap();
+    let cancel = webpep_server::CancellationToken::new();
+    tokio::spawn(webpep_server::quic::serve_quic(
+        server,
+        endpoint,
+        edge,
+        cancel.clone(),
+    ));
+    let cred = identity.enroll("phone").unwrap();
+    let upstream = Arc::new(webpep_client::QuicUpstream::new(edge_addr, &cred, &settings).unwrap());
+    let ca_dir = dir.path().join("ca");
+    let ca = Arc::new(webpep_intercept::CaStore::init(&ca_dir, false).unwrap());
+    let icfg = webpep_intercept::InterceptConfig {
+        enabled: true,
+        ports: vec![port],
+        ..Default::default()
+    };
+    let intercept = Arc::new(webpep_client::Interception::new(ca.clone(), &icfg, ca_dir).unwrap());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = listener.local_addr().unwrap();
+    let client_cfg = webpep_client::ClientConfig {
+        intercept: icfg,
+        ..Default::default()
+    };
+    tokio::spawn(webpep_client::serve_with(
+        listener,
+        Arc::new(client_cfg),
+        upstream,
+        Some(intercept),
+        cancel,
+    ));
+    (proxy, ca.cert_der(), dir)
+}
+
+/// Through the dual proxy, intercepted on the device: an origin showing `identity` gives the
+/// browser the edge's error page (502, marked, naming the host and `reason`) and nothing of
+/// the origin; a valid origin is served.
+async fn dual_refuses(identity: Identity, origin_ca: &Ca, reason: &str) {
+    let (port, answered) = tls_origin(OriginTls::new(identity, &[b"h2", b"http/1.1"])).await;
+    let (proxy, root, _dir) = dual_proxy(origin_ca, port).await;
+    let (status, s) = step(connect(proxy, port, "")).await;
+    assert_eq!(
+        status, 200,
+        "the client answers an intercepted CONNECT itself"
+    );
+    let tls = step(browser_tls(s, &root, &[b"http/1.1"])).await.unwrap();
+    let got = step(get(tls, port, &["/page"], &[])).await;
+    let text = got[0].text();
+    assert_eq!(got[0].status, 502, "{text}");
+    assert_eq!(got[0].header("webpep-error"), Some("origin-certificate"));
+    assert!(text.contains("origin.test"), "names the host: {text}");
+    assert!(text.contains(reason), "says why ({reason}): {text}");
+    assert!(!text.contains(SECRET), "nothing of the origin: {text}");
+    assert_eq!(answered.load(std::sync::atomic::Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn through_the_dual_proxy_a_bad_origin_certificate_gives_an_error_page_and_nothing_else() {
+    let ca = Ca::new();
+    let expired = ca.leaf(&["origin.test"], (2000, 2001));
+    dual_refuses(expired, &ca, "the certificate has expired").await;
+    let untrusted = "the certificate is not trusted (self-signed or unknown issuer)";
+    dual_refuses(tls_origin::self_signed(&["origin.test"]), &ca, untrusted).await;
+    let wrong = "the certificate is not valid for origin.test";
+    dual_refuses(ca.leaf(&["other.test"], VALID), &ca, wrong).await;
+    // And the same path serves a valid origin.
+    let port = origin(ca.leaf(&["origin.test"], VALID)).await;
+    let (proxy, root, _dir) = dual_proxy(&ca, port).await;
+    let (_, s) = step(connect(proxy, port, "")).await;
+    let tls = step(browser_tls(s, &root, &[b"h2"])).await.unwrap();
+    let got = step(get(tls, port, &["/page"], &[])).await;
+    assert_eq!(got[0].status, 200, "{}", got[0].text());
+    assert!(got[0].text().starts_with(SECRET), "{}", got[0].text());
 }
