@@ -102,6 +102,12 @@ const MAX_SEND_RECORDS: usize = 1 << 16;
 /// How many mean deviations of the measured RTT the window covers above the mean.
 const SPREAD_COVERED: f64 = 1.5;
 
+/// A radio link's delivery gaps: the cold start takes acknowledgements late by less than
+/// twice this for a queue only when they keep coming for this long (on a short path, late by
+/// less than half the minimum RTT, for that long). Gaps are tens of milliseconds whatever
+/// the RTT, so a satellite's or a GPRS link's queue is still seen at once.
+const STARTUP_JITTER: Duration = Duration::from_millis(40);
+
 /// RTT samples kept per measurement for their spread.
 const MAX_MEASURED: usize = 256;
 
@@ -352,14 +358,16 @@ impl LinkAware {
                 if self.initial_flight_acked.is_none_or(|t| sent < t) {
                     // The initial flight: its RTTs hold its own serialization.
                 } else if rtt > min_rtt * 5 / 4 + Duration::from_millis(5) {
-                    // A queue of half the minimum RTT ends it at once; a smaller one must
-                    // last half a minimum RTT of acknowledgements: a radio link delivers in
-                    // bursts (a 3G trace's deliveries come 10–30 ms apart, at times much
-                    // more), and the packets behind one gap all come late together. That is
-                    // the link's own jitter, not a queue of this sender's.
+                    // Late by more than a radio link's delivery gaps explain ends it at once;
+                    // less late, the lateness must last: a radio link delivers in bursts (a 3G
+                    // trace's deliveries come 10–30 ms apart, at times more), and the packets
+                    // behind one gap all come late together. That is the link's jitter, not a
+                    // queue of this sender's.
                     let since = *self.startup_queued_since.get_or_insert(now);
                     self.startup_queued_acks += 1;
-                    let long = rtt > min_rtt * 3 / 2 || now >= since + min_rtt / 2;
+                    let half = min_rtt / 2;
+                    let long = rtt - min_rtt > half.min(2 * STARTUP_JITTER)
+                        || now >= since + half.min(STARTUP_JITTER);
                     if self.startup_queued_acks >= 2 && long {
                         self.start_drain(self.rate.best());
                     }
