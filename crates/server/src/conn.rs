@@ -875,34 +875,22 @@ async fn writer_loop<W: WriteWire>(
         if let (Some(l), true) = (link, server.measure_links) {
             server.links.measured(peer.ip(), l, Instant::now());
         }
-        let ms = |d: Duration| (d.as_secs_f64() * 1e4).round() / 10.0;
-        let timing = trace.timing.unwrap_or_default();
-        // The edge's added latency: from the response's first byte at the proxy (the
-        // origin's head, the cache's answer) to its first byte out to the client.
-        let added = match (trace.first_in, written.first_out) {
-            (Some(i), Some(o)) => Some(ms(o.saturating_duration_since(i))),
-            _ => None,
-        };
-        tracing::info!(
-            target: "webpep::access",
-            client = %peer,
-            mode = meta.mode,
-            method = %meta.method,
-            url = %meta.url,
+        crate::reply::AccessLine {
+            peer,
+            mode: meta.mode,
+            method: meta.method.as_str(),
+            url: &meta.url,
             status,
-            bytes = written.bytes,
+            bytes: written.bytes,
             cache,
-            user = meta.user.as_deref().unwrap_or("-"),
-            ms = meta.start.elapsed().as_millis() as u64,
-            truncated = written.truncated,
-            link_kbps = link.and_then(|l| l.rate_kbps()).map(|k| k.round() as u64),
-            min_rtt_ms = link.and_then(|l| l.min_rtt).map(|d| d.as_millis() as u64),
-            added_ms = added,
-            origin_ms = timing.origin.map(ms),
-            queue_ms = timing.queue.map(ms),
-            transform_ms = timing.transform.map(ms),
-            hold = timing.hold.map(|h| h.label()),
-        );
+            user: meta.user.as_deref().unwrap_or("-"),
+            start: meta.start,
+            truncated: written.truncated,
+            link,
+            trace,
+            first_out: written.first_out,
+        }
+        .write();
         if written.truncated {
             // The body broke off: a reset, not a clean close, so that no client (an HTTP/1.0
             // one reading to the end above all) takes what it got for the whole body.

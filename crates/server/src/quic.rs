@@ -7,7 +7,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -218,12 +218,10 @@ async fn exchange(
             return;
         }
     };
-    // The link to this client as the connection measured it so far (the lab's time-scaled
-    // links read as the links they stand for), remembered as a browser's TCP link is; before
-    // its rate is known, its RTT (the handshake's) still is.
+    // The link to this client as the connection measured it so far, remembered as a
+    // browser's TCP link is; before its rate is known, its RTT (the handshake's) still is.
     let link = server.measure_links.then(|| {
-        let l = ClientLink::of_path(webpep_transport::path_estimate(session.connection()))
-            .unscaled(server.cfg.air.link_time_scale);
+        let l = link_of(&server, &session);
         server.links.measured(at.peer.ip(), l, Instant::now());
         server.links.get(at.peer.ip(), Instant::now()).unwrap_or(l)
     });
@@ -241,41 +239,35 @@ async fn exchange(
     // The access log as the HTTP/1 listener writes it; the link as this connection measured
     // it after the response.
     if tracing::enabled!(target: "webpep::access", tracing::Level::INFO) {
-        let link = ClientLink::of_path(webpep_transport::path_estimate(session.connection()))
-            .unscaled(server.cfg.air.link_time_scale);
-        let ms = |d: Duration| (d.as_secs_f64() * 1e4).round() / 10.0;
-        let timing = trace.timing.unwrap_or_default();
-        let first_out = written.as_ref().ok().and_then(|w| w.1);
-        let added = match (trace.first_in, first_out) {
-            (Some(i), Some(o)) => Some(ms(o.saturating_duration_since(i))),
-            _ => None,
-        };
-        tracing::info!(
-            target: "webpep::access",
-            client = %at.peer,
-            mode = MODE,
-            method = %method,
-            url = %url,
+        crate::reply::AccessLine {
+            peer: at.peer,
+            mode: MODE,
+            method: &method,
+            url: &url,
             status,
-            bytes = written.as_ref().map_or(0, |w| w.0),
+            bytes: written.as_ref().map_or(0, |w| w.0),
             cache,
-            user = %client,
-            ms = start.elapsed().as_millis() as u64,
-            truncated = written.is_err(),
-            link_kbps = link.rate_kbps().map(|k| k.round() as u64),
-            min_rtt_ms = link.min_rtt.map(|d| d.as_millis() as u64),
-            added_ms = added,
-            origin_ms = timing.origin.map(ms),
-            queue_ms = timing.queue.map(ms),
-            transform_ms = timing.transform.map(ms),
-            hold = timing.hold.map(|h| h.label()),
-        );
+            user: &client,
+            start,
+            truncated: written.is_err(),
+            link: Some(link_of(&server, &session)),
+            trace,
+            first_out: written.as_ref().ok().and_then(|w| w.1),
+        }
+        .write();
     }
     if let Err(e) = written {
         tracing::debug!(%client, "writing a response: {e}");
         return;
     }
     let _ = send.finish();
+}
+
+/// The link to a client proxy as its connection measured it so far (the lab's time-scaled
+/// links read as the links they stand for).
+fn link_of(server: &Server, session: &Session) -> ClientLink {
+    ClientLink::of_path(webpep_transport::path_estimate(session.connection()))
+        .unscaled(server.cfg.air.link_time_scale)
 }
 
 /// A CONNECT from a client proxy: the edge checks the port and the destination, resolves

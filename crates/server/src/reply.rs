@@ -470,6 +470,60 @@ async fn write_chunk<W: AsyncWrite + Unpin>(w: &mut W, data: &[u8]) -> std::io::
     raw(w, &out).await
 }
 
+/// One response's access line (`webpep::access`), as every front end that serves through the
+/// pipeline writes it.
+pub(crate) struct AccessLine<'a> {
+    pub peer: std::net::SocketAddr,
+    pub mode: &'a str,
+    pub method: &'a str,
+    pub url: &'a str,
+    pub status: u16,
+    pub bytes: u64,
+    pub cache: &'a str,
+    pub user: &'a str,
+    pub start: std::time::Instant,
+    pub truncated: bool,
+    /// The link to the client as its connection measured it after the response.
+    pub link: Option<crate::client_link::ClientLink>,
+    pub trace: Trace,
+    /// When the response's first byte went out to the client.
+    pub first_out: Option<std::time::Instant>,
+}
+
+impl AccessLine<'_> {
+    pub(crate) fn write(&self) {
+        let ms = |d: Duration| (d.as_secs_f64() * 1e4).round() / 10.0;
+        let timing = self.trace.timing.unwrap_or_default();
+        // The edge's added latency: from the response's first byte at the proxy (the
+        // origin's head, the cache's answer) to its first byte out to the client.
+        let added = match (self.trace.first_in, self.first_out) {
+            (Some(i), Some(o)) => Some(ms(o.saturating_duration_since(i))),
+            _ => None,
+        };
+        let link = self.link;
+        tracing::info!(
+            target: "webpep::access",
+            client = %self.peer,
+            mode = self.mode,
+            method = self.method,
+            url = self.url,
+            status = self.status,
+            bytes = self.bytes,
+            cache = self.cache,
+            user = self.user,
+            ms = self.start.elapsed().as_millis() as u64,
+            truncated = self.truncated,
+            link_kbps = link.and_then(|l| l.rate_kbps()).map(|k| k.round() as u64),
+            min_rtt_ms = link.and_then(|l| l.min_rtt).map(|d| d.as_millis() as u64),
+            added_ms = added,
+            origin_ms = timing.origin.map(ms),
+            queue_ms = timing.queue.map(ms),
+            transform_ms = timing.transform.map(ms),
+            hold = timing.hold.map(|h| h.label()),
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
