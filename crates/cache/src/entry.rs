@@ -31,7 +31,16 @@ pub struct Entry {
     pub(crate) initial_age: Duration,
     /// Precomputed response directives.
     pub(crate) directives: ResponseDirectives,
+    /// When the certificate the response came under expires ([`ValidUntil`]).
+    pub(crate) valid_until: Option<SystemTime>,
 }
+
+/// A response extension: the response may be reused only before this time, because the
+/// certificate the origin proved its identity with expires then. A cache that served it
+/// fresh after that would show content the origin can no longer be verified for; capped,
+/// the entry goes stale then and revalidating it meets the expired certificate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ValidUntil(pub SystemTime);
 
 impl Entry {
     /// Build an entry and its derived freshness figures.
@@ -45,9 +54,18 @@ impl Entry {
         body_len: u64,
         vary: Vec<String>,
         heuristic: &HeuristicConfig,
+        valid_until: Option<SystemTime>,
     ) -> Self {
-        let lifetime = policy::freshness_lifetime(status, &headers, response_time, heuristic);
+        let mut lifetime = policy::freshness_lifetime(status, &headers, response_time, heuristic);
         let initial_age = policy::initial_age(&headers, request_time, response_time);
+        // Fresh while the current age is below the lifetime, that is until
+        // response_time + lifetime − initial_age: never past `valid_until`.
+        if let Some(until) = valid_until {
+            let left = until
+                .duration_since(response_time)
+                .unwrap_or(Duration::ZERO);
+            lifetime = lifetime.min(initial_age + left);
+        }
         let directives = ResponseDirectives::parse(&headers);
         Entry {
             status,
@@ -60,6 +78,7 @@ impl Entry {
             lifetime,
             initial_age,
             directives,
+            valid_until,
         }
     }
 
@@ -121,6 +140,7 @@ impl Entry {
             body_sha256: hex::encode(self.body_hash),
             body_len: self.body_len,
             vary: self.vary.clone(),
+            valid_until_ms: self.valid_until.map(millis),
         };
         // Serialising plain strings and numbers to JSON cannot fail.
         serde_json::to_vec(&persisted).unwrap_or_default()
@@ -150,6 +170,8 @@ impl Entry {
             p.body_len,
             p.vary,
             heuristic,
+            p.valid_until_ms
+                .map(|ms| UNIX_EPOCH + Duration::from_millis(ms)),
         ))
     }
 }
@@ -168,6 +190,9 @@ struct Persisted {
     body_sha256: String,
     body_len: u64,
     vary: Vec<String>,
+    /// Absent in entries stored before it was kept, and for plain-HTTP responses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    valid_until_ms: Option<u64>,
 }
 
 /// Header values are text almost always; raw bytes are kept exactly when not.
@@ -199,6 +224,7 @@ mod tests {
             12,
             vec!["accept".into()],
             &hc,
+            None,
         );
         let back = Entry::decode(&e.encode(), &hc).unwrap();
         assert_eq!(back.headers, e.headers);
@@ -206,5 +232,44 @@ mod tests {
         assert_eq!(back.response_time, t);
         assert_eq!(back.vary, e.vary);
         assert!(Entry::decode(b"{not json", &hc).is_none());
+    }
+
+    #[test]
+    fn a_response_is_fresh_no_longer_than_the_certificate_it_came_under() {
+        let t = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let hc = HeuristicConfig::default();
+        let mut headers = HeaderMap::new();
+        headers.insert("cache-control", HeaderValue::from_static("max-age=86400"));
+        headers.insert("age", HeaderValue::from_static("100"));
+        let entry = |until| {
+            Entry::new(
+                StatusCode::OK,
+                headers.clone(),
+                t,
+                t,
+                [1; 32],
+                1,
+                vec![],
+                &hc,
+                until,
+            )
+        };
+        assert_eq!(entry(None).lifetime(), Duration::from_secs(86400));
+        // The certificate expires an hour after the response came: fresh until then, however
+        // old the response already was.
+        let capped = entry(Some(t + Duration::from_secs(3600)));
+        assert_eq!(capped.lifetime(), Duration::from_secs(3700));
+        assert!(capped.age_at(t + Duration::from_secs(3599)) < capped.lifetime());
+        assert!(capped.age_at(t + Duration::from_secs(3600)) >= capped.lifetime());
+        // A certificate that has already expired: never fresh.
+        let expired = entry(Some(t - Duration::from_secs(1)));
+        assert!(expired.age_at(t) >= expired.lifetime());
+        // A later expiry changes nothing, and the cap survives the index.
+        assert_eq!(
+            entry(Some(t + Duration::from_secs(1 << 30))).lifetime(),
+            Duration::from_secs(86400)
+        );
+        let back = Entry::decode(&capped.encode(), &hc).unwrap();
+        assert_eq!(back.lifetime(), capped.lifetime());
     }
 }

@@ -15,7 +15,7 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use sha2::{Digest, Sha256};
 
 use crate::directives::{RequestDirectives, ResponseDirectives};
-use crate::entry::{BodyHash, Entry};
+use crate::entry::{BodyHash, Entry, ValidUntil};
 use crate::error::CacheError;
 use crate::policy::{self, HeuristicConfig, Usability};
 use crate::storage::{MemoryLookup, Purge, Storage, Stored};
@@ -112,6 +112,11 @@ pub struct CachedResponse {
 }
 
 impl CachedResponse {
+    /// When the certificate the stored response came under expires, if it came over TLS.
+    pub fn valid_until(&self) -> Option<SystemTime> {
+        self.entry.valid_until
+    }
+
     fn new(key: String, entry: Arc<Entry>, body: Bytes, age: Duration) -> Self {
         let mut headers = entry.headers.clone();
         // §1.2.2: ages beyond 2^31 are sent as 2^31.
@@ -346,6 +351,7 @@ impl HttpCache {
             body.len() as u64,
             vary,
             &self.heuristic,
+            resp.extensions.get::<ValidUntil>().map(|v| v.0),
         );
         // Never fresh and nothing to validate with: storing it could never save a transfer.
         let has_validator =
@@ -384,6 +390,12 @@ impl HttpCache {
             old.body_len,
             old.vary.clone(),
             &self.heuristic,
+            // The 304 came under the certificate the origin shows now.
+            not_modified
+                .extensions
+                .get::<ValidUntil>()
+                .map(|v| v.0)
+                .or(old.valid_until),
         );
         let directives = ResponseDirectives::parse(&entry.headers);
         let key = stale.key.clone();

@@ -70,7 +70,7 @@ mod storage;
 mod store;
 
 pub use async_cache::{AsyncHttpCache, DEFAULT_BLOCKING_PERMITS};
-pub use entry::{BodyHash, Entry};
+pub use entry::{BodyHash, Entry, ValidUntil};
 pub use error::CacheError;
 pub use http_cache::{
     client_not_modified, only_if_cached, CacheConfig, CacheStats, CachedResponse, HttpCache, Lookup,

@@ -179,6 +179,12 @@ pub fn read_certificate(der: &[u8]) -> Result<CertFields, DerError> {
     Ok(fields)
 }
 
+/// When a certificate (DER) stops being valid; `None` when it cannot be read. The edge caps
+/// how long a response from an `https://` origin may be reused with its origin's chain.
+pub fn certificate_expiry(der: &[u8]) -> Option<std::time::SystemTime> {
+    read_certificate(der).ok().map(|f| f.not_after.into())
+}
+
 fn read_extensions(list: &[u8], fields: &mut CertFields) -> Result<(), DerError> {
     let mut list = Reader::new(list);
     let mut seen: Vec<&[u8]> = Vec::new();

@@ -426,3 +426,21 @@ fn the_leaf_cache_is_shared_across_threads() {
     }
     assert_eq!(leaves.minted(), 10);
 }
+
+#[test]
+fn an_issued_certificates_expiry_reads_as_it_was_issued() {
+    let ca = CaStore::generate("test CA").unwrap();
+    let leaf = ca.issue(&["origin.example".to_string()]).unwrap();
+    let expiry = webpep_intercept::certificate_expiry(&leaf.chain[0]).unwrap();
+    let days = expiry
+        .duration_since(std::time::SystemTime::now())
+        .unwrap()
+        .as_secs()
+        / 86_400;
+    // Issued from a day ago for 397 days.
+    assert_eq!(days, 395);
+    assert_eq!(
+        webpep_intercept::certificate_expiry(b"not a certificate"),
+        None
+    );
+}

@@ -645,23 +645,15 @@ where
         }
     }
     let max = limits.max_request_body;
-    let too_large =
-        || Reply::text_close(StatusCode::PAYLOAD_TOO_LARGE, "request body over the limit");
-    let mut lease = server.buffers.lease(conn.peer.ip());
-    let over_budget = || {
-        server.metrics.limit_refused(Limit::Buffer);
-        Reply::text_close(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the proxy holds too many buffered request bodies now (limits.max-buffered-bytes, max-client-buffered-bytes); retry later",
-        )
+    let mut intake = server.body_intake(conn.peer.ip());
+    // An HTTP/1 connection that refused a body cannot find the next request: it closes.
+    let refused = |why| {
+        let mut r = server.body_refused(why);
+        r.close = true;
+        r
     };
     if let BodyFraming::Length(n) = framing {
-        if n > max as u64 {
-            return Err(too_large());
-        }
-        if !lease.grow_to(n) {
-            return Err(over_budget());
-        }
+        intake.admit(n).map_err(refused)?;
     }
     // Only a client that waits is told to go on, and only once the body has a place.
     if expect && head.version == Version::HTTP_11 && buf.is_empty() {
@@ -688,16 +680,14 @@ where
             let mut consumed = 0u64;
             loop {
                 let used = dec.decode(buf, &mut out).map_err(|e| match e {
-                    http1::ChunkError::TooLarge => too_large(),
+                    http1::ChunkError::TooLarge => refused(crate::limits::BodyRefused::TooLarge),
                     http1::ChunkError::Malformed => {
                         Reply::text_close(StatusCode::BAD_REQUEST, "malformed chunked body")
                     }
                 })?;
                 let _ = buf.split_to(used);
                 consumed += used as u64;
-                if !lease.grow_to(out.len() as u64) {
-                    return Err(over_budget());
-                }
+                intake.admit(out.len() as u64).map_err(refused)?;
                 if dec.is_done() {
                     break Bytes::from(out);
                 }
@@ -707,7 +697,7 @@ where
     };
     Ok(ReadBody {
         bytes,
-        lease: Some(lease),
+        lease: Some(intake.into_lease()),
         ambiguous,
     })
 }

@@ -167,6 +167,19 @@ async fn authenticate(
 }
 
 impl Server {
+    /// The intake of one request body from `ip` ([`crate::limits::BodyIntake`]).
+    pub(crate) fn body_intake(&self, ip: std::net::IpAddr) -> crate::limits::BodyIntake {
+        crate::limits::BodyIntake::new(&self.buffers, ip, self.cfg.limits.max_request_body as u64)
+    }
+
+    /// The answer to a refused request body (a refusal of the budget is counted).
+    pub(crate) fn body_refused(&self, why: crate::limits::BodyRefused) -> Reply {
+        if why == crate::limits::BodyRefused::OverBudget {
+            self.metrics.limit_refused(crate::limits::Limit::Buffer);
+        }
+        Reply::text(why.status(), why.reason())
+    }
+
     /// The in-memory front end: serves one request given as an `http::Request` (its target in
     /// the URI as a client sent it: absolute for an explicit proxy, a path with a `Host`
     /// field otherwise), as though it had arrived from `at.peer` at `at.local`, with every

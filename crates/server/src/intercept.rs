@@ -542,31 +542,16 @@ fn respond(server: Arc<Server>, reply: Reply, log: Logged) -> http::Response<H2B
 }
 
 /// A request body read whole within `limits.max-request-body`, held in the buffered-body
-/// budget as an HTTP/1 request's is (many streams of one connection could otherwise hold
-/// that much each).
+/// budget as an HTTP/1 request's is.
 async fn read_body(
     server: &Server,
     at: Arrival,
     mut body: Incoming,
 ) -> Result<(Bytes, crate::limits::BufferLease), Reply> {
-    let max = server.cfg.limits.max_request_body as u64;
-    let mut lease = server.buffers.lease(at.peer.ip());
-    let too_large = || Reply::text(StatusCode::PAYLOAD_TOO_LARGE, "request body over the limit");
-    let over_budget = || {
-        server.metrics.limit_refused(crate::limits::Limit::Buffer);
-        Reply::text(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the proxy holds too many buffered request bodies now (limits.max-buffered-bytes, max-client-buffered-bytes); retry later",
-        )
-    };
-    let declared = hyper::body::Body::size_hint(&body).exact();
-    if let Some(n) = declared {
-        if n > max {
-            return Err(too_large());
-        }
-        if !lease.grow_to(n) {
-            return Err(over_budget());
-        }
+    let mut intake = server.body_intake(at.peer.ip());
+    let refused = |why| server.body_refused(why);
+    if let Some(n) = hyper::body::Body::size_hint(&body).exact() {
+        intake.admit(n).map_err(refused)?;
     }
     let mut out = bytes::BytesMut::new();
     while let Some(frame) = body.frame().await {
@@ -575,16 +560,12 @@ async fn read_body(
         let Ok(data) = frame.into_data() else {
             continue;
         };
-        let total = (out.len() + data.len()) as u64;
-        if total > max {
-            return Err(too_large());
-        }
-        if !lease.grow_to(total) {
-            return Err(over_budget());
-        }
+        intake
+            .admit((out.len() + data.len()) as u64)
+            .map_err(refused)?;
         out.extend_from_slice(&data);
     }
-    Ok((out.freeze(), lease))
+    Ok((out.freeze(), intake.into_lease()))
 }
 
 /// An HTTP/2 stream's body, fed part by part.

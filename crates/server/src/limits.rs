@@ -410,6 +410,65 @@ impl Drop for BufferLease {
     }
 }
 
+/// Why a request body was refused while it was read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyRefused {
+    /// Over `limits.max-request-body`.
+    TooLarge,
+    /// The buffered-body budget (of all clients, or of this one) is spent now.
+    OverBudget,
+}
+
+impl BodyRefused {
+    pub fn status(self) -> http::StatusCode {
+        match self {
+            BodyRefused::TooLarge => http::StatusCode::PAYLOAD_TOO_LARGE,
+            BodyRefused::OverBudget => http::StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    pub fn reason(self) -> &'static str {
+        match self {
+            BodyRefused::TooLarge => "request body over the limit",
+            BodyRefused::OverBudget => "the proxy holds too many buffered request bodies now (limits.max-buffered-bytes, max-client-buffered-bytes); retry later",
+        }
+    }
+}
+
+/// A request body read whole, whichever front end reads it: `limits.max-request-body` and
+/// its share of the buffered-body budget, checked as its bytes arrive (many streams or
+/// connections of one client could otherwise each hold that much).
+#[derive(Debug)]
+pub struct BodyIntake {
+    lease: BufferLease,
+    max: u64,
+}
+
+impl BodyIntake {
+    pub fn new(buffers: &Arc<Buffers>, ip: IpAddr, max: u64) -> Self {
+        BodyIntake {
+            lease: buffers.lease(ip),
+            max,
+        }
+    }
+
+    /// Admits a body of `total` bytes in all (read so far, or declared before it comes).
+    pub fn admit(&mut self, total: u64) -> Result<(), BodyRefused> {
+        if total > self.max {
+            return Err(BodyRefused::TooLarge);
+        }
+        if !self.lease.grow_to(total) {
+            return Err(BodyRefused::OverBudget);
+        }
+        Ok(())
+    }
+
+    /// The budget the body holds, to keep until it has been forwarded.
+    pub fn into_lease(self) -> BufferLease {
+        self.lease
+    }
+}
+
 /// The limits of a running server: the shell around the pure counters.
 #[derive(Debug)]
 pub struct ClientLimits {

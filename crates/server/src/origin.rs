@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::{StatusCode, Uri};
@@ -263,10 +263,21 @@ impl Connector {
             });
         }
         let tls = result.map_err(|e| handshake_error(host, &e))?;
-        let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+        let session = tls.get_ref().1;
+        let h2 = session.alpn_protocol() == Some(b"h2");
+        // The chain expires with its first certificate to expire.
+        let valid_until = session.peer_certificates().and_then(|chain| {
+            chain
+                .iter()
+                .map(|c| webpep_intercept::certificate_expiry(c))
+                .collect::<Option<Vec<_>>>()?
+                .into_iter()
+                .min()
+        });
         Ok(OriginStream::Tls {
             stream: Box::new(tls),
             h2,
+            valid_until,
         })
     }
 }
@@ -380,14 +391,28 @@ pub enum OriginStream {
         stream: Box<tokio_rustls::client::TlsStream<TcpStream>>,
         /// ALPN said h2.
         h2: bool,
+        /// When the origin's certificate chain expires (its responses are reused no longer).
+        valid_until: Option<SystemTime>,
     },
 }
 
 impl Connection for OriginStream {
     fn connected(&self) -> Connected {
         match self {
-            OriginStream::Tls { h2: true, .. } => Connected::new().negotiated_h2(),
-            _ => Connected::new(),
+            OriginStream::Plain(_) => Connected::new(),
+            OriginStream::Tls {
+                h2, valid_until, ..
+            } => {
+                let mut c = Connected::new();
+                if *h2 {
+                    c = c.negotiated_h2();
+                }
+                if let Some(t) = valid_until {
+                    // hyper hands it to every response of this connection.
+                    c = c.extra(webpep_cache::ValidUntil(*t));
+                }
+                c
+            }
         }
     }
 }

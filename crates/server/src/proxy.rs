@@ -14,7 +14,7 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use webpep_cache::{CachedResponse, Lookup};
+use webpep_cache::{CachedResponse, Lookup, ValidUntil};
 use webpep_optimize::compress;
 
 use crate::adapt::{Hold, Kind};
@@ -367,11 +367,10 @@ async fn run(ex: &Exchange, ctx: &StageCtx<'_>, timing: &TimingCell) -> Reply {
             timing.first_byte_in();
             count(&metrics.cache_hits);
             let held = Held {
+                received: Received::from_cache(now, &c),
                 status: c.status,
                 headers: c.headers,
                 body: c.body,
-                request_time: now,
-                response_time: now,
             };
             let out = held_phases(ex, ctx, timing, &variant, held).await;
             from_cached_reply(ex, out, "HIT")
@@ -440,8 +439,53 @@ struct Held {
     status: StatusCode,
     headers: HeaderMap,
     body: Bytes,
+    received: Received,
+}
+
+/// When a response was asked for and came, and until when it may be reused at all: the
+/// certificate an `https://` origin proved itself with expires then (its cache entries, and
+/// the variants made from it, are fresh no longer: [`webpep_cache::ValidUntil`]).
+#[derive(Clone, Copy, Debug)]
+struct Received {
     request_time: SystemTime,
     response_time: SystemTime,
+    valid_until: Option<SystemTime>,
+}
+
+impl Received {
+    /// A response from the origin, with what its connection said of its certificate.
+    fn from_origin(
+        request_time: SystemTime,
+        response_time: SystemTime,
+        parts: &http::response::Parts,
+    ) -> Self {
+        Received {
+            request_time,
+            response_time,
+            valid_until: parts.extensions.get::<ValidUntil>().map(|v| v.0),
+        }
+    }
+
+    /// A stored response served at `now`.
+    fn from_cache(now: SystemTime, c: &CachedResponse) -> Self {
+        Received {
+            request_time: now,
+            response_time: now,
+            valid_until: c.valid_until(),
+        }
+    }
+
+    /// The response parts a stored variant is described by (its certificate's expiry kept).
+    fn parts(&self, status: StatusCode, headers: &HeaderMap) -> Option<http::response::Parts> {
+        let mut rb = http::Response::builder().status(status);
+        if let Some(h) = rb.headers_mut() {
+            *h = headers.clone();
+        }
+        if let Some(t) = self.valid_until {
+            rb = rb.extension(ValidUntil(t));
+        }
+        rb.body(()).ok().map(|r| r.into_parts().0)
+    }
 }
 
 /// The output of the transform phase.
@@ -531,6 +575,7 @@ async fn fetch_and_process(
     timing.first_byte_in();
     TimingCell::set(&timing.origin, asked.elapsed());
     let (mut rparts, incoming) = resp.into_parts();
+    let received = Received::from_origin(request_time, response_time, &rparts);
     // The head is received whatever the status: a 304 or a HEAD answer is all head (only
     // bodies were counted, unlike the request heads origin bytes out counts).
     Metrics::add(&metrics.origin_bytes_in, response_head_bytes(&rparts));
@@ -555,11 +600,14 @@ async fn fetch_and_process(
             if let Some(fresh) = cache.freshen(s, &rparts, request_time, response_time).await {
                 Metrics::add(&metrics.cache_validated, 1);
                 let held = Held {
+                    received: Received {
+                        request_time,
+                        response_time,
+                        valid_until: fresh.valid_until(),
+                    },
                     status: fresh.status,
                     headers: fresh.headers,
                     body: fresh.body,
-                    request_time,
-                    response_time,
                 };
                 let out = held_phases(ex, ctx, timing, variant, held).await;
                 return from_cached_reply(ex, out, "REVALIDATED");
@@ -622,7 +670,7 @@ async fn fetch_and_process(
         // still hold theirs: they want the bytes.
         tracing::debug!(url = %ex.parts.uri, ?deferred, "response passed through as it comes");
         let then = (deferred == Some(Hold::Defer)).then_some(variant);
-        let tee = passing_copy(ex, &rparts, (request_time, response_time), lease, then);
+        let tee = passing_copy(ex, &rparts, received, lease, then);
         let mut reply = stream_reply(rparts, Bytes::new(), incoming, declared, stall);
         if let Body::Stream { tee: t, .. } = &mut reply.body {
             *t = Some(tee);
@@ -663,8 +711,7 @@ async fn fetch_and_process(
         status: rparts.status,
         headers: rparts.headers,
         body,
-        request_time,
-        response_time,
+        received,
     };
     let out = held_phases(ex, ctx, timing, variant, held).await;
     Reply {
@@ -742,7 +789,7 @@ fn stream_reply(
 fn passing_copy(
     ex: &Exchange,
     rparts: &http::response::Parts,
-    (request_time, response_time): (SystemTime, SystemTime),
+    received: Received,
     lease: crate::limits::BufferLease,
     then_variant: Option<&str>,
 ) -> crate::reply::Tee {
@@ -757,6 +804,7 @@ fn passing_copy(
     let done: crate::reply::TeeDone = Box::new(move |body: Bytes| {
         Box::pin(async move {
             let Some(cache) = &server.cache else { return };
+            let (request_time, response_time) = (received.request_time, received.response_time);
             if let Err(e) = cache
                 .store(&req, &resp, &body, "", request_time, response_time)
                 .await
@@ -768,8 +816,7 @@ fn passing_copy(
                     status: resp.status,
                     headers: resp.headers,
                     body,
-                    request_time,
-                    response_time,
+                    received,
                 };
                 make_in_background(&ex, &variant, held);
             }
@@ -908,13 +955,13 @@ async fn held_phases(
         }
     }
     let variant = if store { variant } else { "" };
-    let (rt, st) = (held.request_time, held.response_time);
+    let received = held.received;
     let out = match page {
         // Boxed, as the origin's path is: a cache hit that transforms nothing does not carry
         // the transform's state.
         Some((h, b)) => {
             Box::pin(transform_off_thread(
-                ex, timing, variant, status, h, b, rt, st, false,
+                ex, timing, variant, status, h, b, received, false,
             ))
             .await
         }
@@ -922,7 +969,7 @@ async fn held_phases(
             let (h, b) = (held.headers.clone(), held.body.clone());
             // The origin's own response: it may go out as it is while its variant is made.
             Box::pin(transform_off_thread(
-                ex, timing, variant, status, h, b, rt, st, true,
+                ex, timing, variant, status, h, b, received, true,
             ))
             .await
         }
@@ -980,8 +1027,7 @@ async fn transform_off_thread(
     status: StatusCode,
     headers: HeaderMap,
     body: Bytes,
-    request_time: SystemTime,
-    response_time: SystemTime,
+    received: Received,
     may_defer: bool,
 ) -> Transformed {
     if !needs_transform(ex, status, &body) {
@@ -1013,8 +1059,7 @@ async fn transform_off_thread(
         status,
         headers: headers.clone(),
         body: body.clone(),
-        request_time,
-        response_time,
+        received,
     };
     // Held for a transform within what it saves at the client's rate (`None`: no bound).
     let mut bound = None;
@@ -1172,8 +1217,7 @@ fn measured_run(
             held.status,
             held.headers,
             held.body,
-            held.request_time,
-            held.response_time,
+            held.received,
         );
         let work = t0.elapsed();
         job.server
@@ -1210,8 +1254,7 @@ fn transform_and_store(
     status: StatusCode,
     headers: HeaderMap,
     body: Bytes,
-    request_time: SystemTime,
-    response_time: SystemTime,
+    received: Received,
 ) -> Transformed {
     let server = &ex.server;
     let metrics = &server.metrics;
@@ -1263,20 +1306,15 @@ fn transform_and_store(
     // every time). Bodies are stored by hash, so an unchanged one takes no second copy.
     if !variant.is_empty() && ex.parts.method == Method::GET {
         if let Some(cache) = &server.cache {
-            let mut rb = http::Response::builder().status(status);
-            if let Some(h) = rb.headers_mut() {
-                *h = headers.clone();
-            }
-            if let Ok(r) = rb.body(()) {
-                let (rp, ()) = r.into_parts();
+            if let Some(rp) = received.parts(status, &headers) {
                 // On the transform pool's blocking thread: the synchronous cache.
                 if let Err(e) = cache.blocking().store(
                     &ex.parts,
                     &rp,
                     &body,
                     variant,
-                    request_time,
-                    response_time,
+                    received.request_time,
+                    received.response_time,
                 ) {
                     tracing::warn!(error = %e, "cache store of variant failed");
                 }

@@ -14,8 +14,9 @@ use http_body_util::BodyExt;
 use tokio_util::sync::CancellationToken;
 use webpep_proto::{Frame, Role};
 use webpep_transport::session::{
-    pump_from_frames, pump_into_frames, read_request_body, read_request_head, send_response_head,
-    write_frame, FrameReader, IncomingRequest, ResponseBody, Session, DATA_CHUNK,
+    pump_from_frames, pump_into_frames, read_request_body_part, read_request_head,
+    send_response_head, write_frame, FrameReader, IncomingRequest, ResponseBody, Session,
+    DATA_CHUNK,
 };
 use webpep_transport::EdgeTransport;
 
@@ -26,9 +27,6 @@ use crate::state::Server;
 
 /// The access log's mode of a request from a client proxy.
 pub const MODE: &str = "quic";
-
-/// Largest request body a client proxy may send (an upload).
-const MAX_REQUEST_BODY: usize = 16 << 20;
 
 /// Serves enrolled clients on `endpoint` until `cancel`.
 pub async fn serve_quic(
@@ -152,6 +150,15 @@ async fn connection(
     }
 }
 
+/// A request stream as read.
+enum Read {
+    Request(IncomingRequest, crate::limits::BufferLease),
+    /// A CONNECT to this authority.
+    Connect(String),
+    /// Its body was refused while it came.
+    Refused(crate::limits::BodyRefused),
+}
+
 /// One request and its answer. A malformed request resets its stream only; the connection
 /// lives on.
 async fn exchange(
@@ -170,38 +177,59 @@ async fn exchange(
     let read = async {
         let head = read_request_head(&session, &mut frames).await?;
         if head.method == "CONNECT" {
-            return Ok(Err(head));
+            return Ok(Read::Connect(head.target));
         }
-        let body = read_request_body(&mut frames, MAX_REQUEST_BODY).await?;
-        Ok::<_, webpep_transport::session::SessionError>(Ok(IncomingRequest {
-            method: head.method,
-            target: head.target,
-            headers: head.headers,
-            body,
-            background: head.background,
-        }))
+        // The body is held in the buffered-body budget as a browser's is: many streams
+        // could otherwise each hold `max-request-body`.
+        let mut intake = server.body_intake(at.peer.ip());
+        let declared = head
+            .headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if let Some(Err(why)) = declared.map(|n| intake.admit(n)) {
+            return Ok(Read::Refused(why));
+        }
+        let mut body = Vec::new();
+        while let Some(part) = read_request_body_part(&mut frames).await? {
+            if let Err(why) = intake.admit((body.len() + part.len()) as u64) {
+                return Ok(Read::Refused(why));
+            }
+            body.extend_from_slice(&part);
+        }
+        Ok::<_, webpep_transport::session::SessionError>(Read::Request(
+            IncomingRequest {
+                method: head.method,
+                target: head.target,
+                headers: head.headers,
+                body,
+                background: head.background,
+            },
+            intake.into_lease(),
+        ))
     };
-    let req = match read.await {
-        Ok(Ok(r)) => {
+    let (req, _lease) = match read.await {
+        Ok(Read::Request(r, lease)) => {
             let n = r.body.len() as u64;
             server.metrics.quic_client(&client, |c| {
                 c.requests += 1;
                 c.bytes_in += n;
             });
-            r
+            (r, lease)
         }
-        Ok(Err(connect)) => {
+        Ok(Read::Connect(target)) => {
             server.metrics.quic_client(&client, |c| c.requests += 1);
-            tunnel(
-                &server,
-                &session,
-                send,
-                frames,
-                &connect.target,
-                at,
-                &client,
-            )
-            .await;
+            tunnel(&server, &session, send, frames, &target, at, &client).await;
+            return;
+        }
+        Ok(Read::Refused(why)) => {
+            server.metrics.quic_client(&client, |c| c.requests += 1);
+            tracing::debug!(%client, "request body refused: {}", why.reason());
+            let _ = answer(&session, &mut send, server.body_refused(why)).await;
+            let _ = send.finish();
+            // The rest of the body is not wanted.
+            let _ = frames
+                .stream()
+                .stop(quinn::VarInt::from_u32(webpep_proto::code::REQUEST_REFUSED));
             return;
         }
         Err(e) => {

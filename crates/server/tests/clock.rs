@@ -3,6 +3,8 @@
 //! Requests go through the in-memory front end (`Server::serve_request`) to a loopback origin.
 
 mod common;
+#[path = "common/tls_origin.rs"]
+mod tls_origin;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -98,4 +100,39 @@ async fn freshness_is_decided_by_the_injected_clock() {
     let r = get(&server, &url).await;
     assert_eq!(text(&r), "version one");
     assert_eq!(o.requests(), 2, "a hit after freshening");
+}
+
+#[tokio::test]
+async fn a_response_from_an_https_origin_is_fresh_no_longer_than_its_certificate() {
+    let ca = tls_origin::Ca::new();
+    // The leaf expires on 2090-01-01; the response says it may be reused for a century.
+    let leaf = ca.leaf(&["origin.test"], tls_origin::VALID);
+    let (port, answered) =
+        tls_origin::tls_origin(tls_origin::OriginTls::new(leaf, &[b"h2", b"http/1.1"])).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = test_config();
+    cfg.cache.enabled = true;
+    cfg.cache.dir = Some(dir.path().to_path_buf());
+    cfg.origin
+        .hosts
+        .insert("origin.test".into(), "127.0.0.1".parse().unwrap());
+    cfg.origin.tls_roots = webpep_server::config::TlsRoots::Files(vec![ca.pem.clone()]);
+    let clock = Arc::new(ManualClock(Mutex::new(SystemTime::now())));
+    let server = Server::new(cfg).unwrap().with_clock(clock.clone());
+    let url = format!("https://origin.test:{port}/cached");
+
+    let r = get(&server, &url).await;
+    assert_eq!(r.status, 200, "{}", text(&r));
+    let r = get(&server, &url).await;
+    assert_eq!(r.cache, "HIT");
+    assert_eq!(answered.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+    // Past the certificate's expiry on the server's clock (the handshake still checks the
+    // real time, at which the certificate is valid): not served from the cache, fetched again.
+    let past_expiry = SystemTime::UNIX_EPOCH + Duration::from_secs(3_786_912_000); // 2090-01-01
+    clock.advance(past_expiry.duration_since(clock.now()).unwrap() + Duration::from_secs(60));
+    let r = get(&server, &url).await;
+    assert_eq!(r.status, 200, "{}", text(&r));
+    assert_ne!(r.cache, "HIT");
+    assert_eq!(answered.load(std::sync::atomic::Ordering::SeqCst), 2);
 }

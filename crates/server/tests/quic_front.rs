@@ -209,18 +209,9 @@ async fn a_revoked_client_gets_the_link_down_page() {
 async fn a_malformed_request_stream_is_refused_and_the_connection_lives() {
     let origin = good_origin().await;
     let edge = start_edge().await;
-    let cred = edge.identity.enroll("fuzzer").unwrap();
-    let config = webpep_transport::client_config(&cred, &TransportSettings::default()).unwrap();
-    let endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
-    let conn = webpep_transport::connect(&endpoint, edge.addr, config)
-        .await
-        .unwrap();
-    let session =
-        webpep_transport::session::Session::open(conn.clone(), webpep_proto::Role::Client)
-            .await
-            .unwrap();
+    let session = session_with(&edge, "fuzzer").await;
     // Garbage where a Request frame belongs.
-    let (mut send, mut recv) = conn.open_bi().await.unwrap();
+    let (mut send, mut recv) = session.connection().open_bi().await.unwrap();
     send.write_all(&[0x01, 0x05, 0xff, 0xff, 0xff, 0xff, 0xff])
         .await
         .unwrap();
@@ -249,6 +240,103 @@ async fn a_malformed_request_stream_is_refused_and_the_connection_lives() {
         got.extend_from_slice(&d);
     }
     assert_eq!(got, good_body("/after").as_bytes());
+}
+
+/// The session of a client enrolled as `name` with `edge`, spoken to directly.
+async fn session_with(edge: &Edge, name: &str) -> Arc<webpep_transport::session::Session> {
+    let cred = edge.identity.enroll(name).unwrap();
+    let config = webpep_transport::client_config(&cred, &TransportSettings::default()).unwrap();
+    let endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+    let conn = webpep_transport::connect(&endpoint, edge.addr, config)
+        .await
+        .unwrap();
+    webpep_transport::session::Session::open(conn, webpep_proto::Role::Client)
+        .await
+        .unwrap()
+}
+
+/// A POST of `body` on `session`: the status and the answer's body.
+async fn session_post(
+    session: &webpep_transport::session::Session,
+    url: &str,
+    body: &[u8],
+) -> (u16, String) {
+    let (status, _, _, mut answer) = webpep_transport::session::send_request(
+        session,
+        "POST",
+        url,
+        &http::HeaderMap::new(),
+        body,
+        false,
+    )
+    .await
+    .unwrap();
+    let mut got = Vec::new();
+    while let Some(d) = answer.chunk().await.unwrap() {
+        got.extend_from_slice(&d);
+    }
+    (status, String::from_utf8_lossy(&got).into_owned())
+}
+
+#[tokio::test]
+async fn a_client_proxys_request_bodies_are_held_within_the_limits_of_every_front_end() {
+    let origin = good_origin().await;
+    let mut cfg = common::test_config();
+    cfg.limits.max_request_body = 64 << 10;
+    cfg.limits.max_client_buffered_bytes = 64 << 10;
+    let edge = start_edge_with(cfg).await;
+    let session = session_with(&edge, "uploader").await;
+    // Over max-request-body: refused as too large, before the origin sees anything.
+    let (status, why) = session_post(&session, &origin.url("/big"), &vec![b'x'; 100 << 10]).await;
+    assert_eq!(status, 413, "{why}");
+    // One stream declares 48 KiB and sends none of it yet: the edge holds its place.
+    let mut declared = http::HeaderMap::new();
+    declared.insert(
+        http::header::CONTENT_LENGTH,
+        http::HeaderValue::from(48 << 10),
+    );
+    let head = webpep_proto::Frame::Request {
+        method: "POST".into(),
+        target: origin.url("/slow"),
+        headers: session
+            .encode_headers(&webpep_transport::session::fields_of(&declared))
+            .await
+            .unwrap(),
+        background: false,
+        table_ack: session.table_ack(),
+    };
+    let (mut slow, _slow_answer) = session.connection().open_bi().await.unwrap();
+    slow.write_all(&head.to_bytes()).await.unwrap();
+    // Another body within max-request-body, but not within what this client may hold
+    // beside the first: refused for the budget, and the connection lives on.
+    let mut refused = false;
+    for _ in 0..100 {
+        let (status, why) =
+            session_post(&session, &origin.url("/held"), &vec![b'x'; 32 << 10]).await;
+        if status == 503 {
+            assert!(why.contains("max-client-buffered-bytes"), "{why}");
+            refused = true;
+            break;
+        }
+        // The first stream's head had not been read yet: let the edge get to it.
+        assert_eq!(status, 200, "{why}");
+        tokio::task::yield_now().await;
+    }
+    assert!(refused, "a second body beside a held one was never refused");
+    // Once the first stream is gone, its place is given back.
+    drop(slow);
+    drop(_slow_answer);
+    let mut ok = false;
+    for _ in 0..100 {
+        let (status, _) =
+            session_post(&session, &origin.url("/after"), &vec![b'x'; 32 << 10]).await;
+        if status == 200 {
+            ok = true;
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(ok, "the held place was never given back");
 }
 
 /// An origin that echoes what it gets, upper-cased (a stand-in for a TLS server).

@@ -301,8 +301,13 @@ pub async fn send_request(
         Frame::Data(body.to_vec()).encode(&mut bytes);
     }
     Frame::End.encode(&mut bytes);
-    send.write_all(&bytes).await?;
-    send.finish()?;
+    match send.write_all(&bytes).await {
+        Ok(()) => send.finish()?,
+        // The edge refused the body before it had all of it (a limit of its own): its
+        // answer on the stream says why.
+        Err(quinn::WriteError::Stopped(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
     let mut frames = FrameReader::new(recv);
     loop {
         match frames.next().await? {
@@ -403,30 +408,35 @@ pub async fn read_request_head(
     })
 }
 
+/// The edge's side: the next part of a request body; `None` at its `End`. A caller that
+/// holds bodies within a budget checks each part as it comes.
+pub async fn read_request_body_part(
+    frames: &mut FrameReader,
+) -> Result<Option<Vec<u8>>, SessionError> {
+    match frames.next().await? {
+        Some(Frame::Data(d)) => Ok(Some(d)),
+        Some(Frame::End) => Ok(None),
+        other => Err(SessionError::Unexpected(format!(
+            "expected the request body, got {other:?}"
+        ))),
+    }
+}
+
 /// The edge's side: a request body, whole, at most `max_body` bytes, up to its `End`.
 pub async fn read_request_body(
     frames: &mut FrameReader,
     max_body: usize,
 ) -> Result<Vec<u8>, SessionError> {
     let mut body = Vec::new();
-    loop {
-        match frames.next().await? {
-            Some(Frame::Data(d)) => {
-                if body.len() + d.len() > max_body {
-                    return Err(SessionError::Unexpected(format!(
-                        "request body over {max_body} bytes"
-                    )));
-                }
-                body.extend_from_slice(&d);
-            }
-            Some(Frame::End) => return Ok(body),
-            other => {
-                return Err(SessionError::Unexpected(format!(
-                    "expected the request body, got {other:?}"
-                )))
-            }
+    while let Some(d) = read_request_body_part(frames).await? {
+        if body.len() + d.len() > max_body {
+            return Err(SessionError::Unexpected(format!(
+                "request body over {max_body} bytes"
+            )));
         }
+        body.extend_from_slice(&d);
     }
+    Ok(body)
 }
 
 /// The edge's side: reads a request (head and whole body, at most `max_body` bytes) from a

@@ -111,7 +111,7 @@ impl OriginTls {
 }
 
 /// A TLS origin on 127.0.0.1 answering every request with `ORIGIN-BODY <version> <path>`
-/// (`/big…` paths with 4 KB more),
+/// (`/big…` paths with 4 KB more; `/cached…` paths fresh for a century),
 /// over h2 when ALPN chose it, else HTTP/1.1. Returns its port and how many requests it
 /// answered.
 pub async fn tls_origin(o: OriginTls) -> (u16, Arc<AtomicUsize>) {
@@ -160,14 +160,12 @@ pub async fn tls_origin(o: OriginTls) -> (u16, Arc<AtomicUsize>) {
                         // Room for compression to save.
                         body.push_str(&" and so on".repeat(400));
                     }
-                    async move {
-                        Ok::<_, Infallible>(
-                            http::Response::builder()
-                                .header("content-type", "text/plain")
-                                .body(Full::new(Bytes::from(body)))
-                                .unwrap(),
-                        )
+                    let mut resp = http::Response::builder().header("content-type", "text/plain");
+                    if req.uri().path().starts_with("/cached") {
+                        // May be reused for a century.
+                        resp = resp.header("cache-control", "max-age=3153600000");
                     }
+                    async move { Ok::<_, Infallible>(resp.body(Full::new(Bytes::from(body))).unwrap()) }
                 });
                 let io = hyper_util::rt::TokioIo::new(tls);
                 if h2 {
