@@ -209,6 +209,10 @@ async fn exchange(
     };
     let (req, _lease) = match read.await {
         Ok(Read::Request(r, lease)) => {
+            if r.background {
+                // Its answer goes only when no foreground stream has data to send.
+                let _ = send.set_priority(webpep_transport::session::BACKGROUND_PRIORITY);
+            }
             let n = r.body.len() as u64;
             server.metrics.quic_client(&client, |c| {
                 c.requests += 1;

@@ -339,6 +339,69 @@ async fn a_client_proxys_request_bodies_are_held_within_the_limits_of_every_fron
     assert!(ok, "the held place was never given back");
 }
 
+#[tokio::test]
+async fn a_background_response_waits_while_a_foreground_one_has_data_to_send() {
+    const SIZE: usize = 8 << 20;
+    // Incompressible bytes of no type any stage works on: both stream through as they come.
+    let origin = common::Origin::start(|_| {
+        let body: Vec<u8> = (0..SIZE as u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+            .collect();
+        common::OriginReply::ok("application/octet-stream", body)
+    })
+    .await;
+    let edge = start_edge().await;
+    let session = session_with(&edge, "pusher").await;
+    let get = |path: &str, background: bool| {
+        let (session, url) = (session.clone(), format!("http://{}{path}", origin.addr));
+        async move {
+            let (status, _, _, body) = webpep_transport::session::send_request(
+                &session,
+                "GET",
+                &url,
+                &http::HeaderMap::new(),
+                b"",
+                background,
+            )
+            .await
+            .unwrap();
+            assert_eq!(status, 200);
+            body
+        }
+    };
+    // The background response begins first; unread, it stops at its stream's window with
+    // the rest waiting at the edge.
+    let mut bg = get("/bg", true).await;
+    let first = bg.chunk().await.unwrap().unwrap();
+    let mut fg = get("/fg", false).await;
+    let bg_bytes = std::sync::atomic::AtomicUsize::new(first.len());
+    let bg_when_fg_done = std::sync::atomic::AtomicUsize::new(0);
+    let read_bg = async {
+        while let Some(d) = bg.chunk().await.unwrap() {
+            bg_bytes.fetch_add(d.len(), std::sync::atomic::Ordering::SeqCst);
+        }
+    };
+    let read_fg = async {
+        let mut n = 0;
+        while let Some(d) = fg.chunk().await.unwrap() {
+            n += d.len();
+        }
+        assert_eq!(n, SIZE);
+        let at = bg_bytes.load(std::sync::atomic::Ordering::SeqCst);
+        bg_when_fg_done.store(at, std::sync::atomic::Ordering::SeqCst);
+    };
+    // Both read as fast as they come. While the foreground response had data to send, the
+    // background one got only what had already left the edge (at most its stream's window,
+    // 1.25 MB); shared in turn, it would have had as much as the foreground one.
+    tokio::join!(read_bg, read_fg);
+    assert_eq!(bg_bytes.into_inner(), SIZE);
+    let during = bg_when_fg_done.into_inner();
+    assert!(
+        during < SIZE / 3,
+        "the background response got {during} bytes meanwhile"
+    );
+}
+
 /// An origin that echoes what it gets, upper-cased (a stand-in for a TLS server).
 async fn echo_origin() -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();

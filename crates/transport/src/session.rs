@@ -30,6 +30,12 @@ pub enum SessionError {
 /// The control stream's send priority, above every request stream (quinn's default is 0).
 pub const CONTROL_PRIORITY: i32 = 100;
 
+/// The send priority of a background exchange's stream (push, prefetch), each way: below every
+/// foreground stream (quinn's default 0), whose data always goes first. Streams of one
+/// priority share the link in turn (quinn's send fairness), so a small foreground response is
+/// never queued behind a bulk one.
+pub const BACKGROUND_PRIORITY: i32 = -1;
+
 /// The protocol state of one connection, shared by its request streams.
 pub struct Session {
     conn: quinn::Connection,
@@ -288,6 +294,9 @@ pub async fn send_request(
     background: bool,
 ) -> Result<(u16, http::HeaderMap, webpep_proto::BodyCoding, ResponseBody), SessionError> {
     let (mut send, recv) = session.conn.open_bi().await?;
+    if background {
+        let _ = send.set_priority(BACKGROUND_PRIORITY);
+    }
     let block = session.encode_headers(&fields_of(headers)).await?;
     let mut bytes = Frame::Request {
         method: method.to_string(),
