@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use http::{HeaderMap, Method, StatusCode};
 use tokio::io::AsyncReadExt;
 use webpep_client::{ProxyRequest, QuicUpstream, Upstream, UpstreamError};
+use webpep_proto::BodyCoding;
 use webpep_proto::{Frame, Role};
 use webpep_transport::session::{read_request, send_response_head, write_frame, Session};
 use webpep_transport::{server_config, EdgeIdentity, TransportSettings};
@@ -52,7 +53,14 @@ async fn flaky_edge(identity: Arc<EdgeIdentity>) -> (SocketAddr, Seen) {
                         return;
                     }
                     let body = format!("{} {} #{n}", req.method, req.target);
-                    let _ = send_response_head(&session, &mut send, 200, &HeaderMap::new()).await;
+                    let _ = send_response_head(
+                        &session,
+                        &mut send,
+                        200,
+                        &HeaderMap::new(),
+                        BodyCoding::Identity,
+                    )
+                    .await;
                     let _ = write_frame(&mut send, &Frame::Data(body.into_bytes())).await;
                     let _ = write_frame(&mut send, &Frame::End).await;
                     let _ = send.finish();

@@ -561,9 +561,12 @@ impl Default for AirConfig {
 
 /// `[quic]`: the front end for `webpep client` (the dual proxy): enrolled client proxies
 /// send their browsers' requests over one QUIC connection each (docs/transport.md).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
 pub struct QuicConfig {
+    /// Text responses with no content coding of their own cross to the client proxy
+    /// zstd-coded (docs/protocol.md "Bodies"); the client decodes them for the browser.
+    pub zstd: bool,
     /// UDP address to accept client proxies on; unset: no QUIC front end.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub listen: Option<SocketAddr>,
@@ -572,6 +575,16 @@ pub struct QuicConfig {
     /// ~/.local/state/webpep/edge.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state_dir: Option<std::path::PathBuf>,
+}
+
+impl Default for QuicConfig {
+    fn default() -> Self {
+        QuicConfig {
+            zstd: true,
+            listen: None,
+            state_dir: None,
+        }
+    }
 }
 
 /// `[intercept]`: which CONNECTs on the explicit port the edge opens itself, ending the

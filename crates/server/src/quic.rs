@@ -12,11 +12,11 @@ use std::time::Instant;
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use tokio_util::sync::CancellationToken;
-use webpep_proto::{Frame, Role};
+use webpep_proto::{BodyCoding, Frame, Role};
 use webpep_transport::session::{
     pump_from_frames, pump_into_frames, read_request_body_part, read_request_head,
-    send_response_head, write_frame, FrameReader, IncomingRequest, ResponseBody, Session,
-    DATA_CHUNK,
+    send_response_head, write_frame, BodySender, FrameReader, IncomingRequest, ResponseBody,
+    Session,
 };
 use webpep_transport::EdgeTransport;
 
@@ -228,7 +228,7 @@ async fn exchange(
         Ok(Read::Refused(why)) => {
             server.metrics.quic_client(&client, |c| c.requests += 1);
             tracing::debug!(%client, "request body refused: {}", why.reason());
-            let _ = answer(&session, &mut send, server.body_refused(why)).await;
+            let _ = answer(&session, &mut send, server.body_refused(why), false).await;
             let _ = send.finish();
             // The rest of the body is not wanted.
             let _ = frames
@@ -264,7 +264,7 @@ async fn exchange(
         Err(why) => Reply::text(http::StatusCode::BAD_REQUEST, &why),
     };
     let (status, cache, trace) = (reply.status.as_u16(), reply.cache, reply.trace);
-    let written = answer(&session, &mut send, reply).await;
+    let written = answer(&session, &mut send, reply, server.cfg.quic.zstd).await;
     if let Ok((n, _)) = &written {
         server.metrics.quic_client(&client, |c| c.bytes_out += *n);
     }
@@ -339,14 +339,20 @@ async fn tunnel(
         Ok(t) => t,
         Err((status, reason)) => {
             let reply = Reply::text(status, &reason);
-            let _ = answer(session, &mut send, reply).await;
+            let _ = answer(session, &mut send, reply, false).await;
             let _ = send.finish();
             return;
         }
     };
-    if send_response_head(session, &mut send, 200, &http::HeaderMap::new())
-        .await
-        .is_err()
+    if send_response_head(
+        session,
+        &mut send,
+        200,
+        &http::HeaderMap::new(),
+        BodyCoding::Identity,
+    )
+    .await
+    .is_err()
     {
         return;
     }
@@ -381,36 +387,35 @@ async fn answer(
     session: &Session,
     send: &mut quinn::SendStream,
     reply: Reply,
+    zstd: bool,
 ) -> Result<(u64, Option<Instant>), webpep_transport::session::SessionError> {
-    let mut sent = 0u64;
-    send_response_head(session, send, reply.status.as_u16(), &reply.headers).await?;
-    let first_out = Some(Instant::now());
-    let data = |bytes: &[u8]| -> Vec<u8> {
-        let mut out = Vec::with_capacity(bytes.len() + 16);
-        for chunk in bytes.chunks(DATA_CHUNK) {
-            Frame::Data(chunk.to_vec()).encode(&mut out);
-        }
-        out
+    let coding = if zstd && worth_zstd(&reply) {
+        BodyCoding::Zstd
+    } else {
+        BodyCoding::Identity
     };
+    send_response_head(session, send, reply.status.as_u16(), &reply.headers, coding).await?;
+    let first_out = Some(Instant::now());
+    // Its bytes as they cross (coded, when it is) are what `sent` counts.
+    let mut body = BodySender::new(coding)?;
     match reply.body {
         Body::Empty => {}
         Body::Full(b) => {
-            sent += b.len() as u64;
-            send.write_all(&data(&b)).await?
+            let mut frames = body.piece(&b)?;
+            frames.extend(body.last()?);
+            send.write_all(&frames).await?
         }
         Body::Stream {
             prefix, mut rest, ..
         } => {
             if !prefix.is_empty() {
-                sent += prefix.len() as u64;
-                send.write_all(&data(&prefix)).await?;
+                send.write_all(&body.piece(&prefix)?).await?;
             }
             while let Some(frame) = rest.frame().await {
                 match frame {
                     Ok(f) => {
                         if let Ok(d) = f.into_data() {
-                            sent += d.len() as u64;
-                            send.write_all(&data(&d)).await?;
+                            send.write_all(&body.piece(&d)?).await?;
                         }
                     }
                     Err(e) => {
@@ -423,12 +428,38 @@ async fn answer(
                             },
                         )
                         .await?;
-                        return Ok((sent, first_out));
+                        return Ok((body.payload(), first_out));
                     }
                 }
             }
+            send.write_all(&body.last()?).await?;
         }
     }
     write_frame(send, &Frame::End).await?;
-    Ok((sent, first_out))
+    Ok((body.payload(), first_out))
 }
+
+/// Whether a response crosses to the client proxy zstd-coded: text (a type worth
+/// compressing) with no content coding of its own, and a body worth the coding (a streamed
+/// one always is: its length is not known).
+fn worth_zstd(reply: &Reply) -> bool {
+    let coded = reply
+        .headers
+        .get(http::header::CONTENT_ENCODING)
+        .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
+    let big_enough = match &reply.body {
+        Body::Empty => false,
+        Body::Full(b) => b.len() >= ZSTD_MIN_BODY,
+        Body::Stream { .. } => true,
+    };
+    let text = webpep_optimize::compress::is_compressible(
+        reply
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok()),
+    );
+    !coded && big_enough && text
+}
+
+/// Bodies shorter than this go as they are (the compression stage's own minimum).
+const ZSTD_MIN_BODY: usize = 256;

@@ -402,6 +402,41 @@ async fn a_background_response_waits_while_a_foreground_one_has_data_to_send() {
     );
 }
 
+#[tokio::test]
+async fn text_without_a_coding_of_its_own_crosses_zstd_coded_and_reaches_the_browser_as_it_was() {
+    let page: String = (0..2000)
+        .map(|i| format!("<li>item {} of the list</li>\n", i % 37))
+        .collect();
+    let body = page.clone();
+    let origin =
+        common::Origin::start(move |_| common::OriginReply::ok("text/html", body.clone())).await;
+    // As held whole, as streamed through (over max-body-transform), and with the coding off.
+    for (name, stream, zstd) in [
+        ("held", false, true),
+        ("streamed", true, true),
+        ("plain", false, false),
+    ] {
+        let mut cfg = common::test_config();
+        cfg.quic.zstd = zstd;
+        if stream {
+            cfg.limits.max_body_transform = 1024;
+        }
+        let edge = start_edge_with(cfg).await;
+        let cred = edge.identity.enroll(name).unwrap();
+        let (proxy, _) = start_client(edge.addr, &cred).await;
+        // No Accept-Encoding: the browser gets the page as the origin sent it.
+        let (status, got) = browser_get(proxy, &format!("http://{}/page", origin.addr)).await;
+        assert_eq!(status, 200, "{name}");
+        assert_eq!(got, page, "{name}");
+        let out = client_metric(&edge, "bytes_out", name).unwrap();
+        if zstd {
+            assert!(out * 10 < page.len() as u64, "{name}: {out} bytes crossed");
+        } else {
+            assert_eq!(out, page.len() as u64, "{name}");
+        }
+    }
+}
+
 /// An origin that echoes what it gets, upper-cased (a stand-in for a TLS server).
 async fn echo_origin() -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();

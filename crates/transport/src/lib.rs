@@ -2,6 +2,7 @@
 //! congestion controller that keeps the window just above the link's bandwidth-delay product,
 //! and mutual authentication by the edge installation's own CA.
 
+pub mod coding;
 pub mod congestion;
 pub mod credential;
 pub mod endpoint;

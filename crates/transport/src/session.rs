@@ -11,6 +11,8 @@ use webpep_proto::{negotiate, Decoder, Encoder, Frame, FrameDecoder, HeaderField
 
 use webpep_proto::code;
 
+use crate::coding::{BodyDecoder, BodyEncoder, CodingError};
+
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
     #[error("protocol: {0}")]
@@ -331,7 +333,8 @@ pub async fn send_request(
                 if (100..200).contains(&status) {
                     continue;
                 }
-                return Ok((status, headers, body_coding, ResponseBody { frames }));
+                let body = ResponseBody::coded(frames, body_coding, &headers)?;
+                return Ok((status, headers, body_coding, body));
             }
             Some(Frame::Error { code, reason }) => {
                 return Err(SessionError::Unexpected(format!(
@@ -352,15 +355,68 @@ pub async fn send_request(
     }
 }
 
-/// A response body arriving in `Data` frames.
+/// A response body arriving in `Data` frames, decoded from the coding between the proxies.
 pub struct ResponseBody {
     frames: FrameReader,
+    /// Set when the body comes zstd-coded.
+    decoder: Option<BodyDecoder>,
 }
 
+/// The most decoded bytes one [`ResponseBody::chunk`] gives (a coded body can expand a
+/// thousandfold: it is handed on in pieces).
+pub const DECODED_PIECE: usize = 64 * 1024;
+
 impl ResponseBody {
+    /// The body of a response whose head announced `coding`; a zstd body must not decode
+    /// past the head's Content-Length.
+    fn coded(
+        frames: FrameReader,
+        coding: webpep_proto::BodyCoding,
+        headers: &http::HeaderMap,
+    ) -> Result<Self, SessionError> {
+        let decoder = match coding {
+            webpep_proto::BodyCoding::Identity => None,
+            webpep_proto::BodyCoding::Zstd => {
+                let declared = headers
+                    .get(http::header::CONTENT_LENGTH)
+                    .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+                Some(BodyDecoder::new(declared).map_err(|e| {
+                    SessionError::Unexpected(format!("cannot make a zstd decoder: {e}"))
+                })?)
+            }
+        };
+        Ok(ResponseBody { frames, decoder })
+    }
+
     /// The next piece of the body; `None` once `End` came. A stream that ends without `End`
-    /// is a truncated response: an error.
+    /// is a truncated response: an error, as a coded body that does not decode is.
     pub async fn chunk(&mut self) -> Result<Option<Vec<u8>>, SessionError> {
+        let coding_error = |e: CodingError| SessionError::Unexpected(e.to_string());
+        loop {
+            if let Some(dec) = &mut self.decoder {
+                let out = dec.output(DECODED_PIECE).map_err(coding_error)?;
+                if !out.is_empty() {
+                    return Ok(Some(out));
+                }
+            }
+            let d = match self.next_piece().await? {
+                Some(d) => d,
+                None => {
+                    if let Some(dec) = &mut self.decoder {
+                        dec.finish().map_err(coding_error)?;
+                    }
+                    return Ok(None);
+                }
+            };
+            match &mut self.decoder {
+                Some(dec) => dec.push(&d),
+                None => return Ok(Some(d)),
+            }
+        }
+    }
+
+    /// The next `Data` payload as it came; `None` at `End`.
+    async fn next_piece(&mut self) -> Result<Option<Vec<u8>>, SessionError> {
         match self.frames.next().await? {
             Some(Frame::Data(d)) => Ok(Some(d)),
             Some(Frame::End) => Ok(None),
@@ -495,7 +551,7 @@ pub async fn open_tunnel(
         }) => {
             session.on_table_ack(table_ack);
             let headers = header_map(session.decode_headers(&headers).await?)?;
-            Ok((status, headers, send, ResponseBody { frames }))
+            Ok((status, headers, send, ResponseBody::from_frames(frames)))
         }
         Some(Frame::Error { code, reason }) => Err(SessionError::Unexpected(format!(
             "the edge failed the tunnel ({code}): {reason}"
@@ -547,22 +603,95 @@ pub async fn pump_from_frames<W: tokio::io::AsyncWrite + Unpin>(
 impl ResponseBody {
     /// Frames from a stream whose head was read elsewhere (the edge's side of a tunnel).
     pub fn from_frames(frames: FrameReader) -> Self {
-        ResponseBody { frames }
+        ResponseBody {
+            frames,
+            decoder: None,
+        }
     }
 }
 
-/// The edge's side: a response head.
+/// The edge's side: a response body as `Data` frames (at most [`DATA_CHUNK`] each), in the
+/// coding its head announced.
+pub struct BodySender {
+    encoder: Option<BodyEncoder>,
+    /// The body's bytes as sent (coded, when it is), without the frames' own.
+    payload: u64,
+}
+
+impl BodySender {
+    pub fn new(coding: webpep_proto::BodyCoding) -> Result<Self, SessionError> {
+        let encoder = match coding {
+            webpep_proto::BodyCoding::Identity => None,
+            webpep_proto::BodyCoding::Zstd => Some(BodyEncoder::new().map_err(|e| {
+                SessionError::Unexpected(format!("cannot make a zstd encoder: {e}"))
+            })?),
+        };
+        Ok(BodySender {
+            encoder,
+            payload: 0,
+        })
+    }
+
+    /// The frames carrying the next piece of the body (coded and flushed: the client can
+    /// hand it on at once).
+    pub fn piece(&mut self, body: &[u8]) -> Result<Vec<u8>, SessionError> {
+        match &mut self.encoder {
+            None => {
+                self.payload += body.len() as u64;
+                Ok(data_frames(body))
+            }
+            Some(enc) => {
+                let coded = enc
+                    .encode(body)
+                    .map_err(|e| SessionError::Unexpected(format!("zstd: {e}")))?;
+                self.payload += coded.len() as u64;
+                Ok(data_frames(&coded))
+            }
+        }
+    }
+
+    /// The body's bytes so far as they cross (coded, when it is), without the frames' own.
+    pub fn payload(&self) -> u64 {
+        self.payload
+    }
+
+    /// The frames that end the body's coding (none for identity); `End` is the caller's.
+    pub fn last(&mut self) -> Result<Vec<u8>, SessionError> {
+        match &mut self.encoder {
+            None => Ok(Vec::new()),
+            Some(enc) => {
+                let coded = enc
+                    .finish()
+                    .map_err(|e| SessionError::Unexpected(format!("zstd: {e}")))?;
+                self.payload += coded.len() as u64;
+                Ok(data_frames(&coded))
+            }
+        }
+    }
+}
+
+/// `bytes` as `Data` frames of at most [`DATA_CHUNK`].
+fn data_frames(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len() + 16);
+    for chunk in bytes.chunks(DATA_CHUNK) {
+        Frame::Data(chunk.to_vec()).encode(&mut out);
+    }
+    out
+}
+
+/// The edge's side: a response head, its body to follow in `body_coding`.
 pub async fn send_response_head(
     session: &Session,
     send: &mut quinn::SendStream,
     status: u16,
     headers: &http::HeaderMap,
+    body_coding: webpep_proto::BodyCoding,
 ) -> Result<(), SessionError> {
     let block = session.encode_headers(&fields_of(headers)).await?;
     let head = Frame::Response {
         status,
         headers: block,
-        body_coding: webpep_proto::BodyCoding::Identity,
+        body_coding,
         table_ack: session.table_ack(),
     };
     write_frame(send, &head).await
