@@ -293,6 +293,10 @@ pub struct LabConfig {
     /// requests); false to measure what it is worth.
     #[serde(default = "yes")]
     pub header_table: bool,
+    /// With `proxy = "dual"`: text the edge sends with no content coding of its own crosses
+    /// zstd-coded (`[quic] zstd`); false to measure what it is worth.
+    #[serde(default = "yes")]
+    pub quic_zstd: bool,
     /// With `proxy = "dual"`: the device's client has been connected to this edge before
     /// (it holds a session ticket; the connection has since closed), so the load's first
     /// request reconnects with 0-RTT, as on a device whose client proxy keeps running.
@@ -426,6 +430,9 @@ impl LabConfig {
             s += &format!(", QUIC congestion control {}", self.quic_congestion.name());
             if !self.header_table {
                 s += ", no header compression";
+            }
+            if !self.quic_zstd {
+                s += ", no zstd between the proxies";
             }
             if self.quic_resumed {
                 s += ", the client resumes an earlier session (0-RTT)";

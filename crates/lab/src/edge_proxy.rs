@@ -108,6 +108,7 @@ pub fn server_config(
     c.air.keepalive_probes = sw.keepalive_probes;
     c.air.probe_interval = scaled_s(4.0);
     c.air.probe_stop = scaled_s(20.0);
+    c.quic.zstd = cfg.quic_zstd;
     c
 }
 
