@@ -113,28 +113,46 @@ fn print_config_shows_overrides_and_reparses() {
 /// Starts `webpep server` on a free loopback port with `extra` flags; returns the child and
 /// the port once it accepts connections.
 fn start_server(extra: &[&str]) -> (std::process::Child, u16) {
-    // Find a free port, then let the server bind it.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let listen = format!("127.0.0.1:{port}");
+    // The server binds a port of the system's choosing and names it in its first log line:
+    // a port found free here could be taken by another test before the server binds it.
     let mut args = vec![
         "server",
         "--listen",
-        &listen,
+        "127.0.0.1:0",
         "--no-cache",
         "--dns-upstream",
         "127.0.0.1:9",
     ];
     args.extend_from_slice(extra);
-    let child = Command::new(BIN)
+    let mut child = Command::new(BIN)
         .args(&args)
+        .env("WEBPEP_LOG", "info")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Reads the log to its end (the access log must not fill the pipe), sending the port on.
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut tx = Some(tx);
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { return };
+            if let Some(port) = line
+                .split_once("proxy on 127.0.0.1:")
+                .and_then(|(_, rest)| rest.split(|c: char| !c.is_ascii_digit()).next())
+                .and_then(|p| p.parse::<u16>().ok())
+            {
+                if let Some(tx) = tx.take() {
+                    let _ = tx.send(port);
+                }
+            }
+        }
+    });
+    let port = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the server names its port within 10 s");
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         match std::net::TcpStream::connect(("127.0.0.1", port)) {
