@@ -224,22 +224,9 @@ async fn a_malformed_request_stream_is_refused_and_the_connection_lives() {
         other => panic!("{other:?}"),
     }
     // The same connection still serves.
-    let (status, _, _, mut body) = webpep_transport::session::send_request(
-        &session,
-        "GET",
-        &origin.url("/after"),
-        &http::HeaderMap::new(),
-        b"",
-        false,
-    )
-    .await
-    .unwrap();
+    let (status, got) = session_request(&session, "GET", &origin.url("/after"), b"").await;
     assert_eq!(status, 200);
-    let mut got = Vec::new();
-    while let Some(d) = body.chunk().await.unwrap() {
-        got.extend_from_slice(&d);
-    }
-    assert_eq!(got, good_body("/after").as_bytes());
+    assert_eq!(got, good_body("/after"));
 }
 
 /// The session of a client enrolled as `name` with `edge`, spoken to directly.
@@ -255,15 +242,16 @@ async fn session_with(edge: &Edge, name: &str) -> Arc<webpep_transport::session:
         .unwrap()
 }
 
-/// A POST of `body` on `session`: the status and the answer's body.
-async fn session_post(
+/// A `method` request with `body` on `session`: the status and the answer's body.
+async fn session_request(
     session: &webpep_transport::session::Session,
+    method: &str,
     url: &str,
     body: &[u8],
 ) -> (u16, String) {
     let (status, _, _, mut answer) = webpep_transport::session::send_request(
         session,
-        "POST",
+        method,
         url,
         &http::HeaderMap::new(),
         body,
@@ -287,7 +275,13 @@ async fn a_client_proxys_request_bodies_are_held_within_the_limits_of_every_fron
     let edge = start_edge_with(cfg).await;
     let session = session_with(&edge, "uploader").await;
     // Over max-request-body: refused as too large, before the origin sees anything.
-    let (status, why) = session_post(&session, &origin.url("/big"), &vec![b'x'; 100 << 10]).await;
+    let (status, why) = session_request(
+        &session,
+        "POST",
+        &origin.url("/big"),
+        &vec![b'x'; 100 << 10],
+    )
+    .await;
     assert_eq!(status, 413, "{why}");
     // One stream declares 48 KiB and sends none of it yet: the edge holds its place.
     let mut declared = http::HeaderMap::new();
@@ -311,8 +305,13 @@ async fn a_client_proxys_request_bodies_are_held_within_the_limits_of_every_fron
     // beside the first: refused for the budget, and the connection lives on.
     let mut refused = false;
     for _ in 0..100 {
-        let (status, why) =
-            session_post(&session, &origin.url("/held"), &vec![b'x'; 32 << 10]).await;
+        let (status, why) = session_request(
+            &session,
+            "POST",
+            &origin.url("/held"),
+            &vec![b'x'; 32 << 10],
+        )
+        .await;
         if status == 503 {
             assert!(why.contains("max-client-buffered-bytes"), "{why}");
             refused = true;
@@ -328,8 +327,13 @@ async fn a_client_proxys_request_bodies_are_held_within_the_limits_of_every_fron
     drop(_slow_answer);
     let mut ok = false;
     for _ in 0..100 {
-        let (status, _) =
-            session_post(&session, &origin.url("/after"), &vec![b'x'; 32 << 10]).await;
+        let (status, _) = session_request(
+            &session,
+            "POST",
+            &origin.url("/after"),
+            &vec![b'x'; 32 << 10],
+        )
+        .await;
         if status == 200 {
             ok = true;
             break;

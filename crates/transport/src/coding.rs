@@ -94,6 +94,8 @@ pub struct BodyDecoder {
     limit: Option<u64>,
     /// The frame has ended (zstd said so, with nothing left to flush).
     frame_done: bool,
+    /// Where output is decoded, kept between calls: most calls find nothing to decode.
+    scratch: Vec<u8>,
 }
 
 impl BodyDecoder {
@@ -108,6 +110,7 @@ impl BodyDecoder {
             decoded: 0,
             limit,
             frame_done: false,
+            scratch: Vec::new(),
         })
     }
 
@@ -120,7 +123,10 @@ impl BodyDecoder {
 
     /// Up to `max` bytes of decoded body from what was pushed; empty when it needs more.
     pub fn output(&mut self, max: usize) -> Result<Vec<u8>, CodingError> {
-        let mut out = vec![0u8; max];
+        if self.scratch.len() < max {
+            self.scratch.resize(max, 0);
+        }
+        let out = &mut self.scratch[..max];
         let mut written = 0;
         while written < max && !self.frame_done {
             let mut src = InBuffer::around(&self.input[self.used..]);
@@ -140,7 +146,7 @@ impl BodyDecoder {
                 break;
             }
         }
-        out.truncate(written);
+        let out = out[..written].to_vec();
         self.decoded += written as u64;
         if let Some(limit) = self.limit.filter(|l| self.decoded > *l) {
             return Err(CodingError::OverLength(limit));
