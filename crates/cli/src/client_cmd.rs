@@ -18,7 +18,7 @@ pub struct Args {
     /// Manage the device's interception CA instead of serving.
     #[command(subcommand)]
     pub action: Option<Action>,
-    /// TOML configuration file (keys: listen, server, credential, link-down-after,
+    /// TOML configuration file (keys: listen, tls-listen, server, credential, link-down-after,
     /// allow-clients, max-header-bytes, max-request-body, [intercept]; see
     /// docs/configuration.md).
     #[arg(long, value_name = "FILE")]
@@ -26,6 +26,12 @@ pub struct Args {
     /// Where browsers reach the proxy (default 127.0.0.1:8118).
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
+    /// Also serve browsers on this HTTPS port: TLS with a certificate from the client's CA
+    /// (`webpep client ca init`; browsers must trust it), HTTP/2 or HTTP/1.1. Over HTTP/2 a
+    /// browser sends every request and CONNECT of a page at once, where HTTP/1.1 to a proxy
+    /// limits it to a few connections (Chromium: --proxy-server=https://localhost:PORT).
+    #[arg(long, value_name = "ADDR")]
+    pub tls_listen: Option<SocketAddr>,
     /// The edge's QUIC address (`webpep server --quic-listen`).
     #[arg(long, value_name = "ADDR")]
     pub server: Option<SocketAddr>,
@@ -109,6 +115,13 @@ fn bad(msg: String) -> anyhow::Error {
     BadInput(msg).into()
 }
 
+fn bind(addr: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
+    let listener = std::net::TcpListener::bind(addr)
+        .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
 fn effective_config(args: &Args) -> anyhow::Result<ClientConfig> {
     let mut cfg = match &args.config {
         Some(path) => {
@@ -121,6 +134,9 @@ fn effective_config(args: &Args) -> anyhow::Result<ClientConfig> {
     };
     if let Some(a) = args.listen {
         cfg.listen = a;
+    }
+    if let Some(a) = args.tls_listen {
+        cfg.tls_listen = Some(a);
     }
     if let Some(a) = args.server {
         cfg.server = Some(a);
@@ -163,10 +179,31 @@ pub fn run(mut args: Args) -> anyhow::Result<u8> {
     } else {
         None
     };
-    let listener = std::net::TcpListener::bind(cfg.listen)
-        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cfg.listen))?;
-    listener.set_nonblocking(true)?;
+    let listener = bind(cfg.listen)?;
     let local = listener.local_addr()?;
+    // The HTTPS port's certificate comes from the client's CA, loaded (and its key's
+    // permissions checked) before anything listens.
+    let tls_front = match cfg.tls_listen {
+        None => None,
+        Some(addr) => {
+            let ca = match &intercept {
+                Some(i) => i.ca().clone(),
+                None => Arc::new(
+                    webpep_intercept::CaStore::load(&webpep_client::config::ca_dir(
+                        &cfg.intercept,
+                    ))
+                    .map_err(|e| {
+                        bad(format!(
+                            "tls-listen: the HTTPS port's certificate comes from the client's CA: {e} (create it with `webpep client ca init`)"
+                        ))
+                    })?,
+                ),
+            };
+            let tls = webpep_client::proxy_tls_config(&ca, addr)
+                .map_err(|e| bad(format!("tls-listen: {e}")))?;
+            Some((bind(addr)?, tls))
+        }
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -187,7 +224,23 @@ pub fn run(mut args: Args) -> anyhow::Result<u8> {
             tracing::info!("shutting down");
             c.cancel();
         });
-        webpep_client::serve_with(listener, Arc::new(cfg), upstream, intercept, cancel).await;
+        let cfg = Arc::new(cfg);
+        if let Some((tls_listener, tls)) = tls_front {
+            let tls_listener = tokio::net::TcpListener::from_std(tls_listener)?;
+            tracing::info!(
+                "HTTPS proxy port on {} (HTTP/2 and HTTP/1.1; its certificate is from the client's CA)",
+                tls_listener.local_addr()?
+            );
+            tokio::spawn(webpep_client::serve_tls(
+                tls_listener,
+                cfg.clone(),
+                upstream.clone(),
+                intercept.clone(),
+                tls,
+                cancel.clone(),
+            ));
+        }
+        webpep_client::serve_with(listener, cfg, upstream, intercept, cancel).await;
         Ok::<(), anyhow::Error>(())
     })?;
     Ok(0)

@@ -11,6 +11,10 @@ use serde::Deserialize;
 pub struct ClientConfig {
     /// Where browsers reach the proxy (default 127.0.0.1:8118).
     pub listen: SocketAddr,
+    /// The proxy's HTTPS port, if any: browsers reach the proxy over TLS (a certificate
+    /// from the client's CA) and, with HTTP/2, send every request and CONNECT of a page over
+    /// one connection (crate::tls_front).
+    pub tls_listen: Option<SocketAddr>,
     /// The edge's QUIC address.
     pub server: Option<SocketAddr>,
     /// The credential `webpep server enroll` issued.
@@ -45,6 +49,7 @@ impl Default for ClientConfig {
     fn default() -> Self {
         ClientConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8118)),
+            tls_listen: None,
             server: None,
             credential: None,
             link_down_after: Duration::from_secs(30),
@@ -67,6 +72,7 @@ pub struct ConfigError {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct File {
     listen: Option<SocketAddr>,
+    tls_listen: Option<SocketAddr>,
     server: Option<SocketAddr>,
     credential: Option<PathBuf>,
     link_down_after: Option<String>,
@@ -88,6 +94,7 @@ impl ClientConfig {
         if let Some(v) = f.listen {
             c.listen = v;
         }
+        c.tls_listen = f.tls_listen;
         c.server = f.server;
         c.credential = f.credential;
         if let Some(v) = f.link_down_after {

@@ -19,7 +19,6 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Frame, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
 use webpep_http1::fields::strip_hop_by_hop;
 use webpep_intercept::{
     accept_browser, https_authority, Accepted, CaStore, Decision, LeafCache, Policy, TunnelReason,
@@ -77,6 +76,11 @@ impl Interception {
     /// Leaf certificates minted so far.
     pub fn minted(&self) -> u64 {
         self.leaves.minted()
+    }
+
+    /// The CA (the HTTPS port's certificate comes from it too).
+    pub fn ca(&self) -> &Arc<CaStore> {
+        &self.ca
     }
 
     pub fn ca_pem(&self) -> &str {
@@ -144,21 +148,22 @@ pub fn is_ca_page_host(target: &str) -> bool {
     host.eq_ignore_ascii_case(CA_PAGE_HOST)
 }
 
-/// An intercepted CONNECT: 200 to the browser, TLS with a minted leaf, then its requests.
-pub(crate) async fn intercepted<U: Upstream>(
-    mut stream: TcpStream,
+/// An intercepted CONNECT, after the browser has its 200: TLS with a minted leaf, then its
+/// requests.
+pub(crate) async fn intercepted<S, U>(
+    stream: S,
     early: Vec<u8>,
     host: &str,
     port: u16,
     cx: &Ctx<U>,
-) -> std::io::Result<()> {
-    use tokio::io::AsyncWriteExt;
+) -> std::io::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    U: Upstream,
+{
     let Some(icpt) = cx.intercept.clone() else {
         return Ok(());
     };
-    stream
-        .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
-        .await?;
     let Accepted { mut tls, h2 } = match accept_browser(stream, early, host, &icpt.leaves).await {
         Ok(a) => a,
         Err(e) if e.is_silent_close() => {
@@ -185,7 +190,16 @@ pub(crate) async fn intercepted<U: Upstream>(
     }
 }
 
-type H2Body = UnsyncBoxBody<Bytes, std::io::Error>;
+pub(crate) type H2Body = UnsyncBoxBody<Bytes, std::io::Error>;
+
+/// The HTTP/2 server both of the client's HTTP/2 front ends use.
+pub(crate) fn h2_server() -> hyper::server::conn::http2::Builder<TokioExecutor> {
+    let mut b = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    // A page of many hosts opens a stream per request and per CONNECT at once; the edge
+    // and the link, not this count, decide how many are worked on.
+    b.max_concurrent_streams(1024);
+    b
+}
 
 /// HTTP/2 inside the tunnel: each stream one request to the edge.
 async fn serve_h2<S, U>(io: S, authority: String, host: String, cx: Ctx<U>) -> std::io::Result<()>
@@ -201,7 +215,7 @@ where
             Ok::<_, Infallible>(h2_exchange(req, authority, host, cx).await)
         }
     });
-    hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+    h2_server()
         .serve_connection(TokioIo::new(io), service)
         .await
         .map_err(std::io::Error::other)
@@ -213,16 +227,29 @@ async fn h2_exchange<U: Upstream>(
     host: &str,
     cx: &Ctx<U>,
 ) -> http::Response<H2Body> {
-    let (parts, body) = req.into_parts();
-    if parts.method == Method::CONNECT {
+    if req.method() == Method::CONNECT {
         return page(StatusCode::METHOD_NOT_ALLOWED, "CONNECT inside a tunnel");
     }
-    let path = parts
-        .uri
+    let path = req
+        .uri()
         .path_and_query()
         .map(|p| p.as_str())
         .filter(|p| p.starts_with('/'))
         .unwrap_or("/");
+    let target = format!("https://{authority}{path}");
+    h2_forward(req, target, authority, &Side::Intercepted { authority, host }, cx).await
+}
+
+/// One HTTP/2 request to the edge as `target` (`authority` becomes its Host field when it
+/// has none), and the edge's answer as the stream's response.
+pub(crate) async fn h2_forward<U: Upstream>(
+    req: http::Request<Incoming>,
+    target: String,
+    authority: &str,
+    side: &Side<'_>,
+    cx: &Ctx<U>,
+) -> http::Response<H2Body> {
+    let (parts, body) = req.into_parts();
     let body = match Limited::new(body, cx.cfg.max_request_body).collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => {
@@ -244,12 +271,11 @@ async fn h2_exchange<U: Upstream>(
     }
     let req = ProxyRequest {
         method: parts.method.clone(),
-        target: format!("https://{authority}{path}"),
+        target,
         headers,
         body,
     };
-    let side = Side::Intercepted { authority, host };
-    let resp = match forward(req, &side, cx).await {
+    let resp = match forward(req, side, cx).await {
         Forwarded::Answer(r) => r,
         Forwarded::LinkDown(why) => {
             return page(StatusCode::GATEWAY_TIMEOUT, &link_down_message(&why))
@@ -265,9 +291,7 @@ async fn h2_exchange<U: Upstream>(
         headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(n));
     }
     let body: H2Body = if no_body {
-        Full::new(Bytes::new())
-            .map_err(|n| match n {})
-            .boxed_unsync()
+        empty_body()
     } else {
         ReadBody {
             inner: resp.body,
@@ -281,13 +305,19 @@ async fn h2_exchange<U: Upstream>(
     out
 }
 
-fn page(status: StatusCode, message: &str) -> http::Response<H2Body> {
+pub(crate) fn empty_body() -> H2Body {
+    Full::new(Bytes::new())
+        .map_err(|n| match n {})
+        .boxed_unsync()
+}
+
+pub(crate) fn full_body(bytes: Bytes) -> H2Body {
+    Full::new(bytes).map_err(|n| match n {}).boxed_unsync()
+}
+
+pub(crate) fn page(status: StatusCode, message: &str) -> http::Response<H2Body> {
     let (headers, body): (HeaderMap, String) = error_page(status, message);
-    let mut out = http::Response::new(
-        Full::new(Bytes::from(body))
-            .map_err(|n| match n {})
-            .boxed_unsync(),
-    );
+    let mut out = http::Response::new(full_body(Bytes::from(body)));
     *out.status_mut() = status;
     *out.headers_mut() = headers;
     out

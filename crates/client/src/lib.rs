@@ -9,8 +9,10 @@ pub mod intercept;
 pub mod pac;
 pub mod proxy;
 pub mod quic;
+pub mod tls_front;
 
 pub use config::{ClientConfig, InterceptConfig};
 pub use intercept::Interception;
 pub use proxy::{serve, serve_with, ProxyRequest, Upstream, UpstreamError, UpstreamResponse};
 pub use quic::QuicUpstream;
+pub use tls_front::{proxy_tls_config, serve_tls};

@@ -90,7 +90,23 @@ pub async fn serve_with<U: Upstream>(
     intercept: Option<Arc<Interception>>,
     cancel: CancellationToken,
 ) {
-    let local = listener.local_addr().unwrap_or(cfg.listen);
+    let cx = Ctx {
+        cfg,
+        upstream,
+        intercept,
+    };
+    accept_browsers(listener, cx, None, cancel).await
+}
+
+/// Accepts browsers on `listener` until `cancel`, each connection on its own task: plain
+/// HTTP/1.1, or with `tls`, the proxy's HTTPS port (crate::tls_front).
+pub(crate) async fn accept_browsers<U: Upstream>(
+    listener: TcpListener,
+    cx: Ctx<U>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    cancel: CancellationToken,
+) {
+    let local = listener.local_addr().unwrap_or(cx.cfg.listen);
     loop {
         let (stream, peer) = tokio::select! {
             _ = cancel.cancelled() => return,
@@ -102,21 +118,24 @@ pub async fn serve_with<U: Upstream>(
                 }
             },
         };
-        if !cfg.allows(peer.ip()) {
+        if !cx.cfg.allows(peer.ip()) {
             tracing::warn!(%peer, "refused a browser that is not on the allow list");
             drop(stream);
             continue;
         }
-        let cx = Ctx {
-            cfg: cfg.clone(),
-            upstream: upstream.clone(),
-            intercept: intercept.clone(),
-        };
+        let cx = cx.clone();
         let cancel = cancel.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
+            let served = async {
+                match tls {
+                    None => connection(stream, local, cx).await,
+                    Some(tls) => crate::tls_front::connection(stream, local, tls, cx).await,
+                }
+            };
             tokio::select! {
                 _ = cancel.cancelled() => {}
-                r = connection(stream, local, cx) => {
+                r = served => {
                     if let Err(e) = r {
                         tracing::debug!(%peer, "browser connection: {e}");
                     }
@@ -154,14 +173,28 @@ pub(crate) enum Side<'a> {
 
 /// One browser connection: requests one after the other until either side closes.
 async fn connection<U: Upstream>(
-    mut stream: TcpStream,
+    stream: TcpStream,
     local: SocketAddr,
     cx: Ctx<U>,
 ) -> std::io::Result<()> {
     let _ = stream.set_nodelay(true);
+    http1_connection(stream, local, &cx).await
+}
+
+/// HTTP/1.x from a browser on `stream` (a TCP connection, or TLS to the proxy's HTTPS port):
+/// requests, and a CONNECT that ends them.
+pub(crate) async fn http1_connection<S, U>(
+    mut stream: S,
+    local: SocketAddr,
+    cx: &Ctx<U>,
+) -> std::io::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    U: Upstream,
+{
     let mut buf: Vec<u8> = Vec::with_capacity(8192);
-    match requests(&mut stream, &mut buf, &Side::Proxy { local }, &cx).await? {
-        Some(head) => connect(stream, head, buf, &cx).await,
+    match requests(&mut stream, &mut buf, &Side::Proxy { local }, cx).await? {
+        Some(head) => connect(stream, head, buf, cx).await,
         None => Ok(()),
     }
 }
@@ -375,7 +408,7 @@ pub(crate) async fn forward<U: Upstream>(
 
 /// The proxy's own pages, at its address: the PAC file, and with interception on, the CA
 /// certificate and how to install it.
-fn own_page(
+pub(crate) fn own_page(
     path: &str,
     local: SocketAddr,
     intercept: Option<&Interception>,
@@ -512,40 +545,21 @@ async fn copy_body<S: AsyncWrite + Unpin>(
     out.flush().await
 }
 
-/// CONNECT: the edge opens the TCP connection; the browser's bytes (its TLS) go through
-/// untouched — unless `[intercept]` names the host, when the client ends the browser's TLS
-/// itself and its requests cross the link as ordinary ones.
-async fn connect<U: Upstream>(
-    mut stream: TcpStream,
+/// CONNECT over HTTP/1.1: the edge opens the TCP connection; the browser's bytes (its TLS)
+/// go through untouched — unless `[intercept]` names the host, when the client ends the
+/// browser's TLS itself and its requests cross the link as ordinary ones.
+async fn connect<S, U>(
+    mut stream: S,
     head: RequestHead,
     early: Vec<u8>,
     cx: &Ctx<U>,
-) -> std::io::Result<()> {
-    let authority = head.target.clone();
-    let Some((host, port)) = split_connect_authority(&authority) else {
-        return reply(
-            &mut stream,
-            StatusCode::BAD_REQUEST,
-            "CONNECT names host:port",
-            false,
-        )
-        .await;
-    };
-    if let Some(i) = &cx.intercept {
-        match i.decide(&host, port) {
-            Decision::Intercept => {
-                return crate::intercept::intercepted(stream, early, &host, port, cx).await
-            }
-            Decision::Tunnel(why) => {
-                tracing::debug!(%authority, "tunnelled untouched: {why}");
-            }
-        }
-    }
-    let mut headers = head.headers.clone();
-    strip_hop_by_hop(&mut headers);
-    headers.remove(http::header::PROXY_AUTHORIZATION);
-    let (mut from_edge, mut to_edge) = match cx.upstream.tunnel(authority.clone(), headers).await {
-        Ok(t) => t,
+) -> std::io::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    U: Upstream,
+{
+    let plan = match plan_connect(&head.target, &head.headers, cx).await {
+        Ok(p) => p,
         Err(UpstreamError::LinkDown(why)) => return link_down(&mut stream, &why).await,
         Err(UpstreamError::Failed(status, why)) => {
             return reply(&mut stream, status, &why, false).await
@@ -554,10 +568,69 @@ async fn connect<U: Upstream>(
     stream
         .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
         .await?;
+    run_connect(stream, early, plan, cx).await
+}
+
+/// What a CONNECT becomes once the policy (and, for a tunnel, the edge) has answered.
+pub(crate) enum ConnectPlan {
+    /// The client ends the browser's TLS for `host` (nothing is asked of the edge yet).
+    Intercept { host: String, port: u16 },
+    /// Bytes both ways to the origin, through the edge.
+    Tunnel(Tunnel),
+}
+
+/// Decides a CONNECT to `authority` and, for a tunnel, has the edge open it: an error is
+/// the answer the browser gets instead of 200.
+pub(crate) async fn plan_connect<U: Upstream>(
+    authority: &str,
+    headers: &HeaderMap,
+    cx: &Ctx<U>,
+) -> Result<ConnectPlan, UpstreamError> {
+    let Some((host, port)) = split_connect_authority(authority) else {
+        return Err(UpstreamError::Failed(
+            StatusCode::BAD_REQUEST,
+            "CONNECT names host:port".into(),
+        ));
+    };
+    if let Some(i) = &cx.intercept {
+        match i.decide(&host, port) {
+            Decision::Intercept => return Ok(ConnectPlan::Intercept { host, port }),
+            Decision::Tunnel(why) => {
+                tracing::debug!(%authority, "tunnelled untouched: {why}");
+            }
+        }
+    }
+    let mut headers = headers.clone();
+    strip_hop_by_hop(&mut headers);
+    headers.remove(http::header::PROXY_AUTHORIZATION);
+    cx.upstream
+        .tunnel(authority.to_string(), headers)
+        .await
+        .map(ConnectPlan::Tunnel)
+}
+
+/// The tunnel after the browser has its 200: `early` is what the browser sent past its
+/// CONNECT head.
+pub(crate) async fn run_connect<S, U>(
+    stream: S,
+    early: Vec<u8>,
+    plan: ConnectPlan,
+    cx: &Ctx<U>,
+) -> std::io::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    U: Upstream,
+{
+    let (mut from_edge, mut to_edge) = match plan {
+        ConnectPlan::Intercept { host, port } => {
+            return crate::intercept::intercepted(stream, early, &host, port, cx).await
+        }
+        ConnectPlan::Tunnel(t) => t,
+    };
     if !early.is_empty() {
         to_edge.write_all(&early).await?;
     }
-    let (mut browser_read, mut browser_write) = stream.split();
+    let (mut browser_read, mut browser_write) = tokio::io::split(stream);
     let up = async {
         tokio::io::copy(&mut browser_read, &mut to_edge).await?;
         to_edge.shutdown().await

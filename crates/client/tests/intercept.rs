@@ -3,7 +3,8 @@
 //! leaf of the device's CA, and the requests inside reach the edge as ordinary `https://`
 //! requests; an excluded host is tunnelled untouched; an origin that wants a client
 //! certificate turns its host into a tunnel; a garbled or mismatched ClientHello fails only
-//! that connection; the CA page hands out the certificate.
+//! that connection; the CA page hands out the certificate. The proxy's HTTPS port carries
+//! all of that over TLS, and with HTTP/2 as streams of one connection.
 
 use std::sync::{Arc, Mutex};
 
@@ -16,7 +17,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use webpep_client::proxy::Tunnel;
 use webpep_client::{
-    serve_with, ClientConfig, InterceptConfig, Interception, ProxyRequest, Upstream, UpstreamError,
+    proxy_tls_config, serve_tls, serve_with, ClientConfig, InterceptConfig, Interception, ProxyRequest, Upstream, UpstreamError,
     UpstreamResponse,
 };
 use webpep_intercept::CaStore;
@@ -68,6 +69,8 @@ impl Upstream for FakeEdge {
 
 struct Setup {
     proxy: std::net::SocketAddr,
+    /// The proxy's HTTPS port.
+    https_proxy: std::net::SocketAddr,
     edge: Arc<FakeEdge>,
     ca: Arc<CaStore>,
     intercept: Arc<Interception>,
@@ -90,19 +93,31 @@ async fn start() -> Setup {
         seen: Mutex::new(Vec::new()),
         tunnels: Mutex::new(Vec::new()),
     });
-    let cfg = ClientConfig {
+    let tls_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let https_proxy = tls_listener.local_addr().unwrap();
+    let cfg = Arc::new(ClientConfig {
         intercept: icfg,
+        tls_listen: Some(https_proxy),
         ..ClientConfig::default()
-    };
+    });
     tokio::spawn(serve_with(
         listener,
-        Arc::new(cfg),
+        cfg.clone(),
         edge.clone(),
         Some(intercept.clone()),
         CancellationToken::new(),
     ));
+    tokio::spawn(serve_tls(
+        tls_listener,
+        cfg,
+        edge.clone(),
+        Some(intercept.clone()),
+        proxy_tls_config(&ca, https_proxy).unwrap(),
+        CancellationToken::new(),
+    ));
     Setup {
         proxy,
+        https_proxy,
         edge,
         ca,
         intercept,
@@ -312,4 +327,144 @@ async fn the_ca_page_and_certificate() {
         t.edge.seen.lock().unwrap().is_empty(),
         "nothing went to the edge"
     );
+}
+
+/// A TLS connection to the proxy's HTTPS port, verified against the device's CA under
+/// `name` (as a browser given `https://localhost:PORT` or `https://127.0.0.1:PORT` would).
+async fn https_proxy(
+    t: &Setup,
+    name: &str,
+    alpn: &[&[u8]],
+) -> tokio_rustls::client::TlsStream<TcpStream> {
+    let tcp = TcpStream::connect(t.https_proxy).await.unwrap();
+    tls_client(&t.ca, alpn)
+        .connect(ServerName::try_from(name.to_string()).unwrap(), tcp)
+        .await
+        .expect("the proxy's certificate is the device CA's, for loopback")
+}
+
+async fn h2_body(send: &mut hyper::client::conn::http2::SendRequest<Empty<Bytes>>, uri: &str) -> (StatusCode, Bytes) {
+    let req = http::Request::get(uri).body(Empty::<Bytes>::new()).unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    let status = resp.status();
+    (status, resp.into_body().collect().await.unwrap().to_bytes())
+}
+
+/// A CONNECT on an HTTP/2 connection to the proxy: the stream, as bytes both ways.
+async fn h2_connect(
+    send: &mut hyper::client::conn::http2::SendRequest<Empty<Bytes>>,
+    authority: &str,
+) -> hyper_util::rt::TokioIo<hyper::upgrade::Upgraded> {
+    let req = http::Request::connect(authority)
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK, "CONNECT {authority}");
+    hyper_util::rt::TokioIo::new(hyper::upgrade::on(resp).await.unwrap())
+}
+
+#[tokio::test]
+async fn over_the_https_port_with_http2_a_pages_requests_and_tunnels_share_one_connection() {
+    let t = start().await;
+    let tls = https_proxy(&t, "localhost", &[b"h2", b"http/1.1"]).await;
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tls),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+
+    // Three at once on the one connection: a plain request, an intercepted CONNECT with
+    // HTTP/1.1 inside, and an excluded host's tunnel.
+    let plain = {
+        let mut send = send.clone();
+        async move { h2_body(&mut send, "http://plain.a.test/page?x=1").await }
+    };
+    let intercepted = {
+        let mut send = send.clone();
+        let ca = t.ca.clone();
+        async move {
+            let io = h2_connect(&mut send, "www.a.test:443").await;
+            let mut tls = tls_client(&ca, &[b"http/1.1"])
+                .connect(ServerName::try_from("www.a.test").unwrap(), io)
+                .await
+                .expect("the leaf for www.a.test, inside the HTTP/2 stream");
+            http1_get(&mut tls, "www.a.test", "/inside").await
+        }
+    };
+    let tunnelled = {
+        let mut send = send.clone();
+        async move {
+            let mut io = h2_connect(&mut send, "bank.a.test:443").await;
+            let mut got = Vec::new();
+            io.read_to_end(&mut got).await.unwrap();
+            got
+        }
+    };
+    let ((status, body), inside, tunnel) = tokio::join!(plain, intercepted, tunnelled);
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, "GET http://plain.a.test/page?x=1");
+    assert!(inside.starts_with("HTTP/1.1 200"), "{inside}");
+    assert!(inside.ends_with("GET https://www.a.test/inside"), "{inside}");
+    assert_eq!(tunnel, b"TUNNEL");
+
+    let seen = t.edge.seen.lock().unwrap();
+    let plain = seen
+        .iter()
+        .find(|r| r.target == "http://plain.a.test/page?x=1")
+        .expect("the plain request reached the edge");
+    assert_eq!(
+        plain.headers.get("host").map(|v| v.to_str().unwrap()),
+        Some("plain.a.test"),
+        ":authority becomes the Host the edge sees"
+    );
+    assert!(seen.iter().any(|r| r.target == "https://www.a.test/inside"));
+    assert_eq!(*t.edge.tunnels.lock().unwrap(), ["bank.a.test:443"]);
+}
+
+#[tokio::test]
+async fn over_the_https_port_with_http11_the_proxy_is_the_same_proxy() {
+    let t = start().await;
+    // By address, as `--proxy-server=https://127.0.0.1:PORT` names it.
+    let mut tls = https_proxy(&t, "127.0.0.1", &[b"http/1.1"]).await;
+    let text = http1_get(&mut tls, "plain.a.test", "http://plain.a.test/one").await;
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.ends_with("GET http://plain.a.test/one"), "{text}");
+
+    let mut tls = https_proxy(&t, "localhost", &[b"http/1.1"]).await;
+    tls.write_all(b"CONNECT bank.a.test:443 HTTP/1.1\r\nHost: bank.a.test:443\r\n\r\n")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    tls.read_to_end(&mut got).await.unwrap();
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.ends_with("\r\n\r\nTUNNEL"), "{text}");
+}
+
+#[tokio::test]
+async fn the_https_port_refuses_plain_text_and_serves_on() {
+    let t = start().await;
+    let mut tcp = TcpStream::connect(t.https_proxy).await.unwrap();
+    tcp.write_all(b"GET http://plain.a.test/ HTTP/1.1\r\nHost: plain.a.test\r\n\r\n")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let _ = tcp.read_to_end(&mut got).await;
+    assert!(!got.starts_with(b"HTTP/1.1 200"), "nothing served: {got:?}");
+    // The proxy's own pages answer over HTTP/2 too, and nothing has gone to the edge.
+    let tls = https_proxy(&t, "localhost", &[b"h2"]).await;
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tls),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    let (status, body) = h2_body(&mut send, "http://webpep.invalid/ca.pem").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, t.ca.cert_pem());
+    assert!(t.edge.seen.lock().unwrap().is_empty());
 }
