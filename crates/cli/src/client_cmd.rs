@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use webpep_client::{ClientConfig, Interception, QuicUpstream};
+use webpep_client::{ClientConfig, ClientProxy, Interception, QuicUpstream};
 use webpep_server::CancellationToken;
 use webpep_transport::{Credential, TransportSettings};
 
@@ -224,23 +224,16 @@ pub fn run(mut args: Args) -> anyhow::Result<u8> {
             tracing::info!("shutting down");
             c.cancel();
         });
-        let cfg = Arc::new(cfg);
+        let proxy = ClientProxy::new(Arc::new(cfg), upstream, intercept);
         if let Some((tls_listener, tls)) = tls_front {
             let tls_listener = tokio::net::TcpListener::from_std(tls_listener)?;
             tracing::info!(
                 "HTTPS proxy port on {} (HTTP/2 and HTTP/1.1; its certificate is from the client's CA)",
                 tls_listener.local_addr()?
             );
-            tokio::spawn(webpep_client::serve_tls(
-                tls_listener,
-                cfg.clone(),
-                upstream.clone(),
-                intercept.clone(),
-                tls,
-                cancel.clone(),
-            ));
+            tokio::spawn(proxy.clone().serve_tls(tls_listener, tls, cancel.clone()));
         }
-        webpep_client::serve_with(listener, cfg, upstream, intercept, cancel).await;
+        proxy.serve(listener, cancel).await;
         Ok::<(), anyhow::Error>(())
     })?;
     Ok(0)

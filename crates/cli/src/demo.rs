@@ -319,6 +319,7 @@ mod tests {
                         efficiency: 0.5,
                         har: String::new(),
                         tls_upgrades: Vec::new(),
+                        client_proxy: None,
                     });
                 }
             }

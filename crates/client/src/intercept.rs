@@ -26,8 +26,8 @@ use webpep_intercept::{
 
 use crate::config::InterceptConfig;
 use crate::proxy::{
-    error_page, forward, html_escape, link_down_message, requests, Ctx, Forwarded, ProxyRequest,
-    Side, Upstream, UpstreamResponse,
+    error_page, forward, html_escape, link_down_message, requests, ClientProxy, Forwarded,
+    ProxyRequest, Side, Upstream, UpstreamResponse,
 };
 
 /// The host name under which a browser using the proxy finds the CA page (`.invalid` never
@@ -155,7 +155,7 @@ pub(crate) async fn intercepted<S, U>(
     early: Vec<u8>,
     host: &str,
     port: u16,
-    cx: &Ctx<U>,
+    cx: &ClientProxy<U>,
 ) -> std::io::Result<()>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -202,7 +202,12 @@ pub(crate) fn h2_server() -> hyper::server::conn::http2::Builder<TokioExecutor> 
 }
 
 /// HTTP/2 inside the tunnel: each stream one request to the edge.
-async fn serve_h2<S, U>(io: S, authority: String, host: String, cx: Ctx<U>) -> std::io::Result<()>
+async fn serve_h2<S, U>(
+    io: S,
+    authority: String,
+    host: String,
+    cx: ClientProxy<U>,
+) -> std::io::Result<()>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     U: Upstream,
@@ -225,7 +230,7 @@ async fn h2_exchange<U: Upstream>(
     req: http::Request<Incoming>,
     authority: &str,
     host: &str,
-    cx: &Ctx<U>,
+    cx: &ClientProxy<U>,
 ) -> http::Response<H2Body> {
     if req.method() == Method::CONNECT {
         return page(StatusCode::METHOD_NOT_ALLOWED, "CONNECT inside a tunnel");
@@ -237,7 +242,14 @@ async fn h2_exchange<U: Upstream>(
         .filter(|p| p.starts_with('/'))
         .unwrap_or("/");
     let target = format!("https://{authority}{path}");
-    h2_forward(req, target, authority, &Side::Intercepted { authority, host }, cx).await
+    h2_forward(
+        req,
+        target,
+        authority,
+        &Side::Intercepted { authority, host },
+        cx,
+    )
+    .await
 }
 
 /// One HTTP/2 request to the edge as `target` (`authority` becomes its Host field when it
@@ -247,7 +259,7 @@ pub(crate) async fn h2_forward<U: Upstream>(
     target: String,
     authority: &str,
     side: &Side<'_>,
-    cx: &Ctx<U>,
+    cx: &ClientProxy<U>,
 ) -> http::Response<H2Body> {
     let (parts, body) = req.into_parts();
     let body = match Limited::new(body, cx.cfg.max_request_body).collect().await {

@@ -13,6 +13,8 @@ pub mod tls_front;
 
 pub use config::{ClientConfig, InterceptConfig};
 pub use intercept::Interception;
-pub use proxy::{serve, serve_with, ProxyRequest, Upstream, UpstreamError, UpstreamResponse};
+pub use proxy::{
+    BrowserCounters, ClientProxy, ProxyRequest, Upstream, UpstreamError, UpstreamResponse,
+};
 pub use quic::QuicUpstream;
-pub use tls_front::{proxy_tls_config, serve_tls};
+pub use tls_front::proxy_tls_config;

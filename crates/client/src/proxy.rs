@@ -4,6 +4,7 @@
 //! itself.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -72,37 +73,11 @@ pub trait Upstream: Send + Sync + 'static {
     ) -> impl std::future::Future<Output = Result<Tunnel, UpstreamError>> + Send;
 }
 
-/// Accepts browsers on `listener` until `cancel`, serving each connection on its own task.
-pub async fn serve<U: Upstream>(
-    listener: TcpListener,
-    cfg: Arc<ClientConfig>,
-    upstream: Arc<U>,
-    cancel: CancellationToken,
-) {
-    serve_with(listener, cfg, upstream, None, cancel).await
-}
-
-/// [`serve`], opening the CONNECT tunnels `intercept`'s policy names (`[intercept]`).
-pub async fn serve_with<U: Upstream>(
-    listener: TcpListener,
-    cfg: Arc<ClientConfig>,
-    upstream: Arc<U>,
-    intercept: Option<Arc<Interception>>,
-    cancel: CancellationToken,
-) {
-    let cx = Ctx {
-        cfg,
-        upstream,
-        intercept,
-    };
-    accept_browsers(listener, cx, None, cancel).await
-}
-
 /// Accepts browsers on `listener` until `cancel`, each connection on its own task: plain
 /// HTTP/1.1, or with `tls`, the proxy's HTTPS port (crate::tls_front).
-pub(crate) async fn accept_browsers<U: Upstream>(
+async fn accept_browsers<U: Upstream>(
     listener: TcpListener,
-    cx: Ctx<U>,
+    cx: ClientProxy<U>,
     tls: Option<Arc<rustls::ServerConfig>>,
     cancel: CancellationToken,
 ) {
@@ -145,20 +120,119 @@ pub(crate) async fn accept_browsers<U: Upstream>(
     }
 }
 
-/// What every browser connection shares.
-pub(crate) struct Ctx<U> {
+/// The client proxy: its configuration, the link to the edge, interception, and counters;
+/// every browser connection shares it.
+pub struct ClientProxy<U> {
     pub(crate) cfg: Arc<ClientConfig>,
     pub(crate) upstream: Arc<U>,
     pub(crate) intercept: Option<Arc<Interception>>,
+    pub(crate) counters: Arc<BrowserCounters>,
 }
 
-impl<U> Clone for Ctx<U> {
+impl<U> Clone for ClientProxy<U> {
     fn clone(&self) -> Self {
-        Ctx {
+        ClientProxy {
             cfg: self.cfg.clone(),
             upstream: self.upstream.clone(),
             intercept: self.intercept.clone(),
+            counters: self.counters.clone(),
         }
+    }
+}
+
+impl<U: Upstream> ClientProxy<U> {
+    /// A proxy that sends browsers' requests over `upstream` and opens the CONNECT tunnels
+    /// `intercept`'s policy names (`[intercept]`).
+    pub fn new(
+        cfg: Arc<ClientConfig>,
+        upstream: Arc<U>,
+        intercept: Option<Arc<Interception>>,
+    ) -> ClientProxy<U> {
+        ClientProxy {
+            cfg,
+            upstream,
+            intercept,
+            counters: Arc::default(),
+        }
+    }
+
+    /// Counts into `counters` (held by whoever reads them) instead of its own.
+    pub fn counting_into(mut self, counters: Arc<BrowserCounters>) -> ClientProxy<U> {
+        self.counters = counters;
+        self
+    }
+
+    /// What the browser side has seen so far.
+    pub fn counters(&self) -> &Arc<BrowserCounters> {
+        &self.counters
+    }
+
+    /// Accepts browsers on `listener` (plain HTTP/1.1) until `cancel`.
+    pub async fn serve(self, listener: TcpListener, cancel: CancellationToken) {
+        accept_browsers(listener, self, None, cancel).await
+    }
+
+    /// Accepts browsers on the HTTPS port `listener` until `cancel` (crate::tls_front).
+    pub async fn serve_tls(
+        self,
+        listener: TcpListener,
+        tls: Arc<rustls::ServerConfig>,
+        cancel: CancellationToken,
+    ) {
+        accept_browsers(listener, self, Some(tls), cancel).await
+    }
+}
+
+/// Counts of the browser side (the lab reads them around a load).
+#[derive(Debug, Default)]
+pub struct BrowserCounters {
+    connections: AtomicU64,
+    h2_connections: AtomicU64,
+    in_flight: AtomicU64,
+    peak_in_flight: AtomicU64,
+}
+
+impl BrowserCounters {
+    /// Browser connections accepted, on either port.
+    pub fn connections(&self) -> u64 {
+        self.connections.load(Ordering::Relaxed)
+    }
+
+    /// Of those, connections speaking HTTP/2 (the HTTPS port).
+    pub fn h2_connections(&self) -> u64 {
+        self.h2_connections.load(Ordering::Relaxed)
+    }
+
+    /// The most requests waiting on the edge at once since the last [`Self::reset_peak`].
+    pub fn peak_in_flight(&self) -> u64 {
+        self.peak_in_flight.load(Ordering::Relaxed)
+    }
+
+    pub fn reset_peak(&self) {
+        self.peak_in_flight
+            .store(self.in_flight.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+
+    pub(crate) fn connection(&self, h2: bool) {
+        self.connections.fetch_add(1, Ordering::Relaxed);
+        if h2 {
+            self.h2_connections.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A request is with the edge until the guard drops.
+    fn request(&self) -> InFlight<'_> {
+        let now = self.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        self.peak_in_flight.fetch_max(now, Ordering::Relaxed);
+        InFlight(self)
+    }
+}
+
+struct InFlight<'a>(&'a BrowserCounters);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -175,9 +249,10 @@ pub(crate) enum Side<'a> {
 async fn connection<U: Upstream>(
     stream: TcpStream,
     local: SocketAddr,
-    cx: Ctx<U>,
+    cx: ClientProxy<U>,
 ) -> std::io::Result<()> {
     let _ = stream.set_nodelay(true);
+    cx.counters.connection(false);
     http1_connection(stream, local, &cx).await
 }
 
@@ -186,7 +261,7 @@ async fn connection<U: Upstream>(
 pub(crate) async fn http1_connection<S, U>(
     mut stream: S,
     local: SocketAddr,
-    cx: &Ctx<U>,
+    cx: &ClientProxy<U>,
 ) -> std::io::Result<()>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -205,7 +280,7 @@ pub(crate) async fn requests<S, U>(
     stream: &mut S,
     buf: &mut Vec<u8>,
     side: &Side<'_>,
-    cx: &Ctx<U>,
+    cx: &ClientProxy<U>,
 ) -> std::io::Result<Option<RequestHead>>
 where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -375,12 +450,13 @@ pub(crate) enum Forwarded {
 pub(crate) async fn forward<U: Upstream>(
     mut req: ProxyRequest,
     side: &Side<'_>,
-    cx: &Ctx<U>,
+    cx: &ClientProxy<U>,
 ) -> Forwarded {
     let cfg = &*cx.cfg;
     let browser_accepts = crate::coding::ask_edge(&mut req.headers);
     let method = req.method.clone();
     let answer = async {
+        let _in_flight = cx.counters.request();
         let r = cx.upstream.request(req).await?;
         match &browser_accepts {
             Some(accepts) => crate::coding::for_browser(r, accepts.as_deref(), &method)
@@ -552,7 +628,7 @@ async fn connect<S, U>(
     mut stream: S,
     head: RequestHead,
     early: Vec<u8>,
-    cx: &Ctx<U>,
+    cx: &ClientProxy<U>,
 ) -> std::io::Result<()>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -584,7 +660,7 @@ pub(crate) enum ConnectPlan {
 pub(crate) async fn plan_connect<U: Upstream>(
     authority: &str,
     headers: &HeaderMap,
-    cx: &Ctx<U>,
+    cx: &ClientProxy<U>,
 ) -> Result<ConnectPlan, UpstreamError> {
     let Some((host, port)) = split_connect_authority(authority) else {
         return Err(UpstreamError::Failed(
@@ -615,7 +691,7 @@ pub(crate) async fn run_connect<S, U>(
     stream: S,
     early: Vec<u8>,
     plan: ConnectPlan,
-    cx: &Ctx<U>,
+    cx: &ClientProxy<U>,
 ) -> std::io::Result<()>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,

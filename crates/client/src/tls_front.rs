@@ -13,37 +13,18 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use tokio::net::{TcpListener, TcpStream};
-use tokio_util::sync::CancellationToken;
+use tokio::net::TcpStream;
 use webpep_intercept::{CaError, CaStore};
 
-use crate::config::ClientConfig;
-use crate::intercept::{empty_body, full_body, h2_forward, h2_server, page, H2Body, Interception};
+use crate::intercept::{empty_body, full_body, h2_forward, h2_server, page, H2Body};
 use crate::proxy::{
-    accept_browsers, http1_connection, link_down_message, own_page, plan_connect, run_connect,
-    Ctx, Side, Upstream, UpstreamError,
+    http1_connection, link_down_message, own_page, plan_connect, run_connect, ClientProxy, Side,
+    Upstream, UpstreamError,
 };
 
 /// How long a browser may take over its TLS handshake with the proxy (on the device, where
 /// it takes milliseconds).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Accepts browsers on the HTTPS port `listener` until `cancel`.
-pub async fn serve_tls<U: Upstream>(
-    listener: TcpListener,
-    cfg: Arc<ClientConfig>,
-    upstream: Arc<U>,
-    intercept: Option<Arc<Interception>>,
-    tls: Arc<rustls::ServerConfig>,
-    cancel: CancellationToken,
-) {
-    let cx = Ctx {
-        cfg,
-        upstream,
-        intercept,
-    };
-    accept_browsers(listener, cx, Some(tls), cancel).await
-}
 
 /// The TLS configuration of the HTTPS port at `listen`: a certificate from `ca` naming
 /// `localhost`, 127.0.0.1, ::1 and the listening address; ALPN h2 and http/1.1.
@@ -68,7 +49,7 @@ pub(crate) async fn connection<U: Upstream>(
     stream: TcpStream,
     local: SocketAddr,
     tls: Arc<rustls::ServerConfig>,
-    cx: Ctx<U>,
+    cx: ClientProxy<U>,
 ) -> std::io::Result<()> {
     let _ = stream.set_nodelay(true);
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
@@ -87,6 +68,7 @@ pub(crate) async fn connection<U: Upstream>(
         }
     };
     let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+    cx.counters.connection(h2);
     if !h2 {
         return http1_connection(stream, local, &cx).await;
     }
@@ -106,7 +88,7 @@ pub(crate) async fn connection<U: Upstream>(
 async fn proxy_exchange<U: Upstream>(
     mut req: http::Request<Incoming>,
     local: SocketAddr,
-    cx: &Ctx<U>,
+    cx: &ClientProxy<U>,
 ) -> http::Response<H2Body> {
     let Some(authority) = req.uri().authority().map(|a| a.as_str().to_string()) else {
         return page(

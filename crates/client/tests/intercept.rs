@@ -17,8 +17,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use webpep_client::proxy::Tunnel;
 use webpep_client::{
-    proxy_tls_config, serve_tls, serve_with, ClientConfig, InterceptConfig, Interception, ProxyRequest, Upstream, UpstreamError,
-    UpstreamResponse,
+    proxy_tls_config, ClientConfig, ClientProxy, InterceptConfig, Interception, ProxyRequest,
+    Upstream, UpstreamError, UpstreamResponse,
 };
 use webpep_intercept::CaStore;
 
@@ -74,6 +74,7 @@ struct Setup {
     edge: Arc<FakeEdge>,
     ca: Arc<CaStore>,
     intercept: Arc<Interception>,
+    client: ClientProxy<FakeEdge>,
     _dir: tempfile::TempDir,
 }
 
@@ -100,18 +101,10 @@ async fn start() -> Setup {
         tls_listen: Some(https_proxy),
         ..ClientConfig::default()
     });
-    tokio::spawn(serve_with(
-        listener,
-        cfg.clone(),
-        edge.clone(),
-        Some(intercept.clone()),
-        CancellationToken::new(),
-    ));
-    tokio::spawn(serve_tls(
+    let client = ClientProxy::new(cfg, edge.clone(), Some(intercept.clone()));
+    tokio::spawn(client.clone().serve(listener, CancellationToken::new()));
+    tokio::spawn(client.clone().serve_tls(
         tls_listener,
-        cfg,
-        edge.clone(),
-        Some(intercept.clone()),
         proxy_tls_config(&ca, https_proxy).unwrap(),
         CancellationToken::new(),
     ));
@@ -121,6 +114,7 @@ async fn start() -> Setup {
         edge,
         ca,
         intercept,
+        client,
         _dir: dir,
     }
 }
@@ -343,7 +337,10 @@ async fn https_proxy(
         .expect("the proxy's certificate is the device CA's, for loopback")
 }
 
-async fn h2_body(send: &mut hyper::client::conn::http2::SendRequest<Empty<Bytes>>, uri: &str) -> (StatusCode, Bytes) {
+async fn h2_body(
+    send: &mut hyper::client::conn::http2::SendRequest<Empty<Bytes>>,
+    uri: &str,
+) -> (StatusCode, Bytes) {
     let req = http::Request::get(uri).body(Empty::<Bytes>::new()).unwrap();
     let resp = send.send_request(req).await.unwrap();
     let status = resp.status();
@@ -407,7 +404,10 @@ async fn over_the_https_port_with_http2_a_pages_requests_and_tunnels_share_one_c
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body, "GET http://plain.a.test/page?x=1");
     assert!(inside.starts_with("HTTP/1.1 200"), "{inside}");
-    assert!(inside.ends_with("GET https://www.a.test/inside"), "{inside}");
+    assert!(
+        inside.ends_with("GET https://www.a.test/inside"),
+        "{inside}"
+    );
     assert_eq!(tunnel, b"TUNNEL");
 
     let seen = t.edge.seen.lock().unwrap();
@@ -422,6 +422,13 @@ async fn over_the_https_port_with_http2_a_pages_requests_and_tunnels_share_one_c
     );
     assert!(seen.iter().any(|r| r.target == "https://www.a.test/inside"));
     assert_eq!(*t.edge.tunnels.lock().unwrap(), ["bank.a.test:443"]);
+    let counters = t.client.counters();
+    assert_eq!(
+        (counters.connections(), counters.h2_connections()),
+        (1, 1),
+        "all of it on one HTTP/2 connection"
+    );
+    assert!(counters.peak_in_flight() >= 1);
 }
 
 #[tokio::test]

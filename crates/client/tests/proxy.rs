@@ -13,7 +13,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use webpep_client::proxy::Tunnel;
-use webpep_client::{serve, ClientConfig, ProxyRequest, Upstream, UpstreamError, UpstreamResponse};
+use webpep_client::{
+    ClientConfig, ClientProxy, ProxyRequest, Upstream, UpstreamError, UpstreamResponse,
+};
 
 /// What the stand-in edge does.
 #[derive(Clone, Copy)]
@@ -89,12 +91,10 @@ async fn start(behaviour: Behaviour, cfg: ClientConfig) -> (std::net::SocketAddr
         seen: Mutex::new(Vec::new()),
         tunnels: Mutex::new(Vec::new()),
     });
-    tokio::spawn(serve(
-        listener,
-        Arc::new(cfg),
-        edge.clone(),
-        CancellationToken::new(),
-    ));
+    tokio::spawn(
+        ClientProxy::new(Arc::new(cfg), edge.clone(), None)
+            .serve(listener, CancellationToken::new()),
+    );
     (addr, edge)
 }
 

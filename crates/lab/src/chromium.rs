@@ -62,8 +62,9 @@ pub struct Launch<'a> {
     /// fresh home: every https origin of the lab, and a proxy that intercepts with this CA,
     /// present certificates it signed. Certificate errors are then real errors.
     pub ca_pem: &'a Path,
-    /// An explicit HTTP proxy; `None`: direct.
-    pub proxy: Option<SocketAddr>,
+    /// An explicit proxy as `--proxy-server` takes it (`http://ADDR`, or `https://ADDR` for
+    /// one reached over TLS); `None`: direct.
+    pub proxy: Option<String>,
 }
 
 /// What the recorder notes for a request the page timeout cut off.
@@ -95,7 +96,7 @@ pub fn available_for_test(test: &str) -> bool {
 /// attempts on the corpus's http:// pages (they would cost a TLS handshake over the air);
 /// the window is the browser model's screen (`Viewport::default()`), so that both evaluate a
 /// page's media queries alike.
-fn flags(profile: &Path, proxy: Option<SocketAddr>) -> Vec<String> {
+fn flags(profile: &Path, proxy: Option<&str>) -> Vec<String> {
     let mut f: Vec<String> = [
         "--headless",
         "--no-sandbox",
@@ -133,7 +134,7 @@ fn flags(profile: &Path, proxy: Option<SocketAddr>) -> Vec<String> {
     .collect();
     f.push(format!("--user-data-dir={}", profile.display()));
     match proxy {
-        Some(p) => f.push(format!("--proxy-server=http://{p}")),
+        Some(p) => f.push(format!("--proxy-server={p}")),
         None => f.push("--no-proxy-server".into()),
     }
     f.push("about:blank".into());
@@ -241,7 +242,7 @@ impl Chromium {
 
         let mut cmd = l.ns.command(l.binary);
         cmd.env("HOME", &home)
-            .args(flags(&profile, l.proxy))
+            .args(flags(&profile, l.proxy.as_deref()))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::from(log));
@@ -1225,7 +1226,7 @@ mod tests {
 
     #[test]
     fn flags_name_the_proxy_or_none() {
-        let f = flags(Path::new("/tmp/p"), Some("10.1.0.1:3128".parse().unwrap()));
+        let f = flags(Path::new("/tmp/p"), Some("http://10.1.0.1:3128"));
         assert!(f.contains(&"--proxy-server=http://10.1.0.1:3128".to_string()));
         assert!(f.contains(&"--remote-debugging-pipe".to_string()));
         assert!(f.contains(&"--user-data-dir=/tmp/p".to_string()));

@@ -310,6 +310,12 @@ pub struct LabConfig {
     /// tunnels carry the browser's TLS untouched.
     #[serde(default)]
     pub tls_intercept: bool,
+    /// With `proxy = "dual"` and real Chromium: the browser reaches `webpep client` on its
+    /// HTTPS port (`tls-listen`, a certificate of the lab's CA) and speaks HTTP/2 to it, so
+    /// every request and CONNECT of the page is a stream of one connection instead of one of
+    /// at most 32 connections Chromium gives an HTTP/1.1 proxy. Default false.
+    #[serde(default)]
+    pub client_https: bool,
 }
 
 /// The dual proxy's QUIC congestion controller.
@@ -437,6 +443,9 @@ impl LabConfig {
             if self.quic_resumed {
                 s += ", the client resumes an earlier session (0-RTT)";
             }
+            if self.client_https {
+                s += ", the browser speaks HTTP/2 to the client's HTTPS port";
+            }
         }
         if self.tls_intercept {
             s += if self.proxy == ProxyMode::Dual {
@@ -512,6 +521,13 @@ pub fn parse(text: &str, source: &str) -> Result<BTreeMap<String, LabConfig>> {
         {
             return Err(LabError::BadInput(format!(
                 "{source}: [{name}]: origin_keepalive_s must be a positive number of seconds"
+            )));
+        }
+        if c.client_https && (c.proxy != ProxyMode::Dual || c.browser() != Browser::Chromium) {
+            return Err(LabError::BadInput(format!(
+                "{source}: [{name}]: client_https is for real Chromium through webpep client: \
+                 set proxy = \"dual\" and browser = \"chromium\" (the browser model speaks \
+                 HTTP/1.1 to a proxy)"
             )));
         }
         if c.peer.is_some() && c.proxy != ProxyMode::Explicit {

@@ -32,6 +32,8 @@ pub const DNS_PROXY_PORT: u16 = 5353;
 pub const QUIC_PORT: u16 = 4433;
 /// `webpep client`'s port on ue's loopback.
 pub const CLIENT_PROXY_PORT: u16 = 8118;
+/// `webpep client`'s HTTPS port in ue (`client_https`).
+pub const CLIENT_HTTPS_PORT: u16 = 8119;
 /// Name of the nft table the intercepting mode adds in `edge`.
 const NFT_TABLE: &str = "webpep_intercept";
 
@@ -51,6 +53,10 @@ pub struct EdgeProxy {
     _initial_rto: Option<webpep_server::initial_rto::InitialRto>,
     /// webpep's proxy (not a peer's), for its counters.
     server: Option<Arc<webpep_server::Server>>,
+    /// The browser reaches webpep client on its HTTPS port (`client_https`).
+    client_https: bool,
+    /// webpep client's counts of the browser side (`proxy = "dual"`).
+    client_counters: Option<Arc<webpep_client::BrowserCounters>>,
 }
 
 fn other(what: &str) -> impl Fn(std::io::Error) -> String + '_ {
@@ -232,6 +238,8 @@ impl EdgeProxy {
             peer: None,
             _initial_rto: None,
             server: None,
+            client_https: cfg.client_https,
+            client_counters: None,
         };
         if let Some(peer) = cfg.peer {
             proxy._initial_rto = set_air_tcp(topo, cfg.air_tuning, tcp, time_scale, false)?;
@@ -365,24 +373,41 @@ impl EdgeProxy {
         cfg: &LabConfig,
         lab_ca: Option<&Path>,
     ) -> Result<()> {
-        let intercept = match (cfg.tls_intercept, lab_ca) {
+        // Interception's leaves and the HTTPS port's certificate are the lab CA's, which the
+        // browsers trust.
+        let ca = match (cfg.tls_intercept || cfg.client_https, lab_ca) {
             (false, _) => None,
             (true, None) => {
                 return Err(LabError::Other(
-                    "tls_intercept needs the lab CA, and none was given".into(),
+                    "tls_intercept and client_https need the lab CA, and none was given".into(),
                 ))
             }
-            (true, Some(dir)) => {
-                let ca = webpep_intercept::CaStore::load(dir)
-                    .map_err(|e| LabError::Other(format!("the lab CA for interception: {e}")))?;
+            (true, Some(dir)) => Some(Arc::new(
+                webpep_intercept::CaStore::load(dir)
+                    .map_err(|e| LabError::Other(format!("the lab CA for webpep client: {e}")))?,
+            )),
+        };
+        let client_tls = match &ca {
+            Some(ca) if cfg.client_https => {
+                let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, CLIENT_HTTPS_PORT));
+                Some(
+                    webpep_client::proxy_tls_config(ca, addr)
+                        .map_err(|e| LabError::Other(format!("the client's HTTPS port: {e}")))?,
+                )
+            }
+            _ => None,
+        };
+        let intercept = match (&ca, lab_ca) {
+            (Some(ca), Some(dir)) if cfg.tls_intercept => {
                 let icfg = webpep_client::InterceptConfig {
                     enabled: true,
                     ..webpep_client::InterceptConfig::default()
                 };
-                let i = webpep_client::Interception::new(Arc::new(ca), &icfg, dir.to_path_buf())
+                let i = webpep_client::Interception::new(ca.clone(), &icfg, dir.to_path_buf())
                     .map_err(LabError::Other)?;
                 Some(Arc::new(i))
             }
+            _ => None,
         };
         let state = self.quic_state_dir();
         let _ = std::fs::remove_dir_all(&state);
@@ -417,6 +442,8 @@ impl EdgeProxy {
             })?);
         let c = self.cancel.clone();
         let resumed = cfg.quic_resumed;
+        let counters = Arc::new(webpep_client::BrowserCounters::default());
+        self.client_counters = Some(counters.clone());
         let (warmed_tx, warmed) = std::sync::mpsc::channel::<std::result::Result<(), String>>();
         self.services
             .push(NsService::start(&topo.ue, "webpep-client", move || {
@@ -437,10 +464,28 @@ impl EdgeProxy {
                         .map_err(other("bind webpep client"))?;
                 let listener = tokio::net::TcpListener::from_std(listener)
                     .map_err(other("webpep client listener"))?;
-                let cfg = webpep_client::ClientConfig {
-                    listen: SocketAddr::from((Ipv4Addr::LOCALHOST, CLIENT_PROXY_PORT)),
-                    ..webpep_client::ClientConfig::default()
+                let tls_listener = match client_tls {
+                    None => None,
+                    Some(tls) => {
+                        let l =
+                            std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, CLIENT_HTTPS_PORT))
+                                .and_then(|l| {
+                                    l.set_nonblocking(true)?;
+                                    tokio::net::TcpListener::from_std(l)
+                                })
+                                .map_err(other("bind webpep client's HTTPS port"))?;
+                        Some((l, tls))
+                    }
                 };
+                let cfg = Arc::new(webpep_client::ClientConfig {
+                    listen: SocketAddr::from((Ipv4Addr::LOCALHOST, CLIENT_PROXY_PORT)),
+                    tls_listen: tls_listener
+                        .as_ref()
+                        .map(|_| SocketAddr::from((Ipv4Addr::LOCALHOST, CLIENT_HTTPS_PORT))),
+                    ..webpep_client::ClientConfig::default()
+                });
+                let proxy = webpep_client::ClientProxy::new(cfg, upstream.clone(), intercept)
+                    .counting_into(counters);
                 Ok(async move {
                     if resumed {
                         // Before the load's idle gap: a connection that gets the edge's
@@ -451,8 +496,10 @@ impl EdgeProxy {
                             .map_err(|e| e.to_string());
                         let _ = warmed_tx.send(r);
                     }
-                    webpep_client::serve_with(listener, Arc::new(cfg), upstream, intercept, c)
-                        .await;
+                    if let Some((l, tls)) = tls_listener {
+                        tokio::spawn(proxy.clone().serve_tls(l, tls, c.clone()));
+                    }
+                    proxy.serve(listener, c).await;
                 })
             })?);
         if resumed {
@@ -471,6 +518,21 @@ impl EdgeProxy {
             }
         }
         Ok(())
+    }
+
+    /// webpep client's counts of the browser side, with the dual proxy.
+    pub fn client_counters(&self) -> Option<&Arc<webpep_client::BrowserCounters>> {
+        self.client_counters.as_ref()
+    }
+
+    /// How real Chromium names the proxy at `addr` (`--proxy-server`): over TLS to the
+    /// client's HTTPS port with `client_https`.
+    pub fn chromium_proxy(&self, addr: SocketAddr) -> String {
+        if self.client_https {
+            format!("https://{addr}")
+        } else {
+            format!("http://{addr}")
+        }
     }
 
     /// The DNS server real Chromium is given in this mode (port 53: resolv.conf names no
@@ -502,7 +564,12 @@ impl EdgeProxy {
             }
             ProxyMode::Explicit => lc.proxy = Some(SocketAddr::from((self.edge_addr, PROXY_PORT))),
             ProxyMode::Dual => {
-                lc.proxy = Some(SocketAddr::from((Ipv4Addr::LOCALHOST, CLIENT_PROXY_PORT)))
+                let port = if self.client_https {
+                    CLIENT_HTTPS_PORT
+                } else {
+                    CLIENT_PROXY_PORT
+                };
+                lc.proxy = Some(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
             }
             ProxyMode::TransparentDns => {
                 lc.resolver = SocketAddr::from((self.edge_addr, DNS_PROXY_PORT))

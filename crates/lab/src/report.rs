@@ -1020,6 +1020,7 @@ mod tests {
                     } else {
                         vec!["www.cnn.com".into()]
                     },
+                    client_proxy: None,
                 });
             }
         }
@@ -1109,6 +1110,7 @@ mod tests {
             efficiency: link.efficiency,
             har: String::new(),
             tls_upgrades: Vec::new(),
+            client_proxy: None,
         }
     }
 

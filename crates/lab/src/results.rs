@@ -82,6 +82,31 @@ pub struct LoadRecord {
     /// http:// (Chromium's HSTS preload list; never the model).
     #[serde(default)]
     pub tls_upgrades: Vec<String>,
+    /// With the dual proxy: how the browser used webpep client during the load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_proxy: Option<ClientProxyUse>,
+}
+
+/// How the browser used webpep client during one load (counted by the client).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClientProxyUse {
+    /// Connections the browser opened to the client.
+    pub connections: u64,
+    /// Of those, HTTP/2 connections (the client's HTTPS port).
+    pub h2_connections: u64,
+    /// The most requests the client had waiting on the edge at once.
+    pub peak_in_flight: u64,
+}
+
+impl ClientProxyUse {
+    /// Counted from `c`'s state before the load (`connections`, `h2_connections`) to now.
+    pub fn since(c: &webpep_client::BrowserCounters, connections: u64, h2: u64) -> Self {
+        ClientProxyUse {
+            connections: c.connections() - connections,
+            h2_connections: c.h2_connections() - h2,
+            peak_in_flight: c.peak_in_flight(),
+        }
+    }
 }
 
 impl LoadRecord {
@@ -1710,6 +1735,7 @@ mod tests {
             efficiency: 0.0,
             har: String::new(),
             tls_upgrades: Vec::new(),
+            client_proxy: None,
         }
     }
 

@@ -17,7 +17,9 @@ use crate::hosting::Hosting;
 use crate::missing;
 use crate::nsrt::run_in;
 use crate::report;
-use crate::results::{BreakdownMs, LinkUse, LoadRecord, NotApplicable, Results, RunInfo};
+use crate::results::{
+    BreakdownMs, ClientProxyUse, LinkUse, LoadRecord, NotApplicable, Results, RunInfo,
+};
 use crate::topology::{TcpEra, Topology, TopologyConfig};
 use crate::{LabError, Result};
 use webpep_link_model::profile::Rate;
@@ -329,6 +331,7 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
                     late_down,
                     late_up,
                     inlined,
+                    client_proxy,
                 } = match measured {
                     Ok(m) => m,
                     Err(e) => {
@@ -397,6 +400,7 @@ pub fn run(opts: &RunOptions) -> Result<Results> {
                     efficiency: link.efficiency,
                     har: format!("har/{har_name}"),
                     tls_upgrades: load.tls_upgrades.clone(),
+                    client_proxy,
                 });
                 if let Some(l) = loads.last() {
                     progress.loaded(l);
@@ -723,7 +727,10 @@ fn measure_chromium(
         binary,
         dir: opts.out.clone(),
         resolver,
-        proxy: lc.proxy,
+        proxy: lc.proxy.map(|addr| match &proxy {
+            Some(p) => p.chromium_proxy(addr),
+            None => format!("http://{addr}"),
+        }),
         ca_pem: &hosting.ca_dir.join("ca.pem"),
     })?;
     let gap = Duration::from_secs_f64(opts.gap_s / k);
@@ -738,6 +745,11 @@ fn measure_chromium(
     std::thread::sleep(gap);
     let server = proxy.as_ref().and_then(|p| p.server());
     let inlined_before = server.as_ref().map_or(0, |s| s.inlined_objects());
+    let client = proxy.as_ref().and_then(|p| p.client_counters()).cloned();
+    let client_before = client.as_ref().map(|c| {
+        c.reset_peak();
+        (c.connections(), c.h2_connections())
+    });
     // Each load meets a link started over (see `measure`).
     let before = topo.air.restart(epoch(opts, repeat));
     // The air bytes of the load are those up to its load event; what crosses after it
@@ -751,6 +763,9 @@ fn measure_chromium(
     let after = topo.air.counters_now();
     let end = at_load.unwrap_or_else(|| after.clone());
     let inlined = server.as_ref().map_or(0, |s| s.inlined_objects()) - inlined_before;
+    let client_proxy = client
+        .zip(client_before)
+        .map(|(c, (n, h2))| ClientProxyUse::since(&c, n, h2));
     browser.close();
     drop(proxy);
     load.scale_times(k);
@@ -765,6 +780,7 @@ fn measure_chromium(
         late_down: after.down.delivered_bytes - end.down.delivered_bytes,
         late_up: after.up.delivered_bytes - end.up.delivered_bytes,
         inlined,
+        client_proxy,
     })
 }
 
@@ -794,6 +810,8 @@ struct Measured {
     late_down: u64,
     late_up: u64,
     inlined: u64,
+    /// With the dual proxy: how the browser used webpep client.
+    client_proxy: Option<ClientProxyUse>,
 }
 
 /// One measured load (after a warm-up load for warm configurations): the load with unscaled
@@ -813,12 +831,13 @@ fn measure(
     let link_epoch = epoch(opts, repeat);
     let server = proxy.as_ref().and_then(|p| p.server());
     let inlined = move || server.as_ref().map_or(0, |s| s.inlined_objects());
+    let client = proxy.as_ref().and_then(|p| p.client_counters()).cloned();
     let gap = Duration::from_secs_f64(opts.gap_s / k);
     let warm = cfg.warm;
     let revisit_cache = cfg.revisit_cache;
     let replay = hosting.replay.clone();
     let air = &topo.air;
-    let (mut load, down, up, inlined) = run_in(&topo.ue, move || async move {
+    let (mut load, down, up, inlined, client_proxy) = run_in(&topo.ue, move || async move {
         let mut loader = Loader::new(lc);
         if warm {
             tokio::time::sleep(gap).await;
@@ -830,6 +849,10 @@ fn measure(
         }
         tokio::time::sleep(gap).await;
         let inlined_before = inlined();
+        let client_before = client.as_ref().map(|c| {
+            c.reset_peak();
+            (c.connections(), c.h2_connections())
+        });
         let before = air.restart(link_epoch);
         let load = loader.load(&url).await;
         // Let the last ACKs cross before reading the counters.
@@ -840,6 +863,9 @@ fn measure(
             after.down.delivered_bytes - before.down.delivered_bytes,
             after.up.delivered_bytes - before.up.delivered_bytes,
             inlined() - inlined_before,
+            client
+                .zip(client_before)
+                .map(|(c, (n, h2))| ClientProxyUse::since(&c, n, h2)),
         )
     })?;
     drop(proxy);
@@ -851,6 +877,7 @@ fn measure(
         late_down: 0,
         late_up: 0,
         inlined,
+        client_proxy,
     })
 }
 
@@ -959,6 +986,7 @@ mod tests {
             efficiency: 0.0,
             har: String::new(),
             tls_upgrades: Vec::new(),
+            client_proxy: None,
         }
     }
 

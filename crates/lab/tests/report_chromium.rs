@@ -87,6 +87,7 @@ fn load(
         efficiency: link.efficiency,
         har: format!("har/{page}-{config}-{repeat}.har"),
         tls_upgrades: Vec::new(),
+        client_proxy: None,
     }
 }
 

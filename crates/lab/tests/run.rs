@@ -1246,7 +1246,15 @@ fn chromium_trusts_the_intercepting_client_through_its_nss_database() {
     }
     let dir = TestDir::new("run-chromium-intercept");
     let corpus = https_text_corpus(&dir.join("corpus"));
-    let opts = options(corpus, &dir, &["chromium", "chromium-dual-intercept"]);
+    let opts = options(
+        corpus,
+        &dir,
+        &[
+            "chromium",
+            "chromium-dual-intercept",
+            "chromium-dual-intercept-h2",
+        ],
+    );
     let r = run(&opts).expect("the run completes");
     eprintln!("{}\n{}", r.table(), r.air_table());
     for l in &r.loads {
@@ -1254,10 +1262,26 @@ fn chromium_trusts_the_intercepting_client_through_its_nss_database() {
         assert_eq!(l.missing, 0, "{}: {:?}", l.config, l.missing_why);
     }
     let load = |c: &str| r.loads.iter().find(|l| l.config == c).unwrap();
+    // Over the client's HTTPS port too: Chromium trusts the port's certificate (the lab CA)
+    // and its tunnels ride HTTP/2 streams.
+    for c in ["chromium-dual-intercept", "chromium-dual-intercept-h2"] {
+        assert!(
+            load(c).air_down_bytes * 2 < load("chromium").air_down_bytes,
+            "{c}: the intercepted page crossed the air compressed"
+        );
+    }
+    let h1 = load("chromium-dual-intercept")
+        .client_proxy
+        .expect("counted");
+    let h2 = load("chromium-dual-intercept-h2")
+        .client_proxy
+        .expect("counted");
+    assert!(h1.connections >= 1 && h1.h2_connections == 0, "{h1:?}");
     assert!(
-        load("chromium-dual-intercept").air_down_bytes * 2 < load("chromium").air_down_bytes,
-        "the intercepted page crossed the air compressed"
+        h2.h2_connections >= 1,
+        "Chromium spoke HTTP/2 to the client: {h2:?}"
     );
+    assert!(load("chromium").client_proxy.is_none());
 }
 
 /// Issue 35 item 5: the same https page through the edge proxy alone. Tunnelled
