@@ -1017,8 +1017,12 @@ fn needs_transform(ex: &Exchange, status: StatusCode, body: &Bytes) -> bool {
 /// transform-workers` at once): image transcoding and brotli take milliseconds of CPU that
 /// must not stall other connections on this worker. A panic in a transform costs only the
 /// transformation: the original goes out. With `may_defer` (the origin's own response to a
-/// client), the client's measured link decides whether the response waits for the
-/// transform at all ([`crate::adapt::hold_for_transform`]); the work is measured either way.
+/// client, or to a stage's sub-request for one), the client's measured link decides whether
+/// the response waits for the transform at all ([`crate::adapt::hold_for_transform`]); the
+/// work is measured either way. A sub-request decides as its client would: its result goes
+/// to that client over the same link, and a client's request that joins a prefetch waits
+/// for whatever the prefetch waits for (a prefetch that held every image for background
+/// transcoding made the browser's requests wait seconds for them over LTE).
 #[allow(clippy::too_many_arguments)]
 async fn transform_off_thread(
     ex: &Exchange,
@@ -1063,7 +1067,7 @@ async fn transform_off_thread(
     };
     // Held for a transform within what it saves at the client's rate (`None`: no bound).
     let mut bound = None;
-    if may_defer && ex.below.is_none() && ctx.link.is_some() {
+    if may_defer && ctx.link.is_some() {
         let d = hold_decision(ex, &ctx, kind, body.len() as u64, cacheable);
         if d.hold != Hold::Transform {
             server.costs.decided(kind, d.hold);

@@ -422,3 +422,64 @@ async fn a_response_no_stage_works_on_streams_through_and_is_cached() {
     assert_eq!(again.body, b"first halfother half");
     assert_eq!(o.requests(), 1);
 }
+
+/// The page of two photos, and the photos.
+fn photo_page(jpeg: Vec<u8>) -> impl Fn(&OriginRequest) -> OriginReply + Send + Sync {
+    move |r: &OriginRequest| match r.path.as_str() {
+        "/" => OriginReply::ok(
+            "text/html",
+            b"<html><body><img src=\"/p1.jpg\"><img src=\"/p2.jpg\"></body></html>".to_vec(),
+        )
+        .header("Cache-Control", "max-age=600"),
+        _ => OriginReply::ok("image/jpeg", jpeg.clone()).header("Cache-Control", "max-age=600"),
+    }
+}
+
+const IMAGE_DEFERRED: &str = "webpep_transform_holds_total{kind=\"image\",decision=\"deferred\"}";
+const IMAGE_HELD: &str = "webpep_transform_holds_total{kind=\"image\",decision=\"held\"}";
+
+/// A prefetch for a client decides as the client's own request would: over a fast link it
+/// holds no image for its transcode (a browser's request that joins the prefetch would wait
+/// for it: seconds of background transcoding over LTE); over a slow one it transcodes them
+/// before they are cached, as before.
+#[tokio::test]
+async fn a_prefetch_holds_for_a_transform_only_what_the_clients_link_would() {
+    let jpeg = photo_jpeg();
+    let mut cfg = image_config();
+    cfg.prefetch.enabled = true;
+
+    let o = Origin::start(photo_page(jpeg.clone())).await;
+    let fast = link(
+        125_000_000,
+        Duration::from_millis(1),
+        Duration::from_millis(1),
+    );
+    let p = start_proxy_on_link(cfg.clone(), fast).await;
+    assert_eq!(get_path(&p, &o, "/").await.status, 200);
+    // Both photos are decided by the prefetches, on the client's link: not held.
+    metric_reaches(&p, IMAGE_DEFERRED, 2).await;
+    assert_eq!(metric(&p, IMAGE_HELD), 0, "{}", p.server.metrics_text());
+    // The browser's own requests are answered from the cache the prefetches filled.
+    o.wait_for("both photos prefetched", |o| {
+        o.seen().iter().filter(|r| r.path.ends_with(".jpg")).count() == 2 && o.in_flight() == 0
+    })
+    .await;
+    for path in ["/p1.jpg", "/p2.jpg"] {
+        assert_eq!(get_path(&p, &o, path).await.status, 200);
+        let asked = o.seen().iter().filter(|r| r.path == path).count();
+        assert_eq!(asked, 1, "{path}: the prefetch's copy");
+    }
+
+    // Over 4 kbit/s the saving is worth seconds: the prefetches hold both for their transcode.
+    let o = Origin::start(photo_page(jpeg.clone())).await;
+    let slow = link(500, Duration::from_millis(700), Duration::from_millis(900));
+    let p = start_proxy_on_link(cfg, slow).await;
+    assert_eq!(get_path(&p, &o, "/").await.status, 200);
+    metric_reaches(&p, IMAGE_HELD, 2).await;
+    assert_eq!(metric(&p, IMAGE_DEFERRED), 0);
+    let got = get_path(&p, &o, "/p1.jpg").await;
+    assert!(
+        got.body.len() < jpeg.len(),
+        "transcoded before it was cached"
+    );
+}

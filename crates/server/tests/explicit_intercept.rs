@@ -491,13 +491,10 @@ async fn dual_proxy(
         intercept: icfg,
         ..Default::default()
     };
-    tokio::spawn(webpep_client::serve_with(
-        listener,
-        Arc::new(client_cfg),
-        upstream,
-        Some(intercept),
-        cancel,
-    ));
+    tokio::spawn(
+        webpep_client::ClientProxy::new(Arc::new(client_cfg), upstream, Some(intercept))
+            .serve(listener, cancel),
+    );
     (proxy, ca.cert_der(), dir)
 }
 

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use hostile::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use webpep_client::{serve, ClientConfig, ProxyRequest, QuicUpstream, Upstream};
+use webpep_client::{ClientConfig, ClientProxy, ProxyRequest, QuicUpstream, Upstream};
 use webpep_server::{CancellationToken, Server};
 use webpep_transport::{Credential, EdgeIdentity, EdgeTransport, TransportSettings};
 
@@ -73,12 +73,10 @@ async fn start_client_on(
     let upstream = Arc::new(QuicUpstream::new(edge, cred, settings).unwrap());
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(serve(
-        listener,
-        Arc::new(ClientConfig::default()),
-        upstream.clone(),
-        CancellationToken::new(),
-    ));
+    tokio::spawn(
+        ClientProxy::new(Arc::new(ClientConfig::default()), upstream.clone(), None)
+            .serve(listener, CancellationToken::new()),
+    );
     (addr, upstream)
 }
 
