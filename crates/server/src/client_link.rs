@@ -114,16 +114,31 @@ pub const REMEMBERED_CLIENTS: usize = 65_536;
 /// How long a client's measured link is used for its later requests.
 pub const REMEMBERED_FOR: Duration = Duration::from_secs(600);
 
-/// Each client's link as last measured (after a response to it, on any of its connections),
+/// How long a client's highest delivery-rate sample stands for its link's rate.
+pub const RATE_WINDOW: Duration = Duration::from_secs(10);
+
+/// Each client's link as measured (after each response to it, on any of its connections),
 /// for the decisions on its next requests: a new connection has measured nothing yet, but
-/// the client's link is the same.
+/// the client's link is the same. The rate is the highest sample of the last
+/// [`RATE_WINDOW`] (a windowed maximum, as BBR filters its bandwidth samples): one
+/// connection's sample is at most its share of the link, and less when it had little to send
+/// (a browser spreads a page over dozens of connections, each with a few small responses;
+/// over an LTE trace of 4.6 Mbit/s they measured a median of 0.5 Mbit/s). The minimum RTT is
+/// the least seen while remembered; the smoothed RTT is the latest.
 #[derive(Debug, Default)]
 pub struct ClientLinks {
-    seen: std::sync::Mutex<
-        std::collections::HashMap<std::net::IpAddr, (ClientLink, std::time::Instant)>,
-    >,
+    seen: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, Remembered>>,
     /// Every client's link taken to be this, whatever was measured (tests).
     fixed: Option<ClientLink>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Remembered {
+    link: ClientLink,
+    /// When the last sample came.
+    at: std::time::Instant,
+    /// When the rate in `link` (the window's highest) was sampled.
+    rate_at: std::time::Instant,
 }
 
 impl ClientLinks {
@@ -141,27 +156,57 @@ impl ClientLinks {
         }
     }
 
-    /// Remembers `link` as `client`'s when it measured both a rate and an RTT.
+    /// Adds `link`, a connection's sample, to `client`'s link when it measured both a rate
+    /// and an RTT.
     pub fn measured(&self, client: std::net::IpAddr, link: ClientLink, now: std::time::Instant) {
-        if link.delivery_rate.is_none() || link.min_rtt.is_none() {
+        let (Some(rate), Some(min_rtt)) = (link.delivery_rate, link.min_rtt) else {
             return;
-        }
+        };
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         if seen.len() >= REMEMBERED_CLIENTS && !seen.contains_key(&client) {
             seen.clear();
         }
-        seen.insert(client, (link, now));
+        let before = seen
+            .get(&client)
+            .filter(|r| now.saturating_duration_since(r.at) <= REMEMBERED_FOR)
+            .copied();
+        let next = match before {
+            None => Remembered {
+                link,
+                at: now,
+                rate_at: now,
+            },
+            Some(r) => {
+                let old_rate = r.link.delivery_rate.unwrap_or(0);
+                let window_over = now.saturating_duration_since(r.rate_at) > RATE_WINDOW;
+                let (rate, rate_at) = if window_over || rate >= old_rate {
+                    (rate, now)
+                } else {
+                    (old_rate, r.rate_at)
+                };
+                Remembered {
+                    link: ClientLink {
+                        delivery_rate: Some(rate),
+                        min_rtt: Some(r.link.min_rtt.map_or(min_rtt, |m| m.min(min_rtt))),
+                        srtt: link.srtt.or(r.link.srtt),
+                    },
+                    at: now,
+                    rate_at,
+                }
+            }
+        };
+        seen.insert(client, next);
     }
 
-    /// `client`'s link as last measured within [`REMEMBERED_FOR`] of `now`.
+    /// `client`'s link as measured within [`REMEMBERED_FOR`] of `now`.
     pub fn get(&self, client: std::net::IpAddr, now: std::time::Instant) -> Option<ClientLink> {
         if self.fixed.is_some() {
             return self.fixed;
         }
         let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         seen.get(&client)
-            .filter(|(_, at)| now.saturating_duration_since(*at) <= REMEMBERED_FOR)
-            .map(|(l, _)| *l)
+            .filter(|r| now.saturating_duration_since(r.at) <= REMEMBERED_FOR)
+            .map(|r| r.link)
     }
 }
 
@@ -270,5 +315,39 @@ mod tests {
         assert!(link.min_rtt.is_some(), "{link:?}");
         assert!(link.delivery_rate.is_some_and(|r| r > 0), "{link:?}");
         assert!(link.bdp_bytes().is_some());
+    }
+
+    #[test]
+    fn a_clients_rate_is_the_highest_sample_of_the_window() {
+        let links = ClientLinks::new();
+        let ip: std::net::IpAddr = "10.0.0.2".parse().unwrap();
+        let t0 = std::time::Instant::now();
+        let sample = |rate: u64, min_rtt_ms: u64, srtt_ms: u64| ClientLink {
+            delivery_rate: Some(rate),
+            min_rtt: Some(Duration::from_millis(min_rtt_ms)),
+            srtt: Some(Duration::from_millis(srtt_ms)),
+        };
+        links.measured(ip, sample(60_000, 60, 90), t0);
+        // Another connection had more to send and measured more of the link.
+        links.measured(ip, sample(400_000, 55, 80), t0 + Duration::from_secs(1));
+        // A connection with one small response measures little: the link is no slower.
+        links.measured(ip, sample(30_000, 70, 120), t0 + Duration::from_secs(2));
+        let l = links.get(ip, t0 + Duration::from_secs(2)).unwrap();
+        assert_eq!(l.delivery_rate, Some(400_000));
+        assert_eq!(l.min_rtt, Some(Duration::from_millis(55)));
+        assert_eq!(l.srtt, Some(Duration::from_millis(120)), "the latest");
+        // Once the highest sample is older than the window, the link may have slowed down.
+        let later = t0 + Duration::from_secs(1) + RATE_WINDOW + Duration::from_millis(1);
+        links.measured(ip, sample(50_000, 65, 100), later);
+        assert_eq!(links.get(ip, later).unwrap().delivery_rate, Some(50_000));
+        // A client not measured within REMEMBERED_FOR starts over.
+        let much_later = later + REMEMBERED_FOR + Duration::from_secs(1);
+        assert_eq!(links.get(ip, much_later), None);
+        links.measured(ip, sample(20_000, 300, 400), much_later);
+        let l = links.get(ip, much_later).unwrap();
+        assert_eq!(
+            (l.delivery_rate, l.min_rtt),
+            (Some(20_000), Some(Duration::from_millis(300)))
+        );
     }
 }

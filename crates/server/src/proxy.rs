@@ -699,12 +699,14 @@ async fn fetch_and_process(
     // Phase: store the origin's bytes.
     if let Some(cache) = &server.cache {
         if ex.parts.method == Method::GET {
+            let t0 = tokio::time::Instant::now();
             if let Err(e) = cache
                 .store(&ex.parts, &rparts, &body, "", request_time, response_time)
                 .await
             {
                 tracing::warn!(error = %e, "cache store failed");
             }
+            tracing::debug!(target: "webpep::cache", url = %ex.parts.uri, bytes = body.len(), ms = t0.elapsed().as_millis() as u64, background = ex.below.is_some(), "stored");
         }
     }
     let held = Held {
@@ -1065,24 +1067,37 @@ async fn transform_off_thread(
         body: body.clone(),
         received,
     };
-    // Held for a transform within what it saves at the client's rate (`None`: no bound).
+    // Held for a transform within what it saves at the client's rate (`None`: no bound);
+    // a prefetch, whose answer nothing waits for, is never held.
     let mut bound = None;
-    if may_defer && ctx.link.is_some() {
+    let unattended = ex.below.as_ref().is_some_and(|b| b.unattended);
+    let not_held = if !may_defer {
+        None
+    } else if unattended && cacheable {
+        Some(Hold::Defer)
+    } else if ctx.link.is_some() {
         let d = hold_decision(ex, &ctx, kind, body.len() as u64, cacheable);
-        if d.hold != Hold::Transform {
+        if d.hold == Hold::Transform {
+            bound = d.saves;
+            None
+        } else {
             server.costs.decided(kind, d.hold);
             timing.set_hold(d.hold);
-            if d.hold == Hold::Defer {
-                make_in_background(ex, variant, held);
-            }
-            let original = Transformed {
-                status,
-                headers,
-                body,
-            };
-            return client_decodable(ex, original);
+            Some(d.hold)
         }
-        bound = d.saves;
+    } else {
+        None
+    };
+    if let Some(hold) = not_held {
+        if hold == Hold::Defer {
+            make_in_background(ex, variant, held);
+        }
+        let original = Transformed {
+            status,
+            headers,
+            body,
+        };
+        return client_decodable(ex, original);
     }
     let run = measured_run(ex, variant, held);
     let priority = match ex.below {

@@ -70,6 +70,9 @@ pub struct Below {
     pub budget: Budget,
     /// Told the origin's response head when it arrives ([`SubRequest::watch_head`]).
     pub head: Option<HeadWatch>,
+    /// Nothing waits for its answer, only for its bytes in the cache (a prefetch): no
+    /// transform holds it; its variant is made in the background ([`SubRequest::unattended`]).
+    pub unattended: bool,
 }
 
 /// The origin's response head of a sub-request as it arrived: its status and declared
@@ -129,6 +132,16 @@ impl SubRequest {
     /// Where it stands below the client's request.
     pub fn below(&self) -> &Below {
         &self.below
+    }
+
+    /// Marks it as one whose answer nobody waits for, only its bytes in the cache (a
+    /// prefetch): it ends once the origin's bytes are stored, and its variant is made in the
+    /// background. A client's request that joined it then decides for itself whether to
+    /// wait for the variant, at the client's priority and on its link; before, it waited
+    /// for the prefetch's transform at background priority.
+    pub fn unattended(mut self) -> SubRequest {
+        self.below.unattended = true;
+        self
     }
 
     /// What the origin's head says, told when it arrives (before the body is read); the
@@ -231,6 +244,7 @@ impl SubRequests {
                 depth: self.depth().saturating_add(1),
                 budget,
                 head: None,
+                unattended: false,
             },
         })
     }

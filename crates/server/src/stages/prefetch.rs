@@ -156,7 +156,8 @@ impl Stage for Prefetch {
             for claim in claims {
                 let req = Url::parse(claim.url())
                     .ok()
-                    .and_then(|u| sub.request(&u, budget.clone()));
+                    .and_then(|u| sub.request(&u, budget.clone()))
+                    .map(|r| r.unattended());
                 let Some(req) = req else { continue };
                 // Nothing runs until it is polled, after the slot and the claim's start.
                 let fetch = sub.get(req);
