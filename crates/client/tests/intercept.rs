@@ -168,6 +168,21 @@ async fn http1_get<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, host: &str, pat
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// An HTTP/2 client connection over `io` (its connection task spawned).
+async fn h2_client<S>(io: S) -> hyper::client::conn::http2::SendRequest<Empty<Bytes>>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(io),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    send
+}
+
 #[tokio::test]
 async fn http11_inside_an_intercepted_tunnel_reaches_the_edge_as_https_requests() {
     let t = start().await;
@@ -198,13 +213,7 @@ async fn http2_inside_an_intercepted_tunnel_and_a_port_other_than_443() {
         .await
         .unwrap();
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-    let (mut send, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(tls),
-    )
-    .await
-    .unwrap();
-    tokio::spawn(conn);
+    let mut send = h2_client(tls).await;
     for path in ["/a.png", "/b.png"] {
         let req = http::Request::get(format!("https://img.a.test:8443{path}"))
             .body(Empty::<Bytes>::new())
@@ -365,13 +374,7 @@ async fn over_the_https_port_with_http2_a_pages_requests_and_tunnels_share_one_c
     let t = start().await;
     let tls = https_proxy(&t, "localhost", &[b"h2", b"http/1.1"]).await;
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-    let (send, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(tls),
-    )
-    .await
-    .unwrap();
-    tokio::spawn(conn);
+    let send = h2_client(tls).await;
 
     // Three at once on the one connection: a plain request, an intercepted CONNECT with
     // HTTP/1.1 inside, and an excluded host's tunnel.
@@ -463,13 +466,7 @@ async fn the_https_port_refuses_plain_text_and_serves_on() {
     assert!(!got.starts_with(b"HTTP/1.1 200"), "nothing served: {got:?}");
     // The proxy's own pages answer over HTTP/2 too, and nothing has gone to the edge.
     let tls = https_proxy(&t, "localhost", &[b"h2"]).await;
-    let (mut send, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(tls),
-    )
-    .await
-    .unwrap();
-    tokio::spawn(conn);
+    let mut send = h2_client(tls).await;
     let (status, body) = h2_body(&mut send, "http://webpep.invalid/ca.pem").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body, t.ca.cert_pem());
