@@ -141,10 +141,10 @@ fn query_bytes() -> Vec<u8> {
 
 #[test]
 fn serves_servfail_for_a_dead_upstream_and_stops_on_sigterm() {
-    // A port with nothing behind it: the upstream stays silent (or refuses).
+    // An upstream that never answers: a socket kept bound (so no other test can take its
+    // port) and never read.
     let dead = UdpSocket::bind("127.0.0.1:0").unwrap();
     let dead_addr = dead.local_addr().unwrap();
-    drop(dead);
     let free = UdpSocket::bind("127.0.0.1:0").unwrap();
     let listen = free.local_addr().unwrap();
     drop(free);

@@ -72,23 +72,45 @@ fn enroll_list_revoke() {
     assert!(err.contains("a/b"), "{err}");
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn wait_tcp(port: u16) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "port {port} never opened"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
+/// Starts `webpep` with `args` and logging on, and returns it with the port each of `markers`
+/// names in its log ("proxy on 127.0.0.1:" then the port). The programs bind ports of the
+/// system's choosing: a port found free here could be taken by another test first.
+fn spawn_naming_ports(args: &[&str], markers: &[&'static str]) -> (Killed, Vec<u16>) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .env("WEBPEP_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let child = Killed(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let markers_owned = markers.to_vec();
+    // Reads the log to its end so that it never fills the pipe.
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { return };
+            for (i, marker) in markers_owned.iter().enumerate() {
+                if let Some(port) = line
+                    .split_once(marker)
+                    .and_then(|(_, rest)| rest.split(|c: char| !c.is_ascii_digit()).next())
+                    .and_then(|p| p.parse::<u16>().ok())
+                {
+                    let _ = tx.send((i, port));
+                }
+            }
+        }
+    });
+    let mut ports = vec![0u16; markers.len()];
+    while ports.contains(&0) {
+        let (i, port) = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("`webpep {}` did not name its ports", args[0]));
+        ports[i] = port;
     }
+    (child, ports)
 }
 
 struct Killed(std::process::Child);
@@ -139,46 +161,37 @@ fn webpep_client_reaches_an_origin_through_webpep_server_over_quic() {
         }
     });
 
-    let (proxy_port, quic_port, client_port) = (free_port(), free_port(), free_port());
-    let server = Killed(
-        Command::new(BIN)
-            .args([
-                "server",
-                "--listen",
-                &format!("127.0.0.1:{proxy_port}"),
-                "--quic-listen",
-                &format!("127.0.0.1:{quic_port}"),
-                "--quic-state-dir",
-                state.to_str().unwrap(),
-                "--allow-destination",
-                "127.0.0.0/8",
-                "--no-cache",
-                "--dns-upstream",
-                "127.0.0.1:9",
-            ])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
+    let (server, ports) = spawn_naming_ports(
+        &[
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+            "--quic-listen",
+            "127.0.0.1:0",
+            "--quic-state-dir",
+            state.to_str().unwrap(),
+            "--allow-destination",
+            "127.0.0.0/8",
+            "--no-cache",
+            "--dns-upstream",
+            "127.0.0.1:9",
+        ],
+        &["QUIC on 127.0.0.1:"],
     );
-    wait_tcp(proxy_port);
-    let client = Killed(
-        Command::new(BIN)
-            .args([
-                "client",
-                "--listen",
-                &format!("127.0.0.1:{client_port}"),
-                "--server",
-                &format!("127.0.0.1:{quic_port}"),
-                "--credential",
-                cred.to_str().unwrap(),
-            ])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
+    let quic = format!("127.0.0.1:{}", ports[0]);
+    let (client, ports) = spawn_naming_ports(
+        &[
+            "client",
+            "--listen",
+            "127.0.0.1:0",
+            "--server",
+            &quic,
+            "--credential",
+            cred.to_str().unwrap(),
+        ],
+        &["proxy on 127.0.0.1:"],
     );
-    wait_tcp(client_port);
+    let client_port = ports[0];
     let mut s = std::net::TcpStream::connect(("127.0.0.1", client_port)).unwrap();
     s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
         .unwrap();
