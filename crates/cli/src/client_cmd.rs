@@ -19,7 +19,7 @@ pub struct Args {
     #[command(subcommand)]
     pub action: Option<Action>,
     /// TOML configuration file (keys: listen, tls-listen, server, credential, link-down-after,
-    /// allow-clients, max-header-bytes, max-request-body, [intercept]; see
+    /// idle-timeout, allow-clients, max-header-bytes, max-request-body, [intercept]; see
     /// docs/configuration.md).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,

@@ -330,6 +330,7 @@ mod tests {
             "server",
             "credential",
             "link-down-after",
+            "idle-timeout",
             "allow-clients",
             "max-header-bytes",
             "max-request-body",

@@ -22,6 +22,10 @@ pub struct ClientConfig {
     /// After this long without an answer from the edge, browsers get a "link down" page
     /// instead of waiting (their own timeouts are minutes).
     pub link_down_after: Duration,
+    /// A browser's connection with no request for this long is closed (HTTP/1: between
+    /// requests, and a request head must arrive within it; HTTP/2: no stream open), so that
+    /// connections a browser forgot do not hold the proxy's memory for ever.
+    pub idle_timeout: Duration,
     /// Browsers allowed to use the proxy, by address: loopback only unless listed (a device
     /// proxy on a shared network must not carry strangers' traffic to the edge).
     pub allow_clients: Vec<IpAddr>,
@@ -53,6 +57,7 @@ impl Default for ClientConfig {
             server: None,
             credential: None,
             link_down_after: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(120),
             allow_clients: Vec::new(),
             max_header_bytes: 64 * 1024,
             max_request_body: 16 * 1024 * 1024,
@@ -76,6 +81,7 @@ struct File {
     server: Option<SocketAddr>,
     credential: Option<PathBuf>,
     link_down_after: Option<String>,
+    idle_timeout: Option<String>,
     allow_clients: Option<Vec<IpAddr>>,
     max_header_bytes: Option<usize>,
     max_request_body: Option<usize>,
@@ -100,6 +106,13 @@ impl ClientConfig {
         if let Some(v) = f.link_down_after {
             c.link_down_after = parse_duration(&v)
                 .ok_or_else(|| err(format!("link-down-after: not a duration: {v:?} (e.g. 30s)")))?;
+        }
+        if let Some(v) = f.idle_timeout {
+            c.idle_timeout = parse_duration(&v).filter(|d| !d.is_zero()).ok_or_else(|| {
+                err(format!(
+                    "idle-timeout: not a positive duration: {v:?} (e.g. 120s)"
+                ))
+            })?;
         }
         if let Some(v) = f.allow_clients {
             c.allow_clients = v;
@@ -148,12 +161,13 @@ mod tests {
     #[test]
     fn keys_and_errors() {
         let c = ClientConfig::from_toml(
-            "listen = \"127.0.0.1:9000\"\nserver = \"10.0.0.1:4433\"\nlink-down-after = \"5s\"\nallow-clients = [\"192.168.1.7\"]\n",
+            "listen = \"127.0.0.1:9000\"\nserver = \"10.0.0.1:4433\"\nlink-down-after = \"5s\"\nidle-timeout = \"2m\"\nallow-clients = [\"192.168.1.7\"]\n",
             "client.toml",
         )
         .unwrap();
         assert_eq!(c.listen.port(), 9000);
         assert_eq!(c.link_down_after, Duration::from_secs(5));
+        assert_eq!(c.idle_timeout, Duration::from_secs(120));
         assert!(c.allows("192.168.1.7".parse().unwrap()));
         assert!(c.allows("127.0.0.1".parse().unwrap()));
         assert!(!c.allows("192.168.1.8".parse().unwrap()));
@@ -164,6 +178,8 @@ mod tests {
         );
         let e = ClientConfig::from_toml("link-down-after = \"soon\"\n", "c.toml").unwrap_err();
         assert!(e.to_string().contains("link-down-after"), "{e}");
+        let e = ClientConfig::from_toml("idle-timeout = \"0s\"\n", "c.toml").unwrap_err();
+        assert!(e.to_string().contains("idle-timeout"), "{e}");
         assert!(!c.intercept.enabled, "interception is off unless asked for");
     }
 

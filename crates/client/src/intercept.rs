@@ -5,23 +5,25 @@
 //! asked of the edge before the browser's first request, so interception also saves the
 //! tunnel's round trip.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Frame, Incoming};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_util::sync::CancellationToken;
 use webpep_http1::fields::strip_hop_by_hop;
 use webpep_intercept::{
-    accept_browser, https_authority, Accepted, CaStore, Decision, LeafCache, Policy, TunnelReason,
+    accept_browser, https_authority, Accepted, CaStore, Decision, H2End, LeafCache, Policy,
+    TunnelReason,
 };
 
 use crate::config::InterceptConfig;
@@ -179,7 +181,7 @@ where
     let authority = https_authority(host, port);
     tracing::debug!(%host, h2, "intercepted");
     if h2 {
-        serve_h2(tls, authority, host.to_string(), cx.clone()).await
+        serve_tunnel_h2(tls, authority, host.to_string(), cx.clone()).await
     } else {
         let mut buf = Vec::with_capacity(8192);
         let side = Side::Intercepted {
@@ -192,17 +194,29 @@ where
 
 pub(crate) type H2Body = UnsyncBoxBody<Bytes, std::io::Error>;
 
-/// The HTTP/2 server both of the client's HTTP/2 front ends use.
-pub(crate) fn h2_server() -> hyper::server::conn::http2::Builder<TokioExecutor> {
+/// Serves a browser's HTTP/2 connection (on the HTTPS port or in an intercepted tunnel),
+/// each stream answered by `handle`, until the browser closes it or it idles out.
+pub(crate) async fn serve_h2<S, F, Fut>(io: S, handle: F, idle: Duration) -> std::io::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+    F: Fn(http::Request<Incoming>) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = http::Response<H2Body>> + Send + 'static,
+{
     let mut b = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
     // A page of many hosts opens a stream per request and per CONNECT at once; the edge
     // and the link, not this count, decide how many are worked on.
     b.max_concurrent_streams(1024);
-    b
+    // The proxy's shutdown drops its connections (ClientProxy::serve), so only idling ends
+    // one from this side.
+    let never = CancellationToken::new();
+    match webpep_intercept::serve_h2(io, &b, handle, idle, &never, &never).await {
+        H2End::Closed(Some(e)) => Err(std::io::Error::other(e)),
+        _ => Ok(()),
+    }
 }
 
 /// HTTP/2 inside the tunnel: each stream one request to the edge.
-async fn serve_h2<S, U>(
+async fn serve_tunnel_h2<S, U>(
     io: S,
     authority: String,
     host: String,
@@ -212,18 +226,16 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     U: Upstream,
 {
+    let idle = cx.cfg.idle_timeout;
     let shared = Arc::new((authority, host, cx));
-    let service = hyper::service::service_fn(move |req: http::Request<Incoming>| {
+    let handle = move |req: http::Request<Incoming>| {
         let shared = shared.clone();
         async move {
             let (authority, host, cx) = &*shared;
-            Ok::<_, Infallible>(h2_exchange(req, authority, host, cx).await)
+            h2_exchange(req, authority, host, cx).await
         }
-    });
-    h2_server()
-        .serve_connection(TokioIo::new(io), service)
-        .await
-        .map_err(std::io::Error::other)
+    };
+    serve_h2(io, handle, idle).await
 }
 
 async fn h2_exchange<U: Upstream>(

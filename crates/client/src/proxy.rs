@@ -288,6 +288,9 @@ where
 {
     let cfg = &*cx.cfg;
     loop {
+        // The next request, head and all, within `idle-timeout`: a connection the browser
+        // forgot, or a head trickled in, does not hold the proxy for ever.
+        let deadline = tokio::time::Instant::now() + cfg.idle_timeout;
         let head = loop {
             match parse_request_head(buf, cfg.max_header_bytes) {
                 Ok(Some(h)) => break h,
@@ -298,8 +301,18 @@ where
                     return Ok(None);
                 }
             }
-            if stream.read_buf(buf).await? == 0 {
-                return Ok(None);
+            match tokio::time::timeout_at(deadline, stream.read_buf(buf)).await {
+                Ok(read) => {
+                    if read? == 0 {
+                        return Ok(None);
+                    }
+                }
+                Err(_) if buf.is_empty() => return Ok(None),
+                Err(_) => {
+                    let why = "no complete request head within idle-timeout";
+                    reply(stream, StatusCode::REQUEST_TIMEOUT, why, false).await?;
+                    return Ok(None);
+                }
             }
         };
         buf.drain(..head.head_len);

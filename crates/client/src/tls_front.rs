@@ -5,7 +5,6 @@
 //! each, which caps what a page of many hosts has in flight; over HTTP/2 it sends them all
 //! at once and the edge and the link decide the order.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +15,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use webpep_intercept::{CaError, CaStore};
 
-use crate::intercept::{empty_body, full_body, h2_forward, h2_server, page, H2Body};
+use crate::intercept::{empty_body, full_body, h2_forward, page, serve_h2, H2Body};
 use crate::proxy::{
     http1_connection, link_down_message, own_page, plan_connect, run_connect, ClientProxy, Side,
     Upstream, UpstreamError,
@@ -72,15 +71,13 @@ pub(crate) async fn connection<U: Upstream>(
     if !h2 {
         return http1_connection(stream, local, &cx).await;
     }
+    let idle = cx.cfg.idle_timeout;
     let shared = Arc::new(cx);
-    let service = hyper::service::service_fn(move |req: http::Request<Incoming>| {
+    let handle = move |req: http::Request<Incoming>| {
         let cx = shared.clone();
-        async move { Ok::<_, Infallible>(proxy_exchange(req, local, &cx).await) }
-    });
-    h2_server()
-        .serve_connection(TokioIo::new(stream), service)
-        .await
-        .map_err(std::io::Error::other)
+        async move { proxy_exchange(req, local, &cx).await }
+    };
+    serve_h2(stream, handle, idle).await
 }
 
 /// One stream of a browser's HTTP/2 connection to the proxy: a CONNECT, a request for an

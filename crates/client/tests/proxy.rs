@@ -285,3 +285,41 @@ async fn a_silent_link_gives_a_clear_504_after_link_down_after() {
     // Virtual time: the page came at link-down-after, not before.
     assert!(t0.elapsed() >= Duration::from_secs(30));
 }
+
+/// A browser connection with no request for `idle-timeout` is closed; one whose request head
+/// does not complete within it gets a 408 and is closed. Both in virtual time.
+#[tokio::test(start_paused = true)]
+async fn idle_connections_and_trickled_heads_are_closed_after_idle_timeout() {
+    let cfg = ClientConfig {
+        idle_timeout: Duration::from_secs(120),
+        ..ClientConfig::default()
+    };
+    let (addr, _) = start(Behaviour::Refuse, cfg).await;
+
+    // A served request, then silence: the connection ends at idle-timeout, not before.
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"GET /proxy.pac HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let (status, _, _) = read_response(&mut s).await;
+    assert_eq!(status, 200);
+    let t0 = tokio::time::Instant::now();
+    let mut rest = Vec::new();
+    s.read_to_end(&mut rest).await.unwrap();
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+    let waited = t0.elapsed();
+    assert!(
+        waited >= Duration::from_secs(120) && waited < Duration::from_secs(121),
+        "{waited:?}"
+    );
+
+    // A head that trickles in, a line a minute: 408 when idle-timeout has passed.
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let t0 = tokio::time::Instant::now();
+    s.write_all(b"GET /proxy.pac HTTP/1.1\r\n").await.unwrap();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    s.write_all(b"Host: x\r\n").await.unwrap();
+    let (status, _, _) = read_response(&mut s).await;
+    assert_eq!(status, 408);
+    assert!(t0.elapsed() >= Duration::from_secs(120));
+}

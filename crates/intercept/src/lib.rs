@@ -25,6 +25,7 @@ mod accept;
 mod ca;
 mod config;
 mod der;
+mod h2;
 mod host;
 mod leaf;
 mod policy;
@@ -33,6 +34,7 @@ pub use accept::{accept_browser, https_authority, AcceptError, Accepted, Rewind}
 pub use ca::{CaError, CaStore, IssuedCert, CA_CERT_FILE, CA_KEY_FILE};
 pub use config::{default_client_ca_dir, InterceptConfig};
 pub use der::certificate_expiry;
+pub use h2::{serve_h2, H2End};
 pub use host::valid_host_name;
 pub use leaf::{provider, server_config, LeafCache, ALPN};
 pub use policy::{Decision, Policy, PolicyError, TunnelReason, DEFAULT_PORTS, PASS_THROUGH_LIMIT};

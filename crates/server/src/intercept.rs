@@ -6,11 +6,9 @@
 //! compression, transcoding, inlining), as the CONNECT's user and client. HTTP/1.1 inside
 //! runs on [`crate::conn`]'s own loops; HTTP/2 (what Chromium speaks) on hyper's server.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -20,13 +18,14 @@ use http::{HeaderValue, Method, StatusCode, Version};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Frame, Incoming};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf, ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use webpep_intercept::{
-    accept_browser, https_authority, Accepted, CaStore, Decision, LeafCache, Policy, TunnelReason,
+    accept_browser, https_authority, serve_h2 as serve_h2_shell, Accepted, CaStore, Decision,
+    H2End, LeafCache, Policy, TunnelReason,
 };
 
 use crate::config::InterceptConfig;
@@ -297,24 +296,6 @@ impl<H: AsyncWrite + Unpin> AsyncWrite for TlsHalf<H> {
 
 type H2Body = UnsyncBoxBody<Bytes, std::io::Error>;
 
-/// Streams in flight on an HTTP/2 connection, and a wake-up whenever one starts or ends.
-#[derive(Default)]
-struct Activity {
-    streams: AtomicUsize,
-    changed: Notify,
-}
-
-impl Activity {
-    fn started(&self) {
-        self.streams.fetch_add(1, Ordering::AcqRel);
-        self.changed.notify_one();
-    }
-    fn ended(&self) {
-        self.streams.fetch_sub(1, Ordering::AcqRel);
-        self.changed.notify_one();
-    }
-}
-
 /// HTTP/2 inside the browser's TLS: each stream one request through the pipeline. The
 /// connection closes gracefully after `client-idle-timeout` without a stream (as an idle
 /// HTTP/1 connection does) and at the server's shutdown.
@@ -327,47 +308,15 @@ async fn serve_h2<S>(
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
-    let activity = Arc::new(Activity::default());
     let idle = server.cfg.limits.client_idle_timeout.0;
-    let act = activity.clone();
-    let srv = server.clone();
-    let service = hyper::service::service_fn(move |req: http::Request<Incoming>| {
-        let (server, inner, activity) = (srv.clone(), inner.clone(), act.clone());
-        async move {
-            activity.started();
-            let resp = exchange(server, &inner, at, req).await;
-            activity.ended();
-            Ok::<_, Infallible>(resp)
-        }
-    });
-    let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-        .serve_connection(TokioIo::new(io), service);
-    tokio::pin!(conn);
-    let idled_out = async {
-        loop {
-            let woken = tokio::time::timeout(idle, activity.changed.notified()).await;
-            if woken.is_err() && activity.streams.load(Ordering::Acquire) == 0 {
-                return;
-            }
-        }
+    let handle = move |req: http::Request<Incoming>| {
+        let (server, inner) = (server.clone(), inner.clone());
+        async move { exchange(server, &inner, at, req).await }
     };
-    let stop = tokio::select! {
-        r = conn.as_mut() => {
-            if let Err(e) = r {
-                tracing::debug!(client = %at.peer, "intercepted HTTP/2 connection: {e}");
-            }
-            return;
-        }
-        _ = cancel.cancelled() => true,
-        _ = idled_out => true,
-        _ = hard.cancelled() => false,
-    };
-    if stop {
-        conn.as_mut().graceful_shutdown();
-        tokio::select! {
-            _ = conn => {}
-            _ = hard.cancelled() => {}
-        }
+    let builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    if let H2End::Closed(Some(e)) = serve_h2_shell(io, &builder, handle, idle, &cancel, &hard).await
+    {
+        tracing::debug!(client = %at.peer, "intercepted HTTP/2 connection: {e}");
     }
 }
 
