@@ -192,10 +192,7 @@ impl QuicUpstream {
                 format!("the edge answered status {status}"),
             ))
         })?;
-        let length = headers
-            .get(http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
+        let length = webpep_http1::fields::content_length(&headers);
         // The body flows to the browser as it arrives; a broken-off body ends short, and the
         // browser sees its connection closed before the length it was told.
         let (reader, mut writer) = tokio::io::duplex(64 * 1024);

@@ -206,6 +206,15 @@ pub fn valid_field_value(value: &str) -> bool {
         .all(|b| b == b'\t' || (b >= 0x20 && b != 0x7f))
 }
 
+/// The body length Content-Length declares, when it declares one validly (every value
+/// agreeing, digits only) and no Transfer-Encoding overrides it; else `None`.
+pub fn content_length<F: Fields + ?Sized>(fields: &F) -> Option<u64> {
+    match declared(fields) {
+        Ok(Declared::Length(n)) => n,
+        _ => None,
+    }
+}
+
 /// What the framing fields declare (RFC 9112 §6): a transfer coding (then Content-Length does
 /// not count), a length, or neither.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -263,6 +272,23 @@ pub(crate) fn declared<F: Fields + ?Sized>(fields: &F) -> Result<Declared, Lengt
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_declared_content_length() {
+        let mut h = HeaderMap::new();
+        assert_eq!(content_length(&h), None);
+        h.insert("content-length", HeaderValue::from_static(" 12 "));
+        assert_eq!(content_length(&h), Some(12));
+        h.append("content-length", HeaderValue::from_static("12"));
+        assert_eq!(content_length(&h), Some(12));
+        h.append("content-length", HeaderValue::from_static("13"));
+        assert_eq!(content_length(&h), None, "conflicting");
+        h.insert("content-length", HeaderValue::from_static("+5"));
+        assert_eq!(content_length(&h), None, "not digits");
+        h.insert("content-length", HeaderValue::from_static("5"));
+        h.insert("transfer-encoding", HeaderValue::from_static("chunked"));
+        assert_eq!(content_length(&h), None, "a transfer coding overrides it");
+    }
 
     #[test]
     fn keep_alive_rules() {

@@ -251,10 +251,7 @@ pub async fn write_reply<W: AsyncWrite + Unpin>(
     let head_len = if framing == ResponseFraming::NoBody && status != StatusCode::NO_CONTENT {
         match &body {
             Body::Full(b) if !b.is_empty() => Some(b.len() as u64),
-            _ => headers
-                .get(header::CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse().ok()),
+            _ => webpep_http1::fields::content_length(&headers),
         }
     } else {
         None

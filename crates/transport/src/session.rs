@@ -377,9 +377,7 @@ impl ResponseBody {
         let decoder = match coding {
             webpep_proto::BodyCoding::Identity => None,
             webpep_proto::BodyCoding::Zstd => {
-                let declared = headers
-                    .get(http::header::CONTENT_LENGTH)
-                    .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+                let declared = webpep_http1::fields::content_length(headers);
                 Some(BodyDecoder::new(declared).map_err(|e| {
                     SessionError::Unexpected(format!("cannot make a zstd decoder: {e}"))
                 })?)
