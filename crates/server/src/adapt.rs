@@ -358,7 +358,7 @@ impl Costs {
             }
         }
         let name = "webpep_transform_holds_total";
-        let _ = writeln!(s, "# HELP {name} Client responses a transform wanted, by what was done at the client's measured rate: held for the transform, sent original with the variant made in the background (deferred), or sent original (skipped).\n# TYPE {name} counter");
+        let _ = writeln!(s, "# HELP {name} Client responses a transform wanted, by what was done at the client's measured rate: held for the transform, sent original with the variant made in the background (deferred; every prefetch is), or sent original (skipped).\n# TYPE {name} counter");
         for k in Kind::ALL {
             for (j, hold) in [Hold::Transform, Hold::Defer, Hold::Skip]
                 .into_iter()

@@ -632,11 +632,7 @@ async fn fetch_and_process(
     // Phase: buffer the body when small enough to transform, within the buffered-body
     // budget and `buffer-timeout`; otherwise stream it as it comes.
     let max = server.cfg.limits.max_body_transform;
-    let declared: Option<u64> = rparts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse().ok());
+    let declared = webpep_http1::fields::content_length(&rparts.headers);
     // A stage waiting on this fetch may give up on it now, from the head alone (the fetch
     // goes on into the cache).
     if let Some(w) = ex.below.as_ref().and_then(|b| b.head.as_ref()) {
@@ -1074,6 +1070,7 @@ async fn transform_off_thread(
     let not_held = if !may_defer {
         None
     } else if unattended && cacheable {
+        server.costs.decided(kind, Hold::Defer);
         Some(Hold::Defer)
     } else if ctx.link.is_some() {
         let d = hold_decision(ex, &ctx, kind, body.len() as u64, cacheable);

@@ -156,7 +156,11 @@ enum Read {
     /// A CONNECT to this authority.
     Connect(String),
     /// Its body was refused while it came.
-    Refused(crate::limits::BodyRefused),
+    Refused {
+        method: String,
+        target: String,
+        why: crate::limits::BodyRefused,
+    },
 }
 
 /// One request and its answer. A malformed request resets its stream only; the connection
@@ -174,6 +178,7 @@ async fn exchange(
         return;
     }
     let mut frames = FrameReader::new(recv);
+    let start = Instant::now();
     let read = async {
         let head = read_request_head(&session, &mut frames).await?;
         if head.method == "CONNECT" {
@@ -182,17 +187,19 @@ async fn exchange(
         // The body is held in the buffered-body budget as a browser's is: many streams
         // could otherwise each hold `max-request-body`.
         let mut intake = server.body_intake(at.peer.ip());
-        let declared = head
-            .headers
-            .get(http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        let declared = webpep_http1::fields::content_length(&head.headers);
+        let refused = |why| Read::Refused {
+            method: head.method.clone(),
+            target: head.target.clone(),
+            why,
+        };
         if let Some(Err(why)) = declared.map(|n| intake.admit(n)) {
-            return Ok(Read::Refused(why));
+            return Ok(refused(why));
         }
         let mut body = Vec::new();
         while let Some(part) = read_request_body_part(&mut frames).await? {
             if let Err(why) = intake.admit((body.len() + part.len()) as u64) {
-                return Ok(Read::Refused(why));
+                return Ok(refused(why));
             }
             body.extend_from_slice(&part);
         }
@@ -225,10 +232,22 @@ async fn exchange(
             tunnel(&server, &session, send, frames, &target, at, &client).await;
             return;
         }
-        Ok(Read::Refused(why)) => {
+        Ok(Read::Refused {
+            method,
+            target,
+            why,
+        }) => {
             server.metrics.quic_client(&client, |c| c.requests += 1);
             tracing::debug!(%client, "request body refused: {}", why.reason());
-            let _ = answer(&session, &mut send, server.body_refused(why), false).await;
+            let exchange = Exchanged {
+                at,
+                client: &client,
+                method: &method,
+                url: &target,
+                start,
+            };
+            let reply = server.body_refused(why);
+            let _ = answer_and_log(&server, &session, &mut send, reply, false, &exchange).await;
             let _ = send.finish();
             // The rest of the body is not wanted.
             let _ = frames
@@ -257,42 +276,71 @@ async fn exchange(
         server.links.measured(at.peer.ip(), l, Instant::now());
         server.links.get(at.peer.ip(), Instant::now()).unwrap_or(l)
     });
+    // Timed from here, as the HTTP/1 listener times a request from its complete head.
     let start = Instant::now();
     let (method, url) = (req.method.clone(), req.target.clone());
     let reply = match build(req) {
         Ok(r) => server.serve_enrolled(r, at, client.clone(), link).await,
         Err(why) => Reply::text(http::StatusCode::BAD_REQUEST, &why),
     };
-    let (status, cache, trace) = (reply.status.as_u16(), reply.cache, reply.trace);
-    let written = answer(&session, &mut send, reply, server.cfg.quic.zstd).await;
-    if let Ok((n, _)) = &written {
-        server.metrics.quic_client(&client, |c| c.bytes_out += *n);
+    let exchange = Exchanged {
+        at,
+        client: &client,
+        method: &method,
+        url: &url,
+        start,
+    };
+    let zstd = server.cfg.quic.zstd;
+    if let Err(e) = answer_and_log(&server, &session, &mut send, reply, zstd, &exchange).await {
+        tracing::debug!(%client, "writing a response: {e}");
+        return;
     }
-    // The access log as the HTTP/1 listener writes it; the link as this connection measured
-    // it after the response.
+    let _ = send.finish();
+}
+
+/// Whose request a reply answers, for the access log.
+struct Exchanged<'a> {
+    at: Arrival,
+    client: &'a str,
+    method: &'a str,
+    url: &'a str,
+    start: Instant,
+}
+
+/// Sends `reply` on the stream and writes its access line (as the HTTP/1 listener writes
+/// it; the link as this connection measured it after the response).
+async fn answer_and_log(
+    server: &Server,
+    session: &Session,
+    send: &mut quinn::SendStream,
+    reply: Reply,
+    zstd: bool,
+    ex: &Exchanged<'_>,
+) -> Result<(), webpep_transport::session::SessionError> {
+    let (status, cache, trace) = (reply.status.as_u16(), reply.cache, reply.trace);
+    let written = answer(session, send, reply, zstd).await;
+    if let Ok((n, _)) = &written {
+        server.metrics.quic_client(ex.client, |c| c.bytes_out += *n);
+    }
     if tracing::enabled!(target: "webpep::access", tracing::Level::INFO) {
         crate::reply::AccessLine {
-            peer: at.peer,
+            peer: ex.at.peer,
             mode: MODE,
-            method: &method,
-            url: &url,
+            method: ex.method,
+            url: ex.url,
             status,
             bytes: written.as_ref().map_or(0, |w| w.0),
             cache,
-            user: &client,
-            start,
+            user: ex.client,
+            start: ex.start,
             truncated: written.is_err(),
-            link: Some(link_of(&server, &session)),
+            link: Some(link_of(server, session)),
             trace,
             first_out: written.as_ref().ok().and_then(|w| w.1),
         }
         .write();
     }
-    if let Err(e) = written {
-        tracing::debug!(%client, "writing a response: {e}");
-        return;
-    }
-    let _ = send.finish();
+    written.map(|_| ())
 }
 
 /// The link to a client proxy as its connection measured it so far (the lab's time-scaled

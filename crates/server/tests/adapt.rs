@@ -436,6 +436,7 @@ fn photo_page(jpeg: Vec<u8>) -> impl Fn(&OriginRequest) -> OriginReply + Send + 
 }
 
 const IMAGE_HELD: &str = "webpep_transform_holds_total{kind=\"image\",decision=\"held\"}";
+const IMAGE_DEFERRED: &str = "webpep_transform_holds_total{kind=\"image\",decision=\"deferred\"}";
 
 /// A prefetch holds nothing for a transform: nothing waits for its answer, only for its
 /// bytes in the cache (a browser's request that joins a prefetch waits for it to end, and
@@ -457,9 +458,10 @@ async fn a_prefetch_stores_the_original_and_makes_its_variant_in_the_background(
     let p = start_proxy_on_link(cfg.clone(), slow).await;
     assert_eq!(get_path(&p, &o, "/").await.status, 200);
     o.wait_for("both photos prefetched", photos_fetched).await;
-    // Both variants are made, in the background, without a hold decision of their own.
+    // Both variants are made, in the background: the prefetches count as deferred.
     metric_reaches(&p, IMAGE_BYTES_IN, 2 * jpeg.len() as u64).await;
     assert_eq!(metric(&p, IMAGE_HELD), 0, "{}", p.server.metrics_text());
+    assert_eq!(metric(&p, IMAGE_DEFERRED), 2, "{}", p.server.metrics_text());
     for path in ["/p1.jpg", "/p2.jpg"] {
         let got = get_path(&p, &o, path).await;
         assert!(

@@ -266,6 +266,7 @@ async fn session_request(
 
 #[tokio::test]
 async fn a_client_proxys_request_bodies_are_held_within_the_limits_of_every_front_end() {
+    access_log::access_log();
     let origin = good_origin().await;
     let mut cfg = common::test_config();
     cfg.limits.max_request_body = 64 << 10;
@@ -281,6 +282,11 @@ async fn a_client_proxys_request_bodies_are_held_within_the_limits_of_every_fron
     )
     .await;
     assert_eq!(status, 413, "{why}");
+    // The refusal is in the access log as any answer is.
+    let line = access_log::nth_line(&origin.url("/big"), 1).await;
+    assert_eq!(line["status"], 413, "{line}");
+    assert_eq!(line["method"], "POST", "{line}");
+    assert_eq!(line["user"], "uploader", "{line}");
     // One stream declares 48 KiB and sends none of it yet: the edge holds its place.
     let mut declared = http::HeaderMap::new();
     declared.insert(
