@@ -621,10 +621,11 @@ mod tests {
             all["transparent-dns"].proxy
         );
         assert_eq!(all["chromium-explicit"].browser(), Browser::Chromium);
-        // explicit-modern: explicit's proxy and switches, today's browser model.
+        // explicit-modern: explicit's proxy and switches, today's browser model, which speaks
+        // HTTP/2 to https:// origins inside its CONNECT tunnels.
         assert_eq!(all["explicit-modern"].browser(), Browser::Modern);
         assert_eq!(all["explicit-modern"].proxy, ProxyMode::Explicit);
-        assert_eq!(all["explicit-modern"].per_host(), 6);
+        assert_eq!(all["explicit-modern"].policy, PolicyName::H2);
         assert_eq!(
             all["explicit-modern"].switches(),
             all["explicit"].switches()
