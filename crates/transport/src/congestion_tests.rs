@@ -315,6 +315,26 @@ fn a_slower_link_is_followed() {
 }
 
 #[test]
+fn a_faster_path_is_followed() {
+    let t0 = Instant::now();
+    let mut now = t0;
+    let mut pipe = Pipe::new(t0, 100_000.0, 600 * MS);
+    let mut c = LinkAware::new(Config::default(), None);
+    pipe.drive(&mut c, &mut now, t0 + Duration::from_secs(60), None);
+    let slow = c.estimate().unwrap().rtt;
+    assert!(slow >= 600 * MS && slow < 640 * MS, "{slow:?}");
+    // A shorter route: half the RTT. A window sized for the old RTT would keep 300 ms of
+    // queue until the RTT is measured again below the new BDP.
+    pipe.base = 300 * MS;
+    pipe.drive(&mut c, &mut now, t0 + Duration::from_secs(100), None);
+    let rtt = c.estimate().unwrap().rtt;
+    assert!(rtt < 340 * MS, "{rtt:?}");
+    let steady = pipe.drive(&mut c, &mut now, t0 + Duration::from_secs(130), None);
+    assert!(steady.throughput() >= 0.95 * pipe.rate, "{steady:?}");
+    assert!(steady.mean_queue() < 0.5 * pipe.bdp(), "{steady:?}");
+}
+
+#[test]
 fn memory_carries_the_estimate_to_the_next_connection() {
     use quinn::congestion::ControllerFactory as _;
     let factory = Arc::new(ControllerFactory::default());
