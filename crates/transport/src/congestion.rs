@@ -88,6 +88,10 @@ pub struct LinkEstimate {
     pub rtt: Duration,
     /// The smallest RTT seen.
     pub min_rtt: Duration,
+    /// The rate was never measured with the link full (the connection only ever had less to
+    /// send than the link carries, or ended in its cold start): the link carries at least
+    /// this much, maybe more.
+    pub lower_bound: bool,
 }
 
 impl LinkEstimate {
@@ -187,6 +191,8 @@ pub struct LinkAware {
     /// (the handshake's and the initial flight) went out blind and queue behind one another
     /// on a slow link, which says nothing about a queue of the link's own.
     initial_flight_acked: Option<Instant>,
+    /// The rate estimate is only a lower bound (see [`LinkEstimate::lower_bound`]).
+    rate_lower_bound: bool,
     /// The sender's smoothed RTT (quinn's, which its pacer divides the window by).
     smoothed_rtt: Option<Duration>,
     /// Bytes per packet.
@@ -213,15 +219,17 @@ struct Round {
 }
 
 impl LinkAware {
-    /// A controller that starts at `cfg.initial_window`, or at what `remembered` says.
+    /// A controller that starts at `cfg.initial_window`, or at what `remembered` says: in
+    /// cruise at its BDP, or, when it is only a lower bound, in the cold start from there
+    /// (a connection that only ever carried small responses learned little of the link, and
+    /// cruising from its rate would grow by the headroom alone, 10 % a round trip).
     pub fn new(cfg: Config, remembered: Option<LinkEstimate>) -> Self {
         let usable = remembered.filter(|e| e.rate > 0.0 && !e.rtt.is_zero());
         let mut c = LinkAware {
             window: cfg.initial_window,
-            phase: if usable.is_some() {
-                Phase::Cruise
-            } else {
-                Phase::Startup
+            phase: match usable {
+                Some(e) if !e.lower_bound => Phase::Cruise,
+                _ => Phase::Startup,
             },
             rate: Windowed::max(cfg.rate_rounds),
             rtt: usable.map(|e| e.rtt),
@@ -253,13 +261,14 @@ impl LinkAware {
             startup_queued_acks: 0,
             startup_queued_since: None,
             initial_flight_acked: None,
+            rate_lower_bound: usable.is_none_or(|e| e.lower_bound),
             smoothed_rtt: None,
             mtu: 1200,
             cfg,
         };
         if let Some(e) = usable {
             c.rate.update(0, e.rate);
-            c.window = c.cruise_window(e.rate);
+            c.window = c.cruise_window(e.rate).max(c.cfg.initial_window);
         }
         c.window = c.clamp(c.window as f64);
         c
@@ -307,6 +316,7 @@ impl LinkAware {
             rate: self.rate.best()?,
             rtt: self.rtt?,
             min_rtt: self.min_rtt?,
+            lower_bound: self.rate_lower_bound,
         })
     }
 
@@ -484,6 +494,7 @@ impl LinkAware {
         self.slower_rounds = if slower { self.slower_rounds + 1 } else { 0 };
         if self.slower_rounds >= 4 {
             self.rate.clear();
+            self.rate_lower_bound = true;
             self.slower_rounds = 0;
             self.measure_due = true;
             self.rtt_stale = true;
@@ -497,6 +508,10 @@ impl LinkAware {
             if !(round.app_limited || measuring) || sample > known {
                 self.rate_rounds += 1;
                 self.rate.update(self.rate_rounds, sample);
+            }
+            // With the window the limit in cruise, the link was full.
+            if self.phase == Phase::Cruise && !round.app_limited {
+                self.rate_lower_bound = false;
             }
         }
         let Some(rate) = self.rate.best() else {
@@ -605,8 +620,15 @@ impl LinkMemory {
     pub fn get(&self) -> Option<LinkEstimate> {
         *self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
+    /// Remembers `e`, unless it is only a lower bound below what is remembered: a connection
+    /// that carried only small responses does not make the next one start slower than an
+    /// earlier one saw the link carry.
     pub fn set(&self, e: LinkEstimate) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match *m {
+            Some(known) if e.lower_bound && known.rate > e.rate => {}
+            _ => *m = Some(e),
+        }
     }
 }
 

@@ -168,11 +168,52 @@ fn starts_at_the_initial_window_or_at_what_was_remembered() {
         rate: 100_000.0,
         rtt: 220 * MS,
         min_rtt: 200 * MS,
+        lower_bound: false,
     };
     let c = LinkAware::new(Config::default(), Some(remembered));
     // 1.1 × 100 KB/s × 0.22 s and a packet, with no cold start.
     assert_eq!(c.window(), 25_400);
     assert_eq!(c.phase(), Phase::Cruise);
+    // Only a lower bound: the cold start, from there.
+    let c = LinkAware::new(
+        Config::default(),
+        Some(LinkEstimate {
+            lower_bound: true,
+            ..remembered
+        }),
+    );
+    assert_eq!(c.window(), 25_400);
+    assert_eq!(c.phase(), Phase::Startup);
+}
+
+/// A connection that carried only small responses learned a lower bound of the link (on the
+/// UMTS trace, a 10 KB response's); the next one starts from it but still finds the link's
+/// rate (cruising from it, a 100 KB response there ran at 38 % of the link where TCP got
+/// 67 %), and the memory keeps a full estimate over a lower bound.
+#[test]
+fn a_lower_bound_does_not_hold_the_next_connection_back() {
+    let t0 = Instant::now();
+    let mut now = t0;
+    let learned = LinkEstimate {
+        rate: 10_000.0,
+        rtt: 100 * MS,
+        min_rtt: 100 * MS,
+        lower_bound: true,
+    };
+    let mut pipe = Pipe::new(now, 100_000.0, 100 * MS);
+    let start = now;
+    let mut next = LinkAware::new(Config::default(), Some(learned));
+    let seen = pipe.drive(&mut next, &mut now, start + Duration::from_secs(2), None);
+    assert!(seen.throughput() > 0.75 * pipe.rate, "{seen:?}");
+    let steady = pipe.drive(&mut next, &mut now, start + Duration::from_secs(10), None);
+    assert!(steady.throughput() >= 0.95 * pipe.rate, "{steady:?}");
+    let full = next.estimate().unwrap();
+    assert!(!full.lower_bound, "{full:?}");
+
+    let memory = LinkMemory::default();
+    memory.set(full);
+    memory.set(learned);
+    assert_eq!(memory.get(), Some(full));
 }
 
 #[test]
@@ -344,6 +385,7 @@ fn memory_carries_the_estimate_to_the_next_connection() {
         rate: 1_000_000.0,
         rtt: 60 * MS,
         min_rtt: 50 * MS,
+        lower_bound: false,
     });
     let second = factory.clone().build(Instant::now(), 1200);
     // 1.1 × 1 MB/s × 60 ms and a packet.
