@@ -19,8 +19,8 @@ pub struct Args {
     #[command(subcommand)]
     pub action: Option<Action>,
     /// TOML configuration file (keys: listen, tls-listen, server, credential, link-down-after,
-    /// idle-timeout, allow-clients, max-header-bytes, max-request-body, [intercept]; see
-    /// docs/configuration.md).
+    /// idle-timeout, fast-connect, allow-clients, max-header-bytes, max-request-body,
+    /// [intercept]; see docs/configuration.md).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Where browsers reach the proxy (default 127.0.0.1:8118).
@@ -38,10 +38,17 @@ pub struct Args {
     /// The credential `webpep server enroll` wrote for this device (mode 0600).
     #[arg(long, value_name = "FILE")]
     pub credential: Option<PathBuf>,
-    /// After this long without an answer from the edge, browsers get a page saying the link
-    /// is down (e.g. 30s).
+    /// After this long without anything from the edge (answers, acknowledgements,
+    /// keep-alives), a browser waiting on it gets a page saying the link is down (e.g. 30s).
+    /// A busy link, slow to answer one request, is not down.
     #[arg(long, value_name = "DURATION")]
     pub link_down_after: Option<String>,
+    /// Answer a browser's CONNECT only once the edge has connected to the origin (the
+    /// browser then gets the edge's error page for a tunnel it refuses). By default the
+    /// tunnel is given at once and the browser's TLS handshake crosses the link with the
+    /// CONNECT: a round trip less per HTTPS connection.
+    #[arg(long)]
+    pub no_fast_connect: bool,
     #[command(flatten)]
     pub intercept: crate::intercept_args::InterceptArgs,
 }
@@ -145,6 +152,9 @@ fn effective_config(args: &Args) -> anyhow::Result<ClientConfig> {
         cfg.credential = Some(c.clone());
     }
     args.intercept.apply(&mut cfg.intercept);
+    if args.no_fast_connect {
+        cfg.fast_connect = false;
+    }
     if let Some(d) = &args.link_down_after {
         cfg.link_down_after = webpep_client::config::parse_duration(d).ok_or_else(|| {
             bad(format!(
@@ -210,7 +220,8 @@ pub fn run(mut args: Args) -> anyhow::Result<u8> {
     rt.block_on(async move {
         let upstream = Arc::new(
             QuicUpstream::new(server, &credential, &TransportSettings::default())
-                .map_err(|e| bad(format!("the link to {server}: {e}")))?,
+                .map_err(|e| bad(format!("the link to {server}: {e}")))?
+                .fast_connect(cfg.fast_connect),
         );
         let listener = tokio::net::TcpListener::from_std(listener)?;
         tracing::info!(

@@ -163,6 +163,10 @@ pub struct TransportBenchArgs {
     /// The small request's size.
     #[arg(long, default_value = "1k")]
     pub small: String,
+    /// What one open connection carries before each size is timed on it again, request to
+    /// last byte (0: skip the open-connection measurements).
+    #[arg(long, default_value = "100k")]
+    pub warm_up: String,
     /// Transports to measure (comma-separated; default all: quic-webpep, quic-cubic,
     /// quic-bbr, tcp-cubic, tcp-reno).
     #[arg(long, value_delimiter = ',')]
@@ -371,6 +375,7 @@ pub fn run_cmd(args: LabArgs) -> Result<u8> {
                 sizes,
                 bulk_bytes: parse_bytes("--bulk", &a.bulk)?,
                 small_bytes: parse_bytes("--small", &a.small)?,
+                warm_up_bytes: parse_bytes("--warm-up", &a.warm_up)?,
                 transports,
             };
             let report = webpep_lab::transport_bench::run(&opts).map_err(lab_err)?;

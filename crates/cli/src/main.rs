@@ -331,6 +331,7 @@ mod tests {
             "credential",
             "link-down-after",
             "idle-timeout",
+            "fast-connect",
             "allow-clients",
             "max-header-bytes",
             "max-request-body",

@@ -404,17 +404,13 @@ fn check_config_accepts_a_good_file_and_names_file_line_and_key_of_a_bad_one() {
 #[test]
 fn the_server_logs_its_start_and_each_request_without_colour_codes() {
     for format in ["text", "json"] {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let listen = format!("127.0.0.1:{port}");
-        let child = Command::new(BIN)
+        // A port of the system's choosing, read from the log (a port found free here could
+        // be taken by another test first).
+        let mut child = Command::new(BIN)
             .args([
                 "server",
                 "--listen",
-                &listen,
+                "127.0.0.1:0",
                 "--no-cache",
                 "--dns-upstream",
                 "127.0.0.1:9",
@@ -426,11 +422,29 @@ fn the_server_logs_its_start_and_each_request_without_colour_codes() {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "server did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        // Reads the whole log, sending the port on when it is named.
+        let reader = std::thread::spawn(move || {
+            use std::io::BufRead;
+            let mut lines = Vec::new();
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if let Some(port) = line
+                    .split_once("proxy on 127.0.0.1:")
+                    .and_then(|(_, rest)| rest.split(|c: char| !c.is_ascii_digit()).next())
+                    .and_then(|p| p.parse::<u16>().ok())
+                {
+                    let _ = tx.send(port);
+                }
+                lines.push(line);
+            }
+            lines.join("\n")
+        });
+        let port = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the server names its port");
+        let listen = format!("127.0.0.1:{port}");
         let resp = exchange(
             port,
             "GET http://10.1.2.3/x HTTP/1.1\r\nHost: 10.1.2.3\r\nConnection: close\r\n\r\n",
@@ -440,8 +454,8 @@ fn the_server_logs_its_start_and_each_request_without_colour_codes() {
         unsafe {
             libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
         }
-        let out = child.wait_with_output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
+        child.wait().unwrap();
+        let err = reader.join().unwrap();
         assert!(!err.contains('\x1b'), "colour codes in a file: {err}");
         assert!(err.contains(&format!("proxy on {listen}")), "{err}");
         assert!(

@@ -19,13 +19,20 @@ pub struct ClientConfig {
     pub server: Option<SocketAddr>,
     /// The credential `webpep server enroll` issued.
     pub credential: Option<PathBuf>,
-    /// After this long without an answer from the edge, browsers get a "link down" page
-    /// instead of waiting (their own timeouts are minutes).
+    /// After this long without anything from the edge (its answers to other requests, its
+    /// acknowledgements and keep-alives included), a browser waiting on it gets a "link
+    /// down" page instead of waiting (its own timeouts are minutes). A busy link whose
+    /// queue holds an answer longer is not down.
     pub link_down_after: Duration,
     /// A browser's connection with no request for this long is closed (HTTP/1: between
     /// requests, and a request head must arrive within it; HTTP/2: no stream open), so that
     /// connections a browser forgot do not hold the proxy's memory for ever.
     pub idle_timeout: Duration,
+    /// A CONNECT's tunnel is given to the browser before the edge has connected, so its TLS
+    /// handshake starts a round trip over the link earlier; a tunnel the edge then refuses is
+    /// closed rather than answered with the edge's error page (see
+    /// `QuicUpstream::fast_connect`).
+    pub fast_connect: bool,
     /// Browsers allowed to use the proxy, by address: loopback only unless listed (a device
     /// proxy on a shared network must not carry strangers' traffic to the edge).
     pub allow_clients: Vec<IpAddr>,
@@ -58,6 +65,7 @@ impl Default for ClientConfig {
             credential: None,
             link_down_after: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(120),
+            fast_connect: true,
             allow_clients: Vec::new(),
             max_header_bytes: 64 * 1024,
             max_request_body: 16 * 1024 * 1024,
@@ -82,6 +90,7 @@ struct File {
     credential: Option<PathBuf>,
     link_down_after: Option<String>,
     idle_timeout: Option<String>,
+    fast_connect: Option<bool>,
     allow_clients: Option<Vec<IpAddr>>,
     max_header_bytes: Option<usize>,
     max_request_body: Option<usize>,
@@ -113,6 +122,9 @@ impl ClientConfig {
                     "idle-timeout: not a positive duration: {v:?} (e.g. 120s)"
                 ))
             })?;
+        }
+        if let Some(v) = f.fast_connect {
+            c.fast_connect = v;
         }
         if let Some(v) = f.allow_clients {
             c.allow_clients = v;
@@ -161,13 +173,15 @@ mod tests {
     #[test]
     fn keys_and_errors() {
         let c = ClientConfig::from_toml(
-            "listen = \"127.0.0.1:9000\"\nserver = \"10.0.0.1:4433\"\nlink-down-after = \"5s\"\nidle-timeout = \"2m\"\nallow-clients = [\"192.168.1.7\"]\n",
+            "listen = \"127.0.0.1:9000\"\nserver = \"10.0.0.1:4433\"\nlink-down-after = \"5s\"\nidle-timeout = \"2m\"\nfast-connect = false\nallow-clients = [\"192.168.1.7\"]\n",
             "client.toml",
         )
         .unwrap();
         assert_eq!(c.listen.port(), 9000);
         assert_eq!(c.link_down_after, Duration::from_secs(5));
         assert_eq!(c.idle_timeout, Duration::from_secs(120));
+        assert!(!c.fast_connect);
+        assert!(ClientConfig::default().fast_connect);
         assert!(c.allows("192.168.1.7".parse().unwrap()));
         assert!(c.allows("127.0.0.1".parse().unwrap()));
         assert!(!c.allows("192.168.1.8".parse().unwrap()));

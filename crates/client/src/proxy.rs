@@ -65,12 +65,21 @@ pub trait Upstream: Send + Sync + 'static {
         &self,
         req: ProxyRequest,
     ) -> impl std::future::Future<Output = Result<UpstreamResponse, UpstreamError>> + Send;
-    /// Opens a tunnel to `authority` (host:port); the edge resolves and connects.
+    /// Opens a tunnel to `authority` (host:port); the edge resolves and connects. It may
+    /// return before the edge has answered (`QuicUpstream::fast_connect`): a refusal then
+    /// ends the tunnel instead of being returned here.
     fn tunnel(
         &self,
         authority: String,
         headers: HeaderMap,
     ) -> impl std::future::Future<Output = Result<Tunnel, UpstreamError>> + Send;
+    /// A count that grows whenever the link brings anything from the edge (packets of any
+    /// request, acknowledgements, keep-alives), or `None` while it cannot tell (no
+    /// connection). A request is given up as "link down" only after `link-down-after` in
+    /// which this did not grow; an upstream that never tells makes it a plain deadline.
+    fn heard(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Accepts browsers on `listener` until `cancel`, each connection on its own task: plain
@@ -458,8 +467,11 @@ pub(crate) enum Forwarded {
     Failed(StatusCode, String),
 }
 
-/// Sends `req` to the edge within `link-down-after`; inside an intercepted tunnel, an answer
-/// that says the origin wants a client certificate makes the host a tunnel from now on.
+/// Sends `req` to the edge and waits for its answer for as long as the link is alive: the
+/// browser gets the link-down page once nothing has come from the edge for
+/// `link-down-after` (a busy link, whose queue holds this answer behind others for longer,
+/// is not down). Inside an intercepted tunnel, an answer that says the origin wants a client
+/// certificate makes the host a tunnel from now on.
 pub(crate) async fn forward<U: Upstream>(
     mut req: ProxyRequest,
     side: &Side<'_>,
@@ -478,7 +490,11 @@ pub(crate) async fn forward<U: Upstream>(
             None => Ok(r),
         }
     };
-    match tokio::time::timeout(cfg.link_down_after, answer).await {
+    let answered = tokio::select! {
+        r = answer => Ok(r),
+        () = link_silent_for(&*cx.upstream, cfg.link_down_after) => Err(()),
+    };
+    match answered {
         Ok(Ok(r)) => match (side, &cx.intercept) {
             (Side::Intercepted { host, .. }, Some(i)) => match i.after_response(host, r) {
                 Ok(r) => Forwarded::Answer(r),
@@ -488,10 +504,33 @@ pub(crate) async fn forward<U: Upstream>(
         },
         Ok(Err(UpstreamError::LinkDown(why))) => Forwarded::LinkDown(why),
         Ok(Err(UpstreamError::Failed(status, why))) => Forwarded::Failed(status, why),
-        Err(_) => Forwarded::LinkDown(format!(
-            "no answer from the edge within {:.0} s",
+        Err(()) => Forwarded::LinkDown(format!(
+            "nothing from the edge for {:.0} s",
             cfg.link_down_after.as_secs_f64()
         )),
+    }
+}
+
+/// Resolves once `upstream` has heard nothing from the edge for `limit` (see
+/// [`Upstream::heard`]), checking a few times per `limit`.
+async fn link_silent_for<U: Upstream>(upstream: &U, limit: std::time::Duration) {
+    let step = (limit / 4).clamp(
+        std::time::Duration::from_millis(10),
+        std::time::Duration::from_secs(1),
+    );
+    let mut last = upstream.heard();
+    let mut quiet_since = tokio::time::Instant::now();
+    loop {
+        let left = limit.saturating_sub(quiet_since.elapsed());
+        if left.is_zero() {
+            return;
+        }
+        tokio::time::sleep(left.min(step)).await;
+        let now = upstream.heard();
+        if now.is_some() && now != last {
+            quiet_since = tokio::time::Instant::now();
+        }
+        last = now;
     }
 }
 

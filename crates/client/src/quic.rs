@@ -11,7 +11,8 @@ use http::{HeaderMap, Method, StatusCode};
 use tokio::io::AsyncWriteExt;
 use webpep_proto::Role;
 use webpep_transport::session::{
-    open_tunnel, pump_from_frames, pump_into_frames, send_request, Session, SessionError,
+    pump_from_frames, pump_into_frames, send_request, start_tunnel, tunnel_answer, Session,
+    SessionError,
 };
 use webpep_transport::{client_config, connect_early, Credential, TransportSettings};
 
@@ -23,6 +24,8 @@ pub struct QuicUpstream {
     server: SocketAddr,
     config: quinn::ClientConfig,
     header_table: bool,
+    /// Tunnels answered before the edge has connected (see [`QuicUpstream::fast_connect`]).
+    fast_connect: bool,
     link: tokio::sync::Mutex<Option<Link>>,
     stats: Arc<LinkStats>,
 }
@@ -67,6 +70,7 @@ impl QuicUpstream {
             server,
             config,
             header_table: settings.header_table,
+            fast_connect: true,
             link: tokio::sync::Mutex::new(None),
             stats: Arc::default(),
         })
@@ -74,6 +78,19 @@ impl QuicUpstream {
 
     pub fn stats(&self) -> &LinkStats {
         &self.stats
+    }
+
+    /// With `on` (the default), a CONNECT's tunnel is handed to the browser as soon as its
+    /// request is on its way to the edge, so the browser's first bytes (its TLS ClientHello)
+    /// cross the link with the CONNECT instead of a round trip after it: on a slow link that
+    /// is a round trip less per HTTPS connection, and the browser's own timeout for setting
+    /// up a tunnel through a proxy no longer runs over the air. If the edge then refuses
+    /// (a port or host its rules forbid, an origin that cannot be reached), the browser's
+    /// connection is closed instead of getting the edge's error page; the client logs why.
+    /// With `off`, the browser waits for the edge's answer and gets its error page.
+    pub fn fast_connect(mut self, on: bool) -> Self {
+        self.fast_connect = on;
+        self
     }
 
     /// Connects to the edge, waits for its `Hello` (its session ticket has come by then:
@@ -277,34 +294,52 @@ impl Upstream for QuicUpstream {
     /// `Data` frames each way (the browser's TLS end to end).
     async fn tunnel(&self, authority: String, headers: HeaderMap) -> Result<Tunnel, UpstreamError> {
         let session = self.session_for(None).await?;
-        let (status, _headers, mut send, mut body) = open_tunnel(&session, &authority, &headers)
-            .await
-            .map_err(|e| {
-                if connection_gone(&e) {
-                    UpstreamError::LinkDown(e.to_string())
-                } else {
-                    UpstreamError::Failed(StatusCode::BAD_GATEWAY, e.to_string())
-                }
-            })?;
-        if !(200..300).contains(&status) {
-            // The edge's reason is its body.
-            let mut reason = Vec::new();
-            while let Ok(Some(d)) = body.chunk().await {
-                reason.extend_from_slice(&d);
-                if reason.len() > 4096 {
-                    break;
-                }
+        let failed = |e: SessionError| {
+            if connection_gone(&e) {
+                UpstreamError::LinkDown(e.to_string())
+            } else {
+                UpstreamError::Failed(StatusCode::BAD_GATEWAY, e.to_string())
             }
-            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
-            return Err(UpstreamError::Failed(
-                status,
-                String::from_utf8_lossy(&reason).trim().to_string(),
-            ));
-        }
+        };
+        let (mut send, frames) = start_tunnel(&session, &authority, &headers)
+            .await
+            .map_err(failed)?;
+        // With fast connect the browser has its tunnel now and the edge's answer is read
+        // behind it; otherwise the answer decides what the browser gets.
+        let answer = if self.fast_connect {
+            Answer::Pending(frames)
+        } else {
+            let (status, _, body) = tunnel_answer(&session, frames).await.map_err(failed)?;
+            if !(200..300).contains(&status) {
+                let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+                return Err(UpstreamError::Failed(status, refusal_reason(body).await));
+            }
+            Answer::Open(body)
+        };
         // Two pipes between the browser's side and the stream.
         let (browser_reads, mut from_edge) = tokio::io::duplex(64 * 1024);
         let (to_edge, browser_writes) = tokio::io::duplex(64 * 1024);
         tokio::spawn(async move {
+            let mut body = match answer {
+                Answer::Open(body) => body,
+                Answer::Pending(frames) => match tunnel_answer(&session, frames).await {
+                    Ok((status, _, body)) if (200..300).contains(&status) => body,
+                    // Dropping `from_edge` closes the browser's connection.
+                    Ok((status, _, body)) => {
+                        tracing::warn!(
+                            %authority,
+                            status,
+                            "the edge refused the tunnel after the browser had its 200: {}",
+                            refusal_reason(body).await
+                        );
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(%authority, "the tunnel failed: {e}");
+                        return;
+                    }
+                },
+            };
             if let Err(e) = pump_from_frames(&mut body, &mut from_edge).await {
                 tracing::debug!("tunnel from the edge: {e}");
             }
@@ -316,4 +351,32 @@ impl Upstream for QuicUpstream {
         });
         Ok((Box::new(browser_reads), Box::new(to_edge)))
     }
+
+    /// Datagrams received on the current connection (the edge ACKs what the client sends
+    /// and answers its keep-alives, so a live link is never silent for long).
+    fn heard(&self) -> Option<u64> {
+        let link = self.link.try_lock().ok()?;
+        let conn = link.as_ref()?.session.connection();
+        conn.close_reason()
+            .is_none()
+            .then(|| conn.stats().udp_rx.datagrams)
+    }
+}
+
+/// A tunnel's answer from the edge: read (2xx), or still to come behind the browser's bytes.
+enum Answer {
+    Open(webpep_transport::session::ResponseBody),
+    Pending(webpep_transport::session::FrameReader),
+}
+
+/// The edge's reason for refusing a tunnel: its answer's body (the first 4 KB).
+async fn refusal_reason(mut body: webpep_transport::session::ResponseBody) -> String {
+    let mut reason = Vec::new();
+    while let Ok(Some(d)) = body.chunk().await {
+        reason.extend_from_slice(&d);
+        if reason.len() > 4096 {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&reason).trim().to_string()
 }

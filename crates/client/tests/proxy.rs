@@ -4,6 +4,7 @@
 //! served, and a link that does not answer gives a clear 504 page in `link-down-after`
 //! (paused time: no real waiting).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -22,8 +23,10 @@ use webpep_client::{
 enum Behaviour {
     /// Answers 200 with the request's target as the body, its length known or not.
     Echo { known_length: bool },
-    /// Never answers.
+    /// Never answers, and nothing comes from it.
     Silent,
+    /// Answers after a minute, its link busy all along (packets keep coming).
+    SlowOnABusyLink,
     /// Refuses with 403.
     Refuse,
 }
@@ -32,6 +35,7 @@ struct FakeEdge {
     behaviour: Behaviour,
     seen: Mutex<Vec<ProxyRequest>>,
     tunnels: Mutex<Vec<(String, HeaderMap)>>,
+    heard: AtomicU64,
 }
 
 impl Upstream for FakeEdge {
@@ -52,10 +56,27 @@ impl Upstream for FakeEdge {
                 })
             }
             Behaviour::Silent => std::future::pending().await,
+            Behaviour::SlowOnABusyLink => {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                Ok(UpstreamResponse {
+                    status: StatusCode::OK,
+                    headers: HeaderMap::new(),
+                    length: Some(4),
+                    body: Box::new(std::io::Cursor::new(b"late".to_vec())),
+                })
+            }
             Behaviour::Refuse => Err(UpstreamError::Failed(
                 StatusCode::FORBIDDEN,
                 "not for you".into(),
             )),
+        }
+    }
+
+    fn heard(&self) -> Option<u64> {
+        match self.behaviour {
+            // A fresh count each time it is asked: something came.
+            Behaviour::SlowOnABusyLink => Some(self.heard.fetch_add(1, Ordering::Relaxed)),
+            _ => Some(0),
         }
     }
 
@@ -90,6 +111,7 @@ async fn start(behaviour: Behaviour, cfg: ClientConfig) -> (std::net::SocketAddr
         behaviour,
         seen: Mutex::new(Vec::new()),
         tunnels: Mutex::new(Vec::new()),
+        heard: AtomicU64::new(0),
     });
     tokio::spawn(
         ClientProxy::new(Arc::new(cfg), edge.clone(), None)
@@ -284,6 +306,25 @@ async fn a_silent_link_gives_a_clear_504_after_link_down_after() {
     assert!(String::from_utf8_lossy(&body).contains("link to the webpep edge is down"));
     // Virtual time: the page came at link-down-after, not before.
     assert!(t0.elapsed() >= Duration::from_secs(30));
+}
+
+/// A link that keeps bringing packets is not down, however long one answer takes behind
+/// the others (over a loaded EV-DO link, a minute): the browser gets it, not a 504.
+#[tokio::test(start_paused = true)]
+async fn a_busy_link_slow_to_answer_is_not_down() {
+    let cfg = ClientConfig {
+        link_down_after: Duration::from_secs(30),
+        ..ClientConfig::default()
+    };
+    let (addr, _) = start(Behaviour::SlowOnABusyLink, cfg).await;
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let t0 = tokio::time::Instant::now();
+    s.write_all(b"GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n")
+        .await
+        .unwrap();
+    let (status, _, body) = read_response(&mut s).await;
+    assert_eq!((status, body.as_slice()), (200, &b"late"[..]));
+    assert!(t0.elapsed() >= Duration::from_secs(60));
 }
 
 /// A browser connection with no request for `idle-timeout` is closed; one whose request head

@@ -303,6 +303,11 @@ pub struct LabConfig {
     /// Default false: the client's first connection ever, a full handshake.
     #[serde(default)]
     pub quic_resumed: bool,
+    /// With `proxy = "dual"`: `webpep client` gives a CONNECT's tunnel to the browser before
+    /// the edge has connected (its `fast-connect`, on by default); false to measure what it
+    /// is worth.
+    #[serde(default = "yes")]
+    pub fast_connect: bool,
     /// HTTPS interception with the lab's per-run CA (the one the browsers trust): with
     /// `proxy = "dual"`, `webpep client`'s `[intercept]` opens the browser's CONNECT tunnels
     /// and their requests cross the link as ordinary ones; with `proxy = "explicit"`, the
@@ -442,6 +447,9 @@ impl LabConfig {
             }
             if self.quic_resumed {
                 s += ", the client resumes an earlier session (0-RTT)";
+            }
+            if !self.fast_connect {
+                s += ", tunnels wait for the edge's answer";
             }
             if self.client_https {
                 s += ", the browser speaks HTTP/2 to the client's HTTPS port";

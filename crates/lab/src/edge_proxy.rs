@@ -442,6 +442,7 @@ impl EdgeProxy {
             })?);
         let c = self.cancel.clone();
         let resumed = cfg.quic_resumed;
+        let fast_connect = cfg.fast_connect;
         let counters = Arc::new(webpep_client::BrowserCounters::default());
         self.client_counters = Some(counters.clone());
         let (warmed_tx, warmed) = std::sync::mpsc::channel::<std::result::Result<(), String>>();
@@ -453,7 +454,8 @@ impl EdgeProxy {
                         &credential,
                         &settings,
                     )
-                    .map_err(|e| format!("webpep client: {e}"))?,
+                    .map_err(|e| format!("webpep client: {e}"))?
+                    .fast_connect(fast_connect),
                 );
                 let listener =
                     std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, CLIENT_PROXY_PORT))

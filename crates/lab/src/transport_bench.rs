@@ -2,7 +2,8 @@
 //! (issue 34 item 5). The edge (in `edge`) sends and the device (in `ue`) receives:
 //!
 //! - goodput of each size from a cold connection (connect to last byte), as a share of the
-//!   link's downlink rate;
+//!   link's downlink rate, and on an open connection that has just carried a warm-up
+//!   transfer (request to last byte: what the dual proxy's one long-lived connection sees);
 //! - the completion time of a small request on an idle connection (the idle RTT), and of the
 //!   same request issued while a bulk transfer runs (on the same QUIC connection; a second TCP
 //!   connection for TCP, as a browser would open, 001 Fig. 4);
@@ -106,6 +107,9 @@ pub struct TransportBenchOptions {
     pub bulk_bytes: u64,
     /// The small request's size.
     pub small_bytes: u64,
+    /// What an open connection carries before its transfers are timed (0: no open-connection
+    /// measurements).
+    pub warm_up_bytes: u64,
     pub transports: Vec<Transport>,
 }
 
@@ -114,10 +118,19 @@ pub struct TransportBenchOptions {
 pub struct Transfer {
     pub transport: Transport,
     pub bytes: u64,
-    /// Connect to last byte, unscaled seconds.
+    /// On a connection that had just carried the warm-up transfer (request to last byte);
+    /// otherwise from a cold connection (connect to last byte).
+    pub open: bool,
+    /// Unscaled seconds.
     pub seconds: f64,
     /// bytes ÷ seconds ÷ the link's downlink rate.
     pub goodput_share: f64,
+    /// Bytes the link delivered downwards during the transfer (IP packets: the payload with
+    /// every header, retransmissions and the handshake of a cold connection).
+    pub air_down_bytes: u64,
+    /// air_down_bytes ÷ seconds ÷ the link's downlink rate: how busy the link was. Goodput is
+    /// this × bytes ÷ air_down_bytes (what the headers leave of each packet).
+    pub link_busy_share: f64,
     /// Downlink queue delay during the transfer (unscaled ms), mean per packet and largest.
     pub queue_mean_ms: f64,
     pub queue_max_ms: f64,
@@ -148,16 +161,19 @@ pub struct TransportBenchReport {
 impl TransportBenchReport {
     pub fn table(&self) -> String {
         let mut s = format!(
-            "transport bench over {} ({:.0} kbit/s down), time scale {}\n\n| transport | bytes | seconds | goodput (% of link) | queue mean | queue max | dropped |\n|---|---|---|---|---|---|---|\n",
+            "transport bench over {} ({:.0} kbit/s down), time scale {}\n\n| transport | connection | bytes | seconds | goodput (% of link) | link busy | payload of air bytes | queue mean | queue max | dropped |\n|---|---|---|---|---|---|---|---|---|---|\n",
             self.profile, self.down_kbps, self.time_scale
         );
         for t in &self.transfers {
             s.push_str(&format!(
-                "| {} | {} | {:.1} | {:.1} % | {:.0} ms ({:.1} KB) | {:.0} ms | {} |\n",
+                "| {} | {} | {} | {:.1} | {:.1} % | {:.1} % | {:.1} % | {:.0} ms ({:.1} KB) | {:.0} ms | {} |\n",
                 t.transport.name(),
+                if t.open { "open" } else { "cold" },
                 t.bytes,
                 t.seconds,
                 100.0 * t.goodput_share,
+                100.0 * t.link_busy_share,
+                100.0 * t.bytes as f64 / t.air_down_bytes.max(1) as f64,
                 t.queue_mean_ms,
                 t.queue_mean_bytes / 1000.0,
                 t.queue_max_ms,
@@ -182,6 +198,8 @@ impl TransportBenchReport {
 
 const QUIC_PORT: u16 = 4433;
 const TCP_PORT: u16 = 4434;
+/// TCP connections that carry one request after another (QUIC's do anyway).
+const TCP_OPEN_PORT: u16 = 4435;
 
 /// The sender's side: for each request (an 8-byte big-endian size), that many bytes.
 async fn quic_sender(endpoint: quinn::Endpoint) {
@@ -217,27 +235,34 @@ async fn send_bytes_quic(send: &mut quinn::SendStream, n: u64) -> std::io::Resul
     Ok(())
 }
 
-async fn tcp_sender(listener: TcpListener, congestion: &'static str) {
+/// TCP's sender: one request per connection, closed after it; or, with `open`, one request
+/// after another until the peer closes.
+async fn tcp_sender(listener: TcpListener, congestion: &'static str, open: bool) {
     loop {
         let Ok((mut s, _)) = listener.accept().await else {
             return;
         };
         set_tcp_congestion(&s, congestion);
         tokio::spawn(async move {
-            let mut size = [0u8; 8];
-            if s.read_exact(&mut size).await.is_err() {
-                return;
-            }
             let chunk = vec![0x5au8; 16 * 1024];
-            let mut left = u64::from_be_bytes(size);
-            while left > 0 {
-                let k = left.min(chunk.len() as u64) as usize;
-                if s.write_all(&chunk[..k]).await.is_err() {
+            loop {
+                let mut size = [0u8; 8];
+                if s.read_exact(&mut size).await.is_err() {
                     return;
                 }
-                left -= k as u64;
+                let mut left = u64::from_be_bytes(size);
+                while left > 0 {
+                    let k = left.min(chunk.len() as u64) as usize;
+                    if s.write_all(&chunk[..k]).await.is_err() {
+                        return;
+                    }
+                    left -= k as u64;
+                }
+                if !open {
+                    let _ = s.shutdown().await;
+                    return;
+                }
             }
-            let _ = s.shutdown().await;
         });
     }
 }
@@ -259,6 +284,19 @@ fn set_tcp_congestion(s: &TcpStream, name: &str) {
     }
 }
 
+/// A new client endpoint and its connection to the sender.
+async fn quic_connect(
+    edge: SocketAddr,
+    config: quinn::ClientConfig,
+) -> std::result::Result<(quinn::Endpoint, quinn::Connection), String> {
+    let endpoint =
+        quinn::Endpoint::client((Ipv4Addr::UNSPECIFIED, 0).into()).map_err(|e| e.to_string())?;
+    let conn = webpep_transport::connect(&endpoint, edge, config)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((endpoint, conn))
+}
+
 /// The receiver's side of one request: connect (cold), ask for `n` bytes, read them all.
 async fn quic_fetch(
     edge: SocketAddr,
@@ -266,11 +304,7 @@ async fn quic_fetch(
     n: u64,
 ) -> std::result::Result<Duration, String> {
     let t0 = Instant::now();
-    let endpoint =
-        quinn::Endpoint::client((Ipv4Addr::UNSPECIFIED, 0).into()).map_err(|e| e.to_string())?;
-    let conn = webpep_transport::connect(&endpoint, edge, config)
-        .await
-        .map_err(|e| e.to_string())?;
+    let (endpoint, conn) = quic_connect(edge, config).await?;
     quic_get(&conn, n).await?;
     let took = t0.elapsed();
     conn.close(0u32.into(), b"done");
@@ -316,6 +350,79 @@ async fn tcp_get(edge: SocketAddr, n: u64) -> std::result::Result<Duration, Stri
     Ok(t0.elapsed())
 }
 
+/// Reads exactly `n` bytes of a TCP connection that stays open.
+async fn tcp_read_n(s: &mut TcpStream, n: u64) -> std::result::Result<(), String> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut got = 0u64;
+    while got < n {
+        let want = (n - got).min(buf.len() as u64) as usize;
+        let k = s.read(&mut buf[..want]).await.map_err(|e| e.to_string())?;
+        if k == 0 {
+            return Err(format!("received {got} of {n} bytes"));
+        }
+        got += k as u64;
+    }
+    Ok(())
+}
+
+/// One timed transfer on an open connection, with the link's counters around it.
+struct Timed {
+    took: Duration,
+    before: LinkCounters,
+    after: LinkCounters,
+}
+
+/// Each size on one open connection after it carried `warm_up` bytes: request to last byte.
+/// `counters` snapshots the link (it is outside the namespace this runs in).
+async fn open_connection_transfers(
+    edge_quic: SocketAddr,
+    edge_tcp_open: SocketAddr,
+    config: Option<quinn::ClientConfig>,
+    warm_up: u64,
+    sizes: Vec<u64>,
+    counters: impl Fn() -> LinkCounters,
+) -> std::result::Result<Vec<Timed>, String> {
+    let mut took = Vec::new();
+    if let Some(config) = config {
+        let (endpoint, conn) = quic_connect(edge_quic, config).await?;
+        quic_get(&conn, warm_up).await?;
+        for n in sizes {
+            let before = counters();
+            let t0 = Instant::now();
+            quic_get(&conn, n).await?;
+            let took_n = t0.elapsed();
+            took.push(Timed {
+                took: took_n,
+                before,
+                after: counters(),
+            });
+        }
+        conn.close(0u32.into(), b"done");
+        endpoint.wait_idle().await;
+    } else {
+        let mut s = TcpStream::connect(edge_tcp_open)
+            .await
+            .map_err(|e| e.to_string())?;
+        for (i, n) in std::iter::once(warm_up).chain(sizes).enumerate() {
+            let before = counters();
+            let t0 = Instant::now();
+            s.write_all(&n.to_be_bytes())
+                .await
+                .map_err(|e| e.to_string())?;
+            tcp_read_n(&mut s, n).await?;
+            let took_n = t0.elapsed();
+            if i > 0 {
+                took.push(Timed {
+                    took: took_n,
+                    before,
+                    after: counters(),
+                });
+            }
+        }
+    }
+    Ok(took)
+}
+
 /// The small request while a bulk transfer runs: issued once a quarter of the bulk arrived.
 async fn small_beside_bulk(
     edge_quic: SocketAddr,
@@ -325,11 +432,7 @@ async fn small_beside_bulk(
     small: u64,
 ) -> std::result::Result<(Duration, Duration), String> {
     if let Some(config) = config {
-        let endpoint = quinn::Endpoint::client((Ipv4Addr::UNSPECIFIED, 0).into())
-            .map_err(|e| e.to_string())?;
-        let conn = webpep_transport::connect(&endpoint, edge_quic, config)
-            .await
-            .map_err(|e| e.to_string())?;
+        let (endpoint, conn) = quic_connect(edge_quic, config).await?;
         // Idle: the connection is up and quiet.
         let t0 = Instant::now();
         quic_get(&conn, small).await?;
@@ -396,6 +499,38 @@ async fn small_beside_bulk(
     }
 }
 
+/// A transfer's record from its size, time and the link's counters around it.
+fn transfer(
+    t: Transport,
+    n: u64,
+    open: bool,
+    took: Duration,
+    (before, after): (&LinkCounters, &LinkCounters),
+    k: f64,
+    rate_bps: f64,
+) -> Transfer {
+    let seconds = took.as_secs_f64() * k;
+    let (queue_mean_ms, queue_max_ms, queue_mean_bytes, dropped) =
+        queue_during(before, after, k, rate_bps);
+    let air_down_bytes = after
+        .down
+        .delivered_bytes
+        .saturating_sub(before.down.delivered_bytes);
+    Transfer {
+        transport: t,
+        bytes: n,
+        open,
+        seconds,
+        goodput_share: n as f64 * 8.0 / seconds / rate_bps,
+        air_down_bytes,
+        link_busy_share: air_down_bytes as f64 * 8.0 / seconds / rate_bps,
+        queue_mean_ms,
+        queue_max_ms,
+        queue_mean_bytes,
+        dropped_packets: dropped,
+    }
+}
+
 fn queue_during(
     before: &LinkCounters,
     after: &LinkCounters,
@@ -447,6 +582,7 @@ pub fn run(opts: &TransportBenchOptions) -> Result<TransportBenchReport> {
         let edge_ip = topo.edge_addr();
         let edge_quic = SocketAddr::from((edge_ip, QUIC_PORT));
         let edge_tcp = SocketAddr::from((edge_ip, TCP_PORT));
+        let edge_tcp_open = SocketAddr::from((edge_ip, TCP_OPEN_PORT));
         let settings = TransportSettings {
             congestion: t
                 .quic_controller()
@@ -460,16 +596,21 @@ pub fn run(opts: &TransportBenchOptions) -> Result<TransportBenchReport> {
             let quic =
                 quinn::Endpoint::server(server_cfg, (Ipv4Addr::UNSPECIFIED, QUIC_PORT).into())
                     .map_err(|e| format!("QUIC listen: {e}"))?;
-            let tcp = std::net::TcpListener::bind((Ipv4Addr::UNSPECIFIED, TCP_PORT))
-                .and_then(|l| {
-                    l.set_nonblocking(true)?;
-                    TcpListener::from_std(l)
-                })
-                .map_err(|e| format!("TCP listen: {e}"))?;
+            let listen = |port: u16| {
+                std::net::TcpListener::bind((Ipv4Addr::UNSPECIFIED, port))
+                    .and_then(|l| {
+                        l.set_nonblocking(true)?;
+                        TcpListener::from_std(l)
+                    })
+                    .map_err(|e| format!("TCP listen on {port}: {e}"))
+            };
+            let (tcp, tcp_open) = (listen(TCP_PORT)?, listen(TCP_OPEN_PORT)?);
+            let congestion = congestion.unwrap_or("cubic");
             Ok(async move {
                 tokio::join!(
                     quic_sender(quic),
-                    tcp_sender(tcp, congestion.unwrap_or("cubic"))
+                    tcp_sender(tcp, congestion, false),
+                    tcp_sender(tcp_open, congestion, true)
                 );
             })
         })?;
@@ -492,20 +633,29 @@ pub fn run(opts: &TransportBenchOptions) -> Result<TransportBenchReport> {
             })?
             .map_err(|e| LabError::Other(format!("{} {n} B: {e}", t.name())))?;
             let after = topo.air.counters_now();
-            let seconds = took.as_secs_f64() * k;
-            let (queue_mean_ms, queue_max_ms, queue_mean_bytes, dropped) =
-                queue_during(&before, &after, k, rate_bps);
-            report.transfers.push(Transfer {
-                transport: t,
-                bytes: n,
-                seconds,
-                goodput_share: n as f64 * 8.0 / seconds / rate_bps,
-                queue_mean_ms,
-                queue_max_ms,
-                queue_mean_bytes,
-                dropped_packets: dropped,
-            });
-            eprintln!("{} {n} B: {seconds:.1} s", t.name());
+            let x = transfer(t, n, false, took, (&before, &after), k, rate_bps);
+            eprintln!("{} {n} B: {:.1} s", t.name(), x.seconds);
+            report.transfers.push(x);
+        }
+        if opts.warm_up_bytes > 0 {
+            let cc = client_cfg.clone();
+            let (warm_up, sizes) = (opts.warm_up_bytes, opts.sizes.clone());
+            let air = &topo.air;
+            let timed = run_in(&topo.ue, move || async move {
+                let counters = || air.counters_now();
+                open_connection_transfers(edge_quic, edge_tcp_open, cc, warm_up, sizes, counters)
+                    .await
+            })?
+            .map_err(|e| LabError::Other(format!("{} on an open connection: {e}", t.name())))?;
+            for (&n, m) in opts.sizes.iter().zip(timed) {
+                let x = transfer(t, n, true, m.took, (&m.before, &m.after), k, rate_bps);
+                eprintln!(
+                    "{} {n} B on an open connection: {:.1} s",
+                    t.name(),
+                    x.seconds
+                );
+                report.transfers.push(x);
+            }
         }
         if opts.bulk_bytes > 0 {
             let cc = client_cfg.clone();

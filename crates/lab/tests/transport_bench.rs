@@ -1,6 +1,6 @@
 //! `webpep lab transport-bench` end to end in the lab's namespaces: webpep's QUIC transport
 //! (enrolled client, link-aware controller) and TCP both carry every byte over the emulated
-//! link, and the report holds each measurement. Short: cdma-1x at time scale 10, 100 KB.
+//! link, from a cold connection and on an open one, and the report holds each measurement. Short: cdma-1x at time scale 10, 100 KB.
 
 use webpep_lab::transport_bench::{run, Transport, TransportBenchOptions};
 use webpep_link::testing::netns_available;
@@ -18,15 +18,32 @@ fn quic_and_tcp_carry_every_byte_over_the_emulated_link() {
         sizes: vec![100_000],
         bulk_bytes: 200_000,
         small_bytes: 1000,
+        warm_up_bytes: 20_000,
         transports: vec![Transport::QuicWebpep, Transport::TcpCubic],
     };
     let report = run(&opts).expect("bench");
     print!("{}", report.table());
-    assert_eq!(report.transfers.len(), 2);
+    // Each transport: the cold transfer, and the same size on an open connection.
+    assert_eq!(report.transfers.len(), 4);
+    for transport in [Transport::QuicWebpep, Transport::TcpCubic] {
+        let open: Vec<bool> = report
+            .transfers
+            .iter()
+            .filter(|t| t.transport == transport)
+            .map(|t| t.open)
+            .collect();
+        assert_eq!(open, [false, true], "{transport:?}");
+    }
     for t in &report.transfers {
         // 100 KB over 78 kbit/s takes at least its serialization time (10 s unscaled).
         assert!(t.seconds >= 100_000.0 * 8.0 / 78_000.0 * 0.95, "{t:?}");
         assert!(t.goodput_share > 0.2 && t.goodput_share <= 1.05, "{t:?}");
+        // What crossed the link: the payload and its headers, never more than the link's rate.
+        assert!(t.air_down_bytes > t.bytes, "{t:?}");
+        assert!(
+            t.link_busy_share >= t.goodput_share && t.link_busy_share <= 1.05,
+            "{t:?}"
+        );
     }
     assert_eq!(report.small.len(), 2);
     for m in &report.small {

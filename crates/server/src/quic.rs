@@ -178,7 +178,8 @@ async fn exchange(
         return;
     }
     let mut frames = FrameReader::new(recv);
-    let start = Instant::now();
+    // A refused body is timed from when its stream began to be read.
+    let read_start = Instant::now();
     let read = async {
         let head = read_request_head(&session, &mut frames).await?;
         if head.method == "CONNECT" {
@@ -244,7 +245,7 @@ async fn exchange(
                 client: &client,
                 method: &method,
                 url: &target,
-                start,
+                start: read_start,
             };
             let reply = server.body_refused(why);
             let _ = answer_and_log(&server, &session, &mut send, reply, false, &exchange).await;

@@ -70,11 +70,24 @@ async fn start_client_on(
     cred: &Credential,
     settings: &TransportSettings,
 ) -> (SocketAddr, Arc<QuicUpstream>) {
-    let upstream = Arc::new(QuicUpstream::new(edge, cred, settings).unwrap());
+    let upstream = QuicUpstream::new(edge, cred, settings).unwrap();
+    serve_client(upstream).await
+}
+
+/// The client proxy on loopback over `upstream`.
+async fn serve_client(upstream: QuicUpstream) -> (SocketAddr, Arc<QuicUpstream>) {
+    serve_client_with(upstream, ClientConfig::default()).await
+}
+
+async fn serve_client_with(
+    upstream: QuicUpstream,
+    cfg: ClientConfig,
+) -> (SocketAddr, Arc<QuicUpstream>) {
+    let upstream = Arc::new(upstream);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(
-        ClientProxy::new(Arc::new(ClientConfig::default()), upstream.clone(), None)
+        ClientProxy::new(Arc::new(cfg), upstream.clone(), None)
             .serve(listener, CancellationToken::new()),
     );
     (addr, upstream)
@@ -477,26 +490,43 @@ async fn connect_tunnels_ride_the_quic_link_and_the_edge_checks_the_port() {
     let cred = edge.identity.enroll("laptop").unwrap();
     let (proxy, _) = start_client(edge.addr, &cred).await;
 
+    // The browser's first bytes right behind its CONNECT (as a TLS ClientHello follows the
+    // 200 of a proxy that answers at once), then more after the echo.
     let mut s = TcpStream::connect(proxy).await.unwrap();
-    s.write_all(format!("CONNECT {echo} HTTP/1.1\r\nHost: {echo}\r\n\r\n").as_bytes())
+    s.write_all(format!("CONNECT {echo} HTTP/1.1\r\nHost: {echo}\r\n\r\nclient hello").as_bytes())
         .await
         .unwrap();
     let mut head = [0u8; 39];
     s.read_exact(&mut head).await.unwrap();
     assert_eq!(&head, b"HTTP/1.1 200 Connection Established\r\n\r\n");
-    for msg in [&b"client hello"[..], b"more bytes"] {
-        s.write_all(msg).await.unwrap();
-        let mut back = vec![0u8; msg.len()];
-        s.read_exact(&mut back).await.unwrap();
-        assert_eq!(back, msg.to_ascii_uppercase());
-    }
+    let mut back = [0u8; 12];
+    s.read_exact(&mut back).await.unwrap();
+    assert_eq!(&back, b"CLIENT HELLO");
+    s.write_all(b"more bytes").await.unwrap();
+    let mut back = [0u8; 10];
+    s.read_exact(&mut back).await.unwrap();
+    assert_eq!(&back, b"MORE BYTES");
     drop(s);
 
-    // A port the edge does not allow: the browser gets the edge's 403 and its reason.
+    // A port the edge does not allow. The tunnel was the browser's at once (fast connect:
+    // its first bytes went with the CONNECT), so the edge's refusal closes it: nothing of
+    // the origin's comes, only the 200 that went before the edge answered.
+    let refused = b"CONNECT 127.0.0.1:25 HTTP/1.1\r\nHost: 127.0.0.1:25\r\n\r\nclient hello";
     let mut s = TcpStream::connect(proxy).await.unwrap();
-    s.write_all(b"CONNECT 127.0.0.1:25 HTTP/1.1\r\nHost: 127.0.0.1:25\r\n\r\n")
-        .await
-        .unwrap();
+    s.write_all(refused).await.unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    assert_eq!(out, b"HTTP/1.1 200 Connection Established\r\n\r\n");
+
+    // Without fast connect the browser waits for the edge: its 403 and its reason.
+    let (proxy, _) = serve_client(
+        QuicUpstream::new(edge.addr, &cred, &TransportSettings::default())
+            .unwrap()
+            .fast_connect(false),
+    )
+    .await;
+    let mut s = TcpStream::connect(proxy).await.unwrap();
+    s.write_all(refused).await.unwrap();
     let mut out = Vec::new();
     s.read_to_end(&mut out).await.unwrap();
     let text = String::from_utf8_lossy(&out);
@@ -807,6 +837,47 @@ async fn the_connection_survives_a_change_of_the_client_address() {
         assert_eq!((status, body.as_str()), (200, "ok /away"));
         assert_eq!(client_metric(&edge, "connections", "roamer"), Some(1));
         assert_eq!(client_metric(&edge, "requests", "roamer"), Some(2));
+    })
+    .await
+}
+
+/// A live link is not down: an answer that takes longer than `link-down-after` (the origin
+/// is slow) reaches the browser, since the edge's acknowledgements of the client's
+/// keep-alives keep coming; with the link cut, the same wait gives the link-down page.
+#[tokio::test]
+async fn a_slow_answer_on_a_live_link_is_not_the_link_down_page() {
+    bounded(async {
+        let settings = short_idle();
+        let slow = scripted_origin(|mut c| async move {
+            while let Some(r) = c.read_request().await {
+                tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+                let body = good_body(r.path());
+                let out = response(200, &[("Content-Type", "text/plain")], body.as_bytes());
+                if !c.write(&out).await {
+                    return;
+                }
+            }
+        })
+        .await;
+        let edge = start_edge_on(common::test_config(), &settings).await;
+        let cred = edge.identity.enroll("patient").unwrap();
+        let relay = relay_to(edge.addr).await;
+        let cfg = ClientConfig {
+            link_down_after: std::time::Duration::from_millis(500),
+            ..ClientConfig::default()
+        };
+        let upstream = QuicUpstream::new(relay.addr, &cred, &settings).unwrap();
+        let (proxy, _) = serve_client_with(upstream, cfg).await;
+        let (status, body) = browser_get(proxy, &slow.url("/slow")).await;
+        assert_eq!((status, body.as_str()), (200, "ok /slow"), "{body}");
+        // The link goes down under the next request: nothing comes, and after
+        // link-down-after the browser has the page saying so.
+        let waiting = tokio::spawn(async move { browser_get(proxy, &slow.url("/cut")).await });
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        relay.set_down(true);
+        let (status, body) = waiting.await.unwrap();
+        assert_eq!(status, 504, "{body}");
+        assert!(body.contains("link to the webpep edge is down"), "{body}");
     })
     .await
 }

@@ -521,14 +521,15 @@ pub async fn read_request(
     })
 }
 
-/// The client's side of a CONNECT: asks the edge for a tunnel to `authority` and returns the
-/// edge's answer; on a 2xx the send stream and the response body carry the tunnel's bytes
-/// (as `Data` frames each way, `End` when a side has no more).
-pub async fn open_tunnel(
+/// The client's side of a CONNECT: sends its head for `authority` on a new stream and
+/// returns the stream's halves without waiting for the edge: the tunnel's `Data` frames may follow at once (the edge
+/// reads them once it has connected, and drops them if it refuses). [`tunnel_answer`] reads
+/// the edge's answer from the receiving half.
+pub async fn start_tunnel(
     session: &Session,
     authority: &str,
     headers: &http::HeaderMap,
-) -> Result<(u16, http::HeaderMap, quinn::SendStream, ResponseBody), SessionError> {
+) -> Result<(quinn::SendStream, FrameReader), SessionError> {
     let (mut send, recv) = session.conn.open_bi().await?;
     let block = session.encode_headers(&fields_of(headers)).await?;
     let head = Frame::Request {
@@ -539,7 +540,16 @@ pub async fn open_tunnel(
         table_ack: session.table_ack(),
     };
     write_frame(&mut send, &head).await?;
-    let mut frames = FrameReader::new(recv);
+    Ok((send, FrameReader::new(recv)))
+}
+
+/// The edge's answer to a CONNECT sent with [`start_tunnel`]: its status and headers, and
+/// the body that carries the tunnel's bytes from the origin (on a 2xx: `Data` frames each
+/// way, `End` when a side has no more) or the edge's reason.
+pub async fn tunnel_answer(
+    session: &Session,
+    mut frames: FrameReader,
+) -> Result<(u16, http::HeaderMap, ResponseBody), SessionError> {
     match frames.next().await? {
         Some(Frame::Response {
             status,
@@ -549,7 +559,7 @@ pub async fn open_tunnel(
         }) => {
             session.on_table_ack(table_ack);
             let headers = header_map(session.decode_headers(&headers).await?)?;
-            Ok((status, headers, send, ResponseBody::from_frames(frames)))
+            Ok((status, headers, ResponseBody::from_frames(frames)))
         }
         Some(Frame::Error { code, reason }) => Err(SessionError::Unexpected(format!(
             "the edge failed the tunnel ({code}): {reason}"
