@@ -186,6 +186,31 @@ fn starts_at_the_initial_window_or_at_what_was_remembered() {
     assert_eq!(c.phase(), Phase::Startup);
 }
 
+/// The window's floor lets the pacer (the window over the smoothed RTT) send at the rate
+/// when the smoothed RTT holds more than the queue-free RTT, but covers at most four of
+/// those: beyond that the smoothed RTT holds a queue, and a floor that grew with it fed on its
+/// own queue whenever the link carried less than the estimate (over the EV-DO trace a bulk
+/// transfer filled the link's 1 MB queue).
+#[test]
+fn the_windows_floor_does_not_grow_with_its_own_queue() {
+    let remembered = LinkEstimate {
+        rate: 100_000.0,
+        rtt: 100 * MS,
+        min_rtt: 100 * MS,
+        lower_bound: false,
+    };
+    let mut c = LinkAware::new(Config::default(), Some(remembered));
+    // 1.1 × 100 KB/s × 0.1 s and a packet.
+    assert_eq!(c.window(), 12_200);
+    // A smoothed RTT of 300 ms (the handshake's, the link's jitter): 1.1 × the rate × 0.3 s
+    // over the pacer's 1.25.
+    c.on_smoothed_rtt(300 * MS);
+    assert_eq!(c.window(), 26_400);
+    // Ten seconds: no more than four queue-free RTTs' worth.
+    c.on_smoothed_rtt(10_000 * MS);
+    assert_eq!(c.window(), 35_200);
+}
+
 /// A connection that carried only small responses learned a lower bound of the link (on the
 /// UMTS trace, a 10 KB response's); the next one starts from it but still finds the link's
 /// rate (cruising from it, a 100 KB response there ran at 38 % of the link where TCP got
