@@ -499,6 +499,27 @@ async fn small_beside_bulk(
     }
 }
 
+/// How long a test may take, in real (scaled) time: thirty times what its bytes take at the
+/// link's mean rate, and two minutes more (a trace's rate falls tenfold for tens of seconds; a
+/// handshake and an outage fit in the two minutes). Past it the bench stops with the test's
+/// name instead of hanging.
+fn deadline(bytes: u64, rate_bps: f64, k: f64) -> Duration {
+    Duration::from_secs_f64((bytes as f64 * 8.0 / rate_bps * 30.0 + 120.0) / k)
+}
+
+async fn bounded<T>(
+    limit: Duration,
+    k: f64,
+    test: impl std::future::Future<Output = std::result::Result<T, String>>,
+) -> std::result::Result<T, String> {
+    tokio::time::timeout(limit, test).await.unwrap_or_else(|_| {
+        Err(format!(
+            "not done after {:.0} s of link time",
+            limit.as_secs_f64() * k
+        ))
+    })
+}
+
 /// A transfer's record from its size, time and the link's counters around it.
 fn transfer(
     t: Transport,
@@ -625,11 +646,15 @@ pub fn run(opts: &TransportBenchOptions) -> Result<TransportBenchReport> {
         for &n in &opts.sizes {
             let before = topo.air.counters_now();
             let cc = client_cfg.clone();
+            let limit = deadline(n, rate_bps, k);
             let took = run_in(&topo.ue, move || async move {
-                match cc {
-                    Some(cc) => quic_fetch(edge_quic, cc, n).await,
-                    None => tcp_get(edge_tcp, n).await,
-                }
+                bounded(limit, k, async move {
+                    match cc {
+                        Some(cc) => quic_fetch(edge_quic, cc, n).await,
+                        None => tcp_get(edge_tcp, n).await,
+                    }
+                })
+                .await
             })?
             .map_err(|e| LabError::Other(format!("{} {n} B: {e}", t.name())))?;
             let after = topo.air.counters_now();
@@ -641,10 +666,18 @@ pub fn run(opts: &TransportBenchOptions) -> Result<TransportBenchReport> {
             let cc = client_cfg.clone();
             let (warm_up, sizes) = (opts.warm_up_bytes, opts.sizes.clone());
             let air = &topo.air;
+            let limit = deadline(warm_up + sizes.iter().sum::<u64>(), rate_bps, k);
             let timed = run_in(&topo.ue, move || async move {
                 let counters = || air.counters_now();
-                open_connection_transfers(edge_quic, edge_tcp_open, cc, warm_up, sizes, counters)
-                    .await
+                let test = open_connection_transfers(
+                    edge_quic,
+                    edge_tcp_open,
+                    cc,
+                    warm_up,
+                    sizes,
+                    counters,
+                );
+                bounded(limit, k, test).await
             })?
             .map_err(|e| LabError::Other(format!("{} on an open connection: {e}", t.name())))?;
             for (&n, m) in opts.sizes.iter().zip(timed) {
@@ -660,8 +693,14 @@ pub fn run(opts: &TransportBenchOptions) -> Result<TransportBenchReport> {
         if opts.bulk_bytes > 0 {
             let cc = client_cfg.clone();
             let (bulk, small) = (opts.bulk_bytes, opts.small_bytes);
+            let limit = deadline(bulk + 2 * small, rate_bps, k);
             let (idle, beside) = run_in(&topo.ue, move || async move {
-                small_beside_bulk(edge_quic, edge_tcp, cc, bulk, small).await
+                bounded(
+                    limit,
+                    k,
+                    small_beside_bulk(edge_quic, edge_tcp, cc, bulk, small),
+                )
+                .await
             })?
             .map_err(|e| LabError::Other(format!("{} small beside bulk: {e}", t.name())))?;
             let (idle_ms, beside_ms) = (
@@ -681,4 +720,28 @@ pub fn run(opts: &TransportBenchOptions) -> Result<TransportBenchReport> {
         }
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A test that never ends fails at its deadline, naming the link time it had; one that
+    /// ends keeps its result.
+    #[tokio::test(start_paused = true)]
+    async fn a_test_that_never_ends_fails_at_its_deadline() {
+        // 100 KB at 40 kbit/s takes 20 s: 30 × that and two minutes, at time scale 10.
+        let limit = deadline(100_000, 40_000.0, 10.0);
+        assert_eq!(limit, Duration::from_secs(72));
+        let stuck = bounded(
+            limit,
+            10.0,
+            std::future::pending::<std::result::Result<(), String>>(),
+        );
+        assert_eq!(stuck.await, Err("not done after 720 s of link time".into()));
+        assert_eq!(
+            bounded(limit, 10.0, async { Ok::<_, String>(7) }).await,
+            Ok(7)
+        );
+    }
 }
