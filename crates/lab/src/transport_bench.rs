@@ -573,6 +573,61 @@ fn queue_during(
     (mean_ms, max_ms, mean_ms / 1000.0 * rate_bps / 8.0, dropped)
 }
 
+/// A fresh link (namespaces, and the link's clock: a trace from its start, the same seed's
+/// schedule) with the sender in `edge`, for one test: every transport's test then meets the
+/// same link, which on a trace whose rate swings tenfold within seconds it otherwise would
+/// not (a transport slower on one test met the next one later in the trace).
+struct Bed {
+    // Stopped before the topology goes.
+    _sender: NsService,
+    topo: Topology,
+}
+
+impl Bed {
+    fn start(
+        opts: &TransportBenchOptions,
+        k: f64,
+        t: Transport,
+        server_cfg: quinn::ServerConfig,
+    ) -> Result<Bed> {
+        let mut cfg = TopologyConfig::new(opts.profile.clone(), Vec::new());
+        cfg.time_scale = k;
+        cfg.seed = opts.seed;
+        let topo = Topology::build(&cfg)?;
+        let congestion = t.tcp_congestion();
+        let sender = NsService::start(&topo.edge, &format!("sender-{}", t.name()), move || {
+            let quic =
+                quinn::Endpoint::server(server_cfg, (Ipv4Addr::UNSPECIFIED, QUIC_PORT).into())
+                    .map_err(|e| format!("QUIC listen: {e}"))?;
+            let listen = |port: u16| {
+                std::net::TcpListener::bind((Ipv4Addr::UNSPECIFIED, port))
+                    .and_then(|l| {
+                        l.set_nonblocking(true)?;
+                        TcpListener::from_std(l)
+                    })
+                    .map_err(|e| format!("TCP listen on {port}: {e}"))
+            };
+            let (tcp, tcp_open) = (listen(TCP_PORT)?, listen(TCP_OPEN_PORT)?);
+            let congestion = congestion.unwrap_or("cubic");
+            Ok(async move {
+                tokio::join!(
+                    quic_sender(quic),
+                    tcp_sender(tcp, congestion, false),
+                    tcp_sender(tcp_open, congestion, true)
+                );
+            })
+        })?;
+        Ok(Bed {
+            _sender: sender,
+            topo,
+        })
+    }
+
+    fn addr(&self, port: u16) -> SocketAddr {
+        SocketAddr::from((self.topo.edge_addr(), port))
+    }
+}
+
 /// Runs the bench. Needs root (namespaces and TUN devices).
 pub fn run(opts: &TransportBenchOptions) -> Result<TransportBenchReport> {
     let k = if opts.time_scale > 0.0 {
@@ -595,46 +650,16 @@ pub fn run(opts: &TransportBenchOptions) -> Result<TransportBenchReport> {
         small: Vec::new(),
     };
     for &t in &opts.transports {
-        // A fresh link (and namespaces) per transport: no state carried between them.
-        let mut cfg = TopologyConfig::new(opts.profile.clone(), Vec::new());
-        cfg.time_scale = k;
-        cfg.seed = opts.seed;
-        let topo = Topology::build(&cfg)?;
-        let edge_ip = topo.edge_addr();
-        let edge_quic = SocketAddr::from((edge_ip, QUIC_PORT));
-        let edge_tcp = SocketAddr::from((edge_ip, TCP_PORT));
-        let edge_tcp_open = SocketAddr::from((edge_ip, TCP_OPEN_PORT));
         let settings = TransportSettings {
             congestion: t
                 .quic_controller()
                 .unwrap_or_else(|| webpep_transport::Congestion::LinkAware(Default::default())),
             ..TransportSettings::default()
         };
+        // One server configuration per transport: its controller's memory of the client's
+        // link is the edge's, kept from one test to the next as a real edge keeps it.
         let server_cfg = server_config(&identity, identity.revocations(), &settings)
             .map_err(|e| LabError::Other(format!("server config: {e}")))?;
-        let congestion = t.tcp_congestion();
-        let _sender = NsService::start(&topo.edge, &format!("sender-{}", t.name()), move || {
-            let quic =
-                quinn::Endpoint::server(server_cfg, (Ipv4Addr::UNSPECIFIED, QUIC_PORT).into())
-                    .map_err(|e| format!("QUIC listen: {e}"))?;
-            let listen = |port: u16| {
-                std::net::TcpListener::bind((Ipv4Addr::UNSPECIFIED, port))
-                    .and_then(|l| {
-                        l.set_nonblocking(true)?;
-                        TcpListener::from_std(l)
-                    })
-                    .map_err(|e| format!("TCP listen on {port}: {e}"))
-            };
-            let (tcp, tcp_open) = (listen(TCP_PORT)?, listen(TCP_OPEN_PORT)?);
-            let congestion = congestion.unwrap_or("cubic");
-            Ok(async move {
-                tokio::join!(
-                    quic_sender(quic),
-                    tcp_sender(tcp, congestion, false),
-                    tcp_sender(tcp_open, congestion, true)
-                );
-            })
-        })?;
         let client_cfg = if t.quic_controller().is_some() {
             Some(
                 client_config(&credential, &settings)
@@ -643,11 +668,14 @@ pub fn run(opts: &TransportBenchOptions) -> Result<TransportBenchReport> {
         } else {
             None
         };
+        let bed = || Bed::start(opts, k, t, server_cfg.clone());
         for &n in &opts.sizes {
-            let before = topo.air.counters_now();
+            let bed = bed()?;
+            let before = bed.topo.air.counters_now();
             let cc = client_cfg.clone();
+            let (edge_quic, edge_tcp) = (bed.addr(QUIC_PORT), bed.addr(TCP_PORT));
             let limit = deadline(n, rate_bps, k);
-            let took = run_in(&topo.ue, move || async move {
+            let took = run_in(&bed.topo.ue, move || async move {
                 bounded(limit, k, async move {
                     match cc {
                         Some(cc) => quic_fetch(edge_quic, cc, n).await,
@@ -657,17 +685,19 @@ pub fn run(opts: &TransportBenchOptions) -> Result<TransportBenchReport> {
                 .await
             })?
             .map_err(|e| LabError::Other(format!("{} {n} B: {e}", t.name())))?;
-            let after = topo.air.counters_now();
+            let after = bed.topo.air.counters_now();
             let x = transfer(t, n, false, took, (&before, &after), k, rate_bps);
             eprintln!("{} {n} B: {:.1} s", t.name(), x.seconds);
             report.transfers.push(x);
         }
         if opts.warm_up_bytes > 0 {
+            let bed = bed()?;
             let cc = client_cfg.clone();
             let (warm_up, sizes) = (opts.warm_up_bytes, opts.sizes.clone());
-            let air = &topo.air;
+            let (edge_quic, edge_tcp_open) = (bed.addr(QUIC_PORT), bed.addr(TCP_OPEN_PORT));
+            let air = &bed.topo.air;
             let limit = deadline(warm_up + sizes.iter().sum::<u64>(), rate_bps, k);
-            let timed = run_in(&topo.ue, move || async move {
+            let timed = run_in(&bed.topo.ue, move || async move {
                 let counters = || air.counters_now();
                 let test = open_connection_transfers(
                     edge_quic,
@@ -691,10 +721,12 @@ pub fn run(opts: &TransportBenchOptions) -> Result<TransportBenchReport> {
             }
         }
         if opts.bulk_bytes > 0 {
+            let bed = bed()?;
             let cc = client_cfg.clone();
             let (bulk, small) = (opts.bulk_bytes, opts.small_bytes);
+            let (edge_quic, edge_tcp) = (bed.addr(QUIC_PORT), bed.addr(TCP_PORT));
             let limit = deadline(bulk + 2 * small, rate_bps, k);
-            let (idle, beside) = run_in(&topo.ue, move || async move {
+            let (idle, beside) = run_in(&bed.topo.ue, move || async move {
                 bounded(
                     limit,
                     k,
