@@ -178,6 +178,7 @@ mod tests {
         "--features",
         "--headless",
         "--ignore-certificate-errors",
+        "--ignored",
         "--lib",
         "--locked",
         "--manifest-path",
