@@ -27,6 +27,11 @@ pub struct Page {
     /// Where the page's structure came from (a paper table, a HAR file, ...).
     #[serde(default)]
     pub source: String,
+    /// The objects' schemes are the ones the captured browser used (a HAR or WARC import):
+    /// a browser model keeps them. False for generated pages, whose `http://` is a
+    /// convention that a browser speaking HTTP/2 turns into `https://`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub captured_schemes: bool,
     /// The root document first, then every embedded object (in discovery order).
     pub objects: Vec<Object>,
 }

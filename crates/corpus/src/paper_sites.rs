@@ -514,6 +514,7 @@ pub fn generate_pages(dir: &Path, seed: u64, ids: &[&str]) -> Result<Corpus, Cor
             id: spec.id.clone(),
             url: objects[0].url.clone(),
             source: spec.source.clone(),
+            captured_schemes: false,
             objects,
         });
     }

@@ -289,6 +289,7 @@ mod tests {
                 id: "p".into(),
                 url: "http://www.example.test/".into(),
                 source: "test".into(),
+                captured_schemes: false,
                 objects: vec![Object {
                     url: "http://www.example.test/".into(),
                     content_type: "text/html".into(),

@@ -160,6 +160,8 @@ fn har_with_odd_entries() {
     let c = import::import_har(&file, &dir.join("corpus"), "t").unwrap();
     assert_eq!(c.manifest.pages.len(), 2);
     let p = c.manifest.page("t-1").unwrap();
+    // A capture's schemes are the ones its browser used; the lab's h2 model keeps them.
+    assert!(p.captured_schemes);
     let urls: Vec<&str> = p.objects.iter().map(|o| o.url.as_str()).collect();
     assert_eq!(
         urls,
@@ -596,6 +598,7 @@ fn warc_records() -> (Vec<Vec<u8>>, Vec<u8>, Vec<u8>) {
 fn check_warc_corpus(c: &Corpus, html: &[u8], png: &[u8]) {
     assert_eq!(c.manifest.pages.len(), 1, "{:?}", list(c));
     let p = c.manifest.page("w").unwrap();
+    assert!(p.captured_schemes);
     let urls: Vec<&str> = p.objects.iter().map(|o| o.url.as_str()).collect();
     assert_eq!(
         urls,
@@ -770,6 +773,8 @@ fn directory_over_virtual_domains() {
     assert_eq!(ids, vec!["index.html", "sub/page.html"]);
     let p = c.manifest.page("index.html").unwrap();
     assert_eq!(p.url, "http://www.test-site.test/index.html");
+    // The tree's http:// is the importer's choice, not a browser's.
+    assert!(!p.captured_schemes);
     assert_eq!(
         p.objects.len(),
         7,

@@ -192,8 +192,6 @@ fn loader_config(c: &LabConfig, hosting: &Hosting, k: f64) -> LoaderConfig {
     }
     lc.keep_connections = c.warm && c.revisit_connections;
     lc.ca_pem = Some(hosting.ca_pem.as_bytes().to_vec());
-    // The corpus is written with http:// URLs; a browser on h2 would use https.
-    lc.upgrade_insecure = c.policy == PolicyName::H2;
     let scaled = |s: f64| Duration::from_secs_f64(s / k);
     // A connection attempt gives up as its system's TCP does: 75 s (BSD's and Windows'
     // classic connect timeout) for the 2003 browser; today's browser leaves it to Linux,
@@ -210,6 +208,15 @@ fn loader_config(c: &LabConfig, hosting: &Hosting, k: f64) -> LoaderConfig {
     // Timeouts in recorded errors read in link time, as every other time of the record.
     lc.time_scale = k;
     lc
+}
+
+/// Whether the browser model moves the page's `http://` URLs to `https://`: on HTTP/2, for a
+/// generated page, whose `http://` is only a convention (a browser on h2 would use https). A
+/// captured page keeps the schemes its browser used, as the lab's Chromium does: the model's
+/// `h2` is then the same page as `chromium`, and through the proxy its `http://` objects
+/// reach the proxy's stages instead of a tunnel.
+fn upgrades_insecure(c: &LabConfig, page: &webpep_corpus::Page) -> bool {
+    c.policy == PolicyName::H2 && !page.captured_schemes
 }
 
 /// The shortest page timeout (unscaled s): half an hour, as before the timeout followed the
@@ -674,6 +681,7 @@ fn prepare(
     );
     hosting.replay.set_visit(0);
     let mut lc = loader_config(cfg, hosting, k);
+    lc.upgrade_insecure = upgrades_insecure(cfg, page);
     let bytes: u64 = page
         .objects
         .iter()
@@ -914,6 +922,25 @@ mod tests {
         );
         let t = page_timeout_s(8_270_000, 244, &trace, 300.0);
         assert!((t - 4.0 * (bound_s + 244.0 * 0.3)).abs() < 1e-6, "{t}");
+    }
+
+    #[test]
+    fn only_a_generated_page_moves_to_https_on_h2() {
+        let all = crate::configs::load(None).unwrap();
+        let mut page = webpep_corpus::Page {
+            id: "p".into(),
+            url: "http://www.example.test/".into(),
+            source: String::new(),
+            captured_schemes: false,
+            objects: Vec::new(),
+        };
+        assert!(upgrades_insecure(&all["h2"], &page));
+        assert!(upgrades_insecure(&all["explicit-modern"], &page));
+        assert!(!upgrades_insecure(&all["http11"], &page));
+        // A capture's http:// objects stay http://, as the lab's Chromium loads them.
+        page.captured_schemes = true;
+        assert!(!upgrades_insecure(&all["h2"], &page));
+        assert!(!upgrades_insecure(&all["explicit-modern"], &page));
     }
 
     #[test]

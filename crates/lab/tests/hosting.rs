@@ -56,6 +56,7 @@ fn ue_resolves_through_edge_and_fetches_from_net() {
                 id: "hello".into(),
                 url: "http://www.hello.test/".into(),
                 source: "test".into(),
+                captured_schemes: false,
                 objects: vec![Object {
                     url: "http://www.hello.test/".into(),
                     content_type: "text/html".into(),

@@ -93,6 +93,7 @@ fn small_corpus(dir: &Path) -> Corpus {
             id: "small".into(),
             url: "http://www.small.test/".into(),
             source: "test".into(),
+            captured_schemes: false,
             objects,
         }],
     })
@@ -281,6 +282,7 @@ fn dns_over_the_link_shows_in_the_breakdown() {
                 id: "six".into(),
                 url: format!("http://{}/", hosts[0]),
                 source: "test".into(),
+                captured_schemes: false,
                 objects,
             }],
         })
@@ -522,6 +524,7 @@ fn webp_goes_only_to_a_browser_that_accepts_it() {
                 id: "webp".into(),
                 url: "http://www.webp.test/".into(),
                 source: "test".into(),
+                captured_schemes: false,
                 objects,
             }],
         })
@@ -776,6 +779,7 @@ fn chromium_records_an_hsts_upgrade_and_a_cross_site_frame() {
                 id: "frames".into(),
                 url: "http://www.frames.dev/".into(),
                 source: "test".into(),
+                captured_schemes: false,
                 objects,
             }],
         })
@@ -860,6 +864,7 @@ fn a_blocking_script_whose_host_does_not_resolve_stops_neither_browser() {
                 id: "script".into(),
                 url: "http://www.script.test/".into(),
                 source: "test".into(),
+                captured_schemes: false,
                 objects,
             }],
         })
@@ -933,6 +938,7 @@ fn chromium_late_requests_are_counted_apart_from_the_load() {
                 id: "late".into(),
                 url: "http://www.late.test/".into(),
                 source: "test".into(),
+                captured_schemes: false,
                 objects,
             }],
         })
@@ -1087,6 +1093,7 @@ fn corpus_with_an_https_page(dir: &Path) -> Corpus {
         id: "secure".into(),
         url: "https://www.small.test/".into(),
         source: "test".into(),
+        captured_schemes: false,
         objects: vec![
             Object {
                 url: "https://www.small.test/".into(),
@@ -1200,6 +1207,7 @@ fn https_text_corpus(dir: &Path) -> Corpus {
             id: "secure".into(),
             url: "https://www.small.test/".into(),
             source: "test".into(),
+            captured_schemes: false,
             objects,
         }],
     })

@@ -656,6 +656,8 @@ pub struct Controller {
     core: LinkAware,
     memory: LinkMemory,
     initial_window: u64,
+    /// Whose controller this is, for the log ([`ControllerFactory::label`]).
+    label: Arc<str>,
 }
 
 impl Controller {
@@ -683,6 +685,7 @@ impl quinn::congestion::Controller for Controller {
         self.core.on_ack(now, sent, bytes, app_limited);
         if self.core.rounds() != rounds || self.core.phase() != phase {
             tracing::debug!(
+                sender = %self.label,
                 phase = ?self.core.phase(),
                 window = self.core.window(),
                 estimate = ?self.core.estimate(),
@@ -737,10 +740,25 @@ impl quinn::congestion::Controller for Controller {
 }
 
 /// Builds link-aware controllers for quinn; each starts from what the last one learned.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ControllerFactory {
     pub config: Config,
     pub memory: LinkMemory,
+    /// Names the sender in the controller's log lines (`client`, `edge to 10.0.0.2`): in
+    /// the lab the client's uplink and the edge's downlink controllers share one log.
+    pub label: Arc<str>,
+}
+
+impl Default for ControllerFactory {
+    /// Labelled `client`: the edge names each of its connections' controllers after the
+    /// client's address when it accepts it ([`crate::EdgeTransport::accept`]).
+    fn default() -> Self {
+        ControllerFactory {
+            config: Config::default(),
+            memory: LinkMemory::default(),
+            label: "client".into(),
+        }
+    }
 }
 
 impl quinn::congestion::ControllerFactory for ControllerFactory {
@@ -754,6 +772,7 @@ impl quinn::congestion::ControllerFactory for ControllerFactory {
             initial_window: core.window(),
             core,
             memory: self.memory.clone(),
+            label: self.label.clone(),
         })
     }
 }

@@ -75,11 +75,13 @@ pub enum Congestion {
 
 impl TransportSettings {
     /// The same settings, the link-aware controller starting from `memory` (what the last
-    /// connection over the same link learned); quinn's controllers have none.
-    pub fn remembering(&self, memory: LinkMemory) -> TransportSettings {
+    /// connection over the same link learned) and named `label` in its log lines; quinn's
+    /// controllers have neither.
+    pub fn remembering(&self, memory: LinkMemory, label: &str) -> TransportSettings {
         let mut s = self.clone();
         if let Congestion::LinkAware(f) = &mut s.congestion {
             f.memory = memory;
+            f.label = label.into();
         }
         s
     }
@@ -371,9 +373,10 @@ impl EdgeTransport {
         &self,
         incoming: quinn::Incoming,
     ) -> Result<quinn::Connecting, quinn::ConnectionError> {
+        let peer = incoming.remote_address().ip();
         let settings = self
             .settings
-            .remembering(self.memory_of(incoming.remote_address().ip()));
+            .remembering(self.memory_of(peer), &format!("edge to {peer}"));
         let mut config = self.base.clone();
         config.transport_config(Arc::new(settings.quinn()));
         incoming.accept_with(Arc::new(config))

@@ -433,7 +433,12 @@ pub(crate) fn import_dir_limited(
                 } else {
                     String::new()
                 };
-                b.add_page(id, format!("directory {}{miss}", file.display()), objects);
+                b.add_page(
+                    id,
+                    format!("directory {}{miss}", file.display()),
+                    false,
+                    objects,
+                );
             }
             Err(e) => {
                 failed += 1;

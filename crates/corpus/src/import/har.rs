@@ -615,7 +615,7 @@ fn import_har_full(
             p.har_id.as_deref().unwrap_or("(none)"),
             notes.render()
         );
-        b.add_page(id, source, objects);
+        b.add_page(id, source, true, objects);
     }
     let mut desc = format!(
         "Imported from HAR {file}: {} pages of {} entries",

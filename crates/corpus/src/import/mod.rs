@@ -359,7 +359,15 @@ impl Builder {
         id
     }
 
-    pub(crate) fn add_page(&mut self, id: String, source: String, objects: Vec<Object>) {
+    /// Adds a page; `captured_schemes`: its URLs' schemes are what a browser used (see
+    /// [`Page::captured_schemes`]).
+    pub(crate) fn add_page(
+        &mut self,
+        id: String,
+        source: String,
+        captured_schemes: bool,
+        objects: Vec<Object>,
+    ) {
         if objects.is_empty() {
             return;
         }
@@ -372,6 +380,7 @@ impl Builder {
             id,
             url: objects[0].url.clone(),
             source,
+            captured_schemes,
             objects,
         });
     }

@@ -460,7 +460,7 @@ pub(crate) fn import_warc_limited(
         } else {
             String::new()
         };
-        b.add_page(id, format!("WARC {file}: {root_url}{miss}"), objects);
+        b.add_page(id, format!("WARC {file}: {root_url}{miss}"), true, objects);
     }
     let desc = format!(
         "Imported from WARC {file}: {} records, {} HTTP responses, {} pages{global}",

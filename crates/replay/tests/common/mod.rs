@@ -76,6 +76,7 @@ pub fn tiny_corpus(dir: &Path) -> Corpus {
             id: "alpha".into(),
             url: "http://www.alpha.test/".into(),
             source: "test".into(),
+            captured_schemes: false,
             objects: vec![
                 object(
                     "http://www.alpha.test/",
