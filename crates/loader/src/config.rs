@@ -126,8 +126,14 @@ pub struct LoaderConfig {
     pub hosts: Vec<(String, IpAddr)>,
     /// An explicit HTTP proxy: absolute-URI requests for http, `CONNECT host:port` tunnels for
     /// https. No DNS lookups are made when a proxy is set (the proxy resolves). The per-host
-    /// connection limit applies to the proxy.
+    /// connection limit applies to the proxy, unless [`LoaderConfig::proxy_pool_per_origin`].
     pub proxy: Option<SocketAddr>,
+    /// Through the proxy, pool plain-http connections as Chromium does: each connection is
+    /// bound to one origin (never reused for another host), the per-host limit applies per
+    /// origin, and at most this many connections go to the proxy in all, tunnels included.
+    /// `None` (Mozilla 1.x): the proxy's connections carry every plain-http origin, the
+    /// per-host limit applying to the proxy.
+    pub proxy_pool_per_origin: Option<usize>,
     /// PEM of the CA certificate(s) trusted for https (the lab's CA). Without one, https
     /// objects fail with a TLS error.
     pub ca_pem: Option<Vec<u8>>,
@@ -232,6 +238,7 @@ impl Default for LoaderConfig {
             resolver: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 53),
             hosts: Vec::new(),
             proxy: None,
+            proxy_pool_per_origin: None,
             ca_pem: None,
             upgrade_insecure: false,
             h2_fallback_per_host: 6,

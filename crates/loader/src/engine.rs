@@ -929,7 +929,8 @@ impl Loader {
     }
 
     fn affinity_of(&self, origin: &Origin) -> Option<Origin> {
-        let shared = self.cfg.proxy.is_some() || self.shared_addr(origin).is_some();
+        let proxy_shared = self.cfg.proxy.is_some() && self.cfg.proxy_pool_per_origin.is_none();
+        let shared = proxy_shared || self.shared_addr(origin).is_some();
         if shared && !origin.https {
             None
         } else {
@@ -1006,6 +1007,26 @@ impl Loader {
         {
             // This origin (or proxy) already failed a connection: make do with those open.
             return Room::Wait;
+        }
+        if let (Some(most), Group::Proxy(_)) = (self.cfg.proxy_pool_per_origin, group) {
+            // Chromium's pools through a proxy: the origin's own limit first (waiting for its
+            // connections), then the proxy's, where an idle connection of another origin
+            // makes room.
+            let own = self
+                .conns
+                .values()
+                .filter(|c| &c.group == group && c.affinity == aff)
+                .count();
+            let own_limit = if self.uses_h2(origin) {
+                1
+            } else {
+                self.group_limit(origin)
+            };
+            if own >= own_limit {
+                return Room::Wait;
+            }
+            let all = self.conns.values().filter(|c| &c.group == group).count();
+            return if all < most { Room::Open } else { Room::Full };
         }
         if self.uses_h2(origin) {
             return if live { Room::Wait } else { Room::Open };

@@ -165,8 +165,9 @@ pub struct ConnectionInfo {
     pub id: u64,
     /// The address connected to (origin or proxy).
     pub remote: Option<SocketAddr>,
-    /// The origin the connection is bound to (direct, or a CONNECT tunnel); `None` for a plain
-    /// proxy connection that carries requests for any http origin.
+    /// The origin the connection is bound to (direct, a CONNECT tunnel, or a proxy connection
+    /// pooled per origin); `None` for a plain proxy connection that carries requests for any
+    /// http origin.
     pub origin: Option<String>,
     pub via_proxy: bool,
     /// `http/1.0`, `http/1.1` or `h2` once established.

@@ -709,10 +709,9 @@ async fn invalid_url_is_an_error_not_a_panic() {
     );
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn proxy_mode_sends_absolute_uris_and_limits_connections_to_the_proxy() {
-    let routes = Routes::default();
-    let proxy = HttpServer::start(
+/// A proxy on 127.0.0.5 serving `routes` (absolute URIs, CONNECT).
+async fn proxy_server(routes: &Routes) -> HttpServer {
+    HttpServer::start(
         ip(5),
         routes.clone(),
         ServerOptions {
@@ -720,8 +719,11 @@ async fn proxy_mode_sends_absolute_uris_and_limits_connections_to_the_proxy() {
             ..Default::default()
         },
     )
-    .await;
-    let dns = FakeDns::start(&[], DnsOptions::default()).await;
+    .await
+}
+
+/// `http://www.test/`: a page of 8 images on each of three plain-http hosts, each 15 ms late.
+fn three_hosts_page(routes: &Routes) {
     let mut html = String::from("<html>");
     for i in 0..8 {
         for host in ["a.test", "b.test", "c.test"] {
@@ -734,6 +736,14 @@ async fn proxy_mode_sends_absolute_uris_and_limits_connections_to_the_proxy() {
         }
     }
     routes.add("www.test", "/", Route::html(html));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn proxy_mode_sends_absolute_uris_and_limits_connections_to_the_proxy() {
+    let routes = Routes::default();
+    let proxy = proxy_server(&routes).await;
+    let dns = FakeDns::start(&[], DnsOptions::default()).await;
+    three_hosts_page(&routes);
     let mut c = cfg(Policy::Http11 { per_host: 6 }, &dns);
     c.proxy = Some(proxy.addr);
     // A period browser's own Connection header is replaced by Proxy-Connection.
@@ -793,6 +803,55 @@ async fn proxy_mode_sends_absolute_uris_and_limits_connections_to_the_proxy() {
         .objects
         .iter()
         .all(|o| o.server_addr == Some(proxy.addr)));
+}
+
+/// Today's browser through a proxy (`proxy_pool_per_origin`): each connection to the proxy
+/// carries one origin, up to the per-host limit each, and no more than the proxy's limit in
+/// all, an idle connection of another origin closing to make room.
+#[tokio::test(flavor = "current_thread")]
+async fn proxy_pools_per_origin_as_chromium_does() {
+    let routes = Routes::default();
+    let dns = FakeDns::start(&[], DnsOptions::default()).await;
+    three_hosts_page(&routes);
+    let hosts_per_conn = |st: &common::Stats| {
+        let mut m: std::collections::HashMap<usize, HashSet<String>> = Default::default();
+        for r in &st.requests {
+            m.entry(r.conn).or_default().insert(r.host.clone());
+        }
+        m
+    };
+    for most in [128, 4] {
+        let proxy = proxy_server(&routes).await;
+        let mut c = cfg(Policy::H2, &dns);
+        c.proxy = Some(proxy.addr);
+        c.proxy_pool_per_origin = Some(most);
+        let page = load_page("http://www.test/", &c).await;
+        check_page(&page);
+        assert_eq!(page.errors(), 0, "{most}: {:#?}", page.objects);
+        assert_eq!(page.objects.len(), 25);
+        let st = proxy.stats();
+        assert_eq!(st.requests.len(), 25);
+        let per_conn = hosts_per_conn(&st);
+        assert!(
+            per_conn.values().all(|h| h.len() == 1),
+            "{most}: one origin per connection: {per_conn:?}"
+        );
+        // The server counts a connection the loader closed until it reads the close, and the
+        // loader opens the one it made room for at once: one more for a moment.
+        assert!(
+            st.max_active <= most + 1,
+            "{most}: {} at once",
+            st.max_active
+        );
+        if most == 128 {
+            // Beyond the 6 a shared pool would have: up to 6 for each image host.
+            assert!(st.max_active > 6, "{} at once", st.max_active);
+            for host in ["a.test", "b.test", "c.test"] {
+                let conns = per_conn.values().filter(|h| h.contains(host)).count();
+                assert!((1..=6).contains(&conns), "{host}: {conns} connections");
+            }
+        }
+    }
 }
 
 #[tokio::test(flavor = "current_thread")]
