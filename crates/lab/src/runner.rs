@@ -702,6 +702,12 @@ fn prepare(
         opts.profile.rtt_ms(),
     );
     lc.page_timeout = Duration::from_secs_f64(limit / k);
+    if cfg.browser() == Browser::Modern {
+        // Chromium gives a response no deadline of its own (TCP's retries decide): with a
+        // captured page's plain-http hosts at 6 connections each, a response over gprs can
+        // rightly wait longer than 120 s for its turn on the link.
+        lc.response_timeout = lc.page_timeout;
+    }
     let proxy = match cfg.proxy {
         ProxyMode::None => None,
         _ => Some(EdgeProxy::start(
