@@ -286,8 +286,19 @@ pub async fn write_reply<W: AsyncWrite + Unpin>(
     if chunked && stream.is_none() {
         out.extend_from_slice(LAST_CHUNK);
     }
-    let mut written = raw(w, &out).await?;
-    let first_out = Some(std::time::Instant::now());
+    // The first byte is out when the socket takes the first of these bytes, not all of
+    // them: a body larger than the socket's room for unsent bytes (TCP_NOTSENT_LOWAT on the
+    // air side) waits for the link, which is not the edge's added latency.
+    let first = match out.is_empty() {
+        true => 0,
+        false => match w.write(&out).await? {
+            0 => return Err(std::io::ErrorKind::WriteZero.into()),
+            n => n,
+        },
+    };
+    // (tokio's clock, which a test may pause, as the std instant the trace keeps.)
+    let first_out = Some(tokio::time::Instant::now().into_std());
+    let mut written = first as u64 + raw(w, &out[first..]).await?;
     drop(out);
     if let Some((mut rest, sent, len, stall, mut tee)) = stream {
         let mut sink = WireSink { w, chunked };
@@ -524,6 +535,7 @@ impl AccessLine<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::future::Future;
     use std::pin::Pin;
     use std::task::{Context, Poll};
 
@@ -551,19 +563,17 @@ mod tests {
     /// Writes `reply` to a GET on a keep-alive HTTP/1.1 connection; the writes and what
     /// `write_reply` returned.
     async fn writes_of(reply: Reply) -> (Writes, u64, bool) {
-        let counter = std::sync::atomic::AtomicU64::new(0);
         let mut w = Writes::default();
-        let out = write_reply(
-            &mut w,
-            reply,
-            &Method::GET,
-            Version::HTTP_11,
-            true,
-            &counter,
-        )
-        .await
-        .expect("written");
+        let out = reply_to_get(&mut w, reply).await;
         (w, out.bytes, out.close)
+    }
+
+    /// Writes `reply` to a GET on a keep-alive HTTP/1.1 connection.
+    async fn reply_to_get<W: AsyncWrite + Unpin>(w: &mut W, reply: Reply) -> Written {
+        let counter = std::sync::atomic::AtomicU64::new(0);
+        write_reply(w, reply, &Method::GET, Version::HTTP_11, true, &counter)
+            .await
+            .expect("written")
     }
 
     #[tokio::test]
@@ -589,6 +599,73 @@ mod tests {
         let (w, _, _) = writes_of(Reply::text(StatusCode::BAD_GATEWAY, "origin refused")).await;
         assert_eq!(w.0.len(), 1);
         assert!(w.0[0].ends_with(b"502 Bad Gateway: origin refused\n"));
+    }
+
+    /// A socket that takes 1000 bytes at once, then 1000 more each second (virtual time): a
+    /// slow link behind a small unsent buffer.
+    struct SlowSocket {
+        room: usize,
+        refill: Option<Pin<Box<tokio::time::Sleep>>>,
+        taken: usize,
+    }
+
+    impl AsyncWrite for SlowSocket {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            while self.room == 0 {
+                let refill = self
+                    .refill
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(Duration::from_secs(1))));
+                std::task::ready!(refill.as_mut().poll(cx));
+                self.refill = None;
+                self.room = 1000;
+            }
+            let n = buf.len().min(self.room);
+            self.room -= n;
+            self.taken += n;
+            Poll::Ready(Ok(n))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// The edge's added latency ends when the response's first byte goes out, not when the
+    /// socket has taken its last: a 10 KB body through a socket that takes 1 KB a second is
+    /// out first at once and whole ten seconds later.
+    #[tokio::test(start_paused = true)]
+    async fn the_first_byte_out_is_not_the_last() {
+        let reply = Reply {
+            status: StatusCode::OK,
+            headers: HeaderMap::new(),
+            body: Body::Full(Bytes::from(vec![b'x'; 10_000])),
+            close: false,
+            cache: "-",
+            lease: None,
+            trace: Trace::default(),
+        };
+        let mut socket = SlowSocket {
+            room: 1000,
+            refill: None,
+            taken: 0,
+        };
+        let start = tokio::time::Instant::now();
+        let out = reply_to_get(&mut socket, reply).await;
+        let whole = start.elapsed();
+        assert_eq!(out.bytes, socket.taken as u64, "every byte written");
+        assert!(whole >= Duration::from_secs(10), "{whole:?}");
+        let first = out.first_out.expect("a first byte out");
+        let first = first.saturating_duration_since(start.into_std());
+        assert!(
+            first < Duration::from_millis(1),
+            "first byte out after {first:?}"
+        );
     }
 
     #[test]

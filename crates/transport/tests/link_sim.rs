@@ -4,7 +4,9 @@
 
 mod sim;
 
-use sim::{beside_reno, report, transfer, transfer_with, Reno};
+use std::time::Duration;
+
+use sim::{beside_reno, beside_reno_arriving, report, transfer, transfer_with, Reno};
 
 /// Over GPRS (38 kbit/s, RTT ~0.6 s back to back, a 120 KB queue, ACKs bunched and each
 /// burst of them after 200 ms of uplink silence waiting for a block flow): a 1 MB transfer
@@ -94,6 +96,8 @@ fn gprs_cold_page_sized_transfers() {
 /// `SIM_PROFILE=NAME [SIM_BYTES=N] [SIM_STARTS=S,S..] cargo test ... -- --ignored any_profile`:
 /// transfers over any profile (trace profiles need `WEBPEP_TRACE_DIR` or ../shared beside the
 /// project) from each start (seconds into the link's life), beside Reno, for exploring.
+/// `SIM_ARRIVALS=T:BYTES,T:BYTES..` (seconds after the start) replaces `SIM_BYTES` with bytes
+/// the sender gets in pieces, as a page's responses reach the edge.
 #[test]
 #[ignore = "exploration: set SIM_PROFILE"]
 fn any_profile() {
@@ -104,5 +108,22 @@ fn any_profile() {
         .split(',')
         .map(|s| s.parse().unwrap())
         .collect();
-    beside_reno(&profile, bytes, &starts);
+    match std::env::var("SIM_ARRIVALS") {
+        Ok(list) => {
+            let arrivals: Vec<(Duration, u64)> = list
+                .split(',')
+                .map(|a| {
+                    let (t, b) = a.split_once(':').expect("T:BYTES");
+                    (
+                        Duration::from_secs_f64(t.parse().unwrap()),
+                        b.parse().unwrap(),
+                    )
+                })
+                .collect();
+            beside_reno_arriving(&profile, &arrivals, &starts);
+        }
+        Err(_) => {
+            beside_reno(&profile, bytes, &starts);
+        }
+    }
 }

@@ -33,6 +33,8 @@ pub struct Outcome {
     pub lost: u64,
     /// Goodput over the second half of the bytes (after the cold start), bytes/s.
     pub steady_goodput: f64,
+    /// From the start to the last delivery.
+    pub completion: Duration,
 }
 
 /// What the simulated sender needs of a congestion controller.
@@ -135,8 +137,26 @@ pub fn transfer_from<C: Window>(
     bytes: u64,
     seed: u64,
     start: SimTime,
+    cc: C,
+) -> Outcome {
+    transfer_arriving(profile, &[(Duration::ZERO, bytes)], seed, start, cc)
+}
+
+/// A transfer whose bytes the application hands to the sender in pieces: `arrivals` holds
+/// (time after `start`, bytes) in time order. A page's responses reach the edge this way (the
+/// document first, its subresources as the browser asks for them), so the sender's first
+/// round trips are application-limited.
+pub fn transfer_arriving<C: Window>(
+    profile: &str,
+    arrivals: &[(Duration, u64)],
+    seed: u64,
+    start: SimTime,
     mut cc: C,
 ) -> Outcome {
+    let mut arrivals: std::collections::VecDeque<(SimTime, u64)> = arrivals
+        .iter()
+        .map(|&(after, b)| (start + after, b))
+        .collect();
     let resolved = resolve(profile).expect("preset");
     let mut link: Link<Packet> = Link::new(&resolved, 1.0, seed);
     let base = Instant::now();
@@ -144,7 +164,7 @@ pub fn transfer_from<C: Window>(
 
     let mut now = start;
     let mut next_seq = 0u64;
-    let mut to_send = bytes.div_ceil(PACKET);
+    let mut to_send = 0u64;
     let mut outstanding: BTreeMap<u64, SimTime> = BTreeMap::new();
     let mut in_flight = 0u64;
     let mut next_send = start;
@@ -156,7 +176,7 @@ pub fn transfer_from<C: Window>(
     let mut peak_queue = 0u64;
     let mut lost = 0u64;
     let mut half_at: Option<SimTime> = None;
-    let needed = bytes.div_ceil(PACKET);
+    let needed: u64 = arrivals.iter().map(|&(_, b)| b.div_ceil(PACKET)).sum();
     let trace_every: Option<u64> = std::env::var("SIM_TRACE")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
@@ -167,6 +187,10 @@ pub fn transfer_from<C: Window>(
             now - start < Duration::from_secs(3600),
             "{profile}: the transfer stalled"
         );
+        while arrivals.front().is_some_and(|&(t, _)| t <= now) {
+            let (_, b) = arrivals.pop_front().unwrap();
+            to_send += b.div_ceil(PACKET);
+        }
         // Send what the window and the pacer allow.
         while to_send > 0 && in_flight + PACKET <= cc.window() && now >= next_send {
             let seq = next_seq;
@@ -240,6 +264,9 @@ pub fn transfer_from<C: Window>(
         if to_send > 0 && in_flight + PACKET <= cc.window() {
             next = Some(next.map_or(next_send.max(now), |n| n.min(next_send.max(now))));
         }
+        if let Some(&(t, _)) = arrivals.front() {
+            next = Some(next.map_or(t, |n| n.min(t)));
+        }
         if let Some(first) = outstanding.values().next() {
             let deadline = last_heard.max(*first) + quiet + Duration::from_micros(1);
             next = Some(next.map_or(deadline, |n| n.min(deadline)));
@@ -276,12 +303,14 @@ pub fn transfer_from<C: Window>(
         lost,
         steady_goodput: (delivered - needed * PACKET / 2) as f64
             / (last_delivery - half_at.unwrap_or(start)).as_secs_f64(),
+        completion: last_delivery - start,
     }
 }
 
 pub fn report(profile: &str, bytes: u64, o: &Outcome) {
     eprintln!(
-        "{profile} {bytes} B: goodput {:.0} B/s = {:.1} % of {:.0} B/s (second half {:.1} %); mean queue {:.0} B, peak {} B; window {} B; lost {}",
+        "{profile} {bytes} B in {:.2} s: goodput {:.0} B/s = {:.1} % of {:.0} B/s (second half {:.1} %); mean queue {:.0} B, peak {} B; window {} B; lost {}",
+        o.completion.as_secs_f64(),
         o.goodput,
         100.0 * o.goodput / o.link_rate,
         o.link_rate,
@@ -296,6 +325,7 @@ pub fn report(profile: &str, bytes: u64, o: &Outcome) {
 /// Means over transfers from several starts.
 pub struct Means {
     pub goodput: f64,
+    pub completion: f64,
     pub mean_queue: f64,
     pub lost: f64,
 }
@@ -305,6 +335,7 @@ impl Means {
         let mean = |f: fn(&Outcome) -> f64| v.iter().map(f).sum::<f64>() / v.len() as f64;
         Means {
             goodput: mean(|o| o.goodput),
+            completion: mean(|o| o.completion.as_secs_f64()),
             mean_queue: mean(|o| o.mean_queue),
             lost: mean(|o| o.lost as f64),
         }
@@ -314,21 +345,33 @@ impl Means {
 /// `bytes` over `profile` from each start (seconds into the link's life: into the trace, for
 /// a trace profile), with the link-aware controller (cold) and with Reno: the means of each.
 pub fn beside_reno(profile: &str, bytes: u64, starts: &[f64]) -> (Means, Means) {
+    beside_reno_arriving(profile, &[(Duration::ZERO, bytes)], starts)
+}
+
+/// [`beside_reno`] for bytes handed to the sender in pieces (see [`transfer_arriving`]).
+pub fn beside_reno_arriving(
+    profile: &str,
+    arrivals: &[(Duration, u64)],
+    starts: &[f64],
+) -> (Means, Means) {
+    let bytes: u64 = arrivals.iter().map(|&(_, b)| b).sum();
     let (mut ours, mut reno) = (Vec::new(), Vec::new());
     for &start in starts {
         let at = SimTime::from_secs_f64(start);
         let cc = LinkAware::new(CongestionConfig::default(), None);
-        let o = transfer_from(profile, bytes, 1, at, cc);
+        let o = transfer_arriving(profile, arrivals, 1, at, cc);
         report(&format!("{profile} from {start} s"), bytes, &o);
-        let tcp = transfer_from(profile, bytes, 1, at, Reno::new());
+        let tcp = transfer_arriving(profile, arrivals, 1, at, Reno::new());
         report(&format!("{profile} from {start} s (Reno)"), bytes, &tcp);
         ours.push(o);
         reno.push(tcp);
     }
     let (ours, reno) = (Means::of(&ours), Means::of(&reno));
     eprintln!(
-        "{profile}, {} starts: goodput {:.0} B/s (Reno {:.0}), mean queue {:.0} B (Reno {:.0}), lost {:.1} (Reno {:.1})",
+        "{profile}, {} starts: done in {:.2} s (Reno {:.2}), goodput {:.0} B/s (Reno {:.0}), mean queue {:.0} B (Reno {:.0}), lost {:.1} (Reno {:.1})",
         starts.len(),
+        ours.completion,
+        reno.completion,
         ours.goodput,
         reno.goodput,
         ours.mean_queue,
