@@ -289,12 +289,13 @@ pub async fn write_reply<W: AsyncWrite + Unpin>(
     // The first byte is out when the socket takes the first of these bytes, not all of
     // them: a body larger than the socket's room for unsent bytes (TCP_NOTSENT_LOWAT on the
     // air side) waits for the link, which is not the edge's added latency.
-    let first = match out.is_empty() {
-        true => 0,
-        false => match w.write(&out).await? {
+    let first = if out.is_empty() {
+        0
+    } else {
+        match w.write(&out).await? {
             0 => return Err(std::io::ErrorKind::WriteZero.into()),
             n => n,
-        },
+        }
     };
     // (tokio's clock, which a test may pause, as the std instant the trace keeps.)
     let first_out = Some(tokio::time::Instant::now().into_std());

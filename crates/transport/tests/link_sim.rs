@@ -6,7 +6,7 @@ mod sim;
 
 use std::time::Duration;
 
-use sim::{beside_reno, beside_reno_arriving, report, transfer, transfer_with, Reno};
+use sim::{beside_reno_arriving, report, transfer, transfer_with, Reno};
 
 /// Over GPRS (38 kbit/s, RTT ~0.6 s back to back, a 120 KB queue, ACKs bunched and each
 /// burst of them after 200 ms of uplink silence waiting for a block flow): a 1 MB transfer
@@ -108,22 +108,18 @@ fn any_profile() {
         .split(',')
         .map(|s| s.parse().unwrap())
         .collect();
-    match std::env::var("SIM_ARRIVALS") {
-        Ok(list) => {
-            let arrivals: Vec<(Duration, u64)> = list
-                .split(',')
-                .map(|a| {
-                    let (t, b) = a.split_once(':').expect("T:BYTES");
-                    (
-                        Duration::from_secs_f64(t.parse().unwrap()),
-                        b.parse().unwrap(),
-                    )
-                })
-                .collect();
-            beside_reno_arriving(&profile, &arrivals, &starts);
-        }
-        Err(_) => {
-            beside_reno(&profile, bytes, &starts);
-        }
-    }
+    let arrivals: Vec<(Duration, u64)> = match std::env::var("SIM_ARRIVALS") {
+        Ok(list) => list
+            .split(',')
+            .map(|a| {
+                let (t, b) = a.split_once(':').expect("T:BYTES");
+                (
+                    Duration::from_secs_f64(t.parse().unwrap()),
+                    b.parse().unwrap(),
+                )
+            })
+            .collect(),
+        Err(_) => vec![(Duration::ZERO, bytes)],
+    };
+    beside_reno_arriving(&profile, &arrivals, &starts);
 }
