@@ -90,6 +90,16 @@ pub struct ProxySwitches {
     /// configured values, every transform waited for.
     #[serde(default = "yes")]
     pub adapt: bool,
+    /// The proxy holds what it writes to each client to a budget over all the client's
+    /// connections (`[air] budget`): bytes in flight within twice the client's measured
+    /// rate × least RTT, so that its many connections do not fill the link's queue. Off by
+    /// default, as in `webpep server`.
+    #[serde(default)]
+    pub air_budget: bool,
+    /// With `air_budget`: its least size in bytes (`[air] budget-floor`); `None`: the
+    /// server's default.
+    #[serde(default)]
+    pub air_budget_floor: Option<u64>,
 }
 
 impl Default for ProxySwitches {
@@ -105,6 +115,8 @@ impl Default for ProxySwitches {
             inline: true,
             inline_images: true,
             adapt: true,
+            air_budget: false,
+            air_budget_floor: None,
         }
     }
 }
@@ -137,6 +149,9 @@ impl ProxySwitches {
         }
         if !self.adapt && !on.is_empty() {
             on.push("fixed (not scaled with the link)".into());
+        }
+        if self.air_budget && !on.is_empty() {
+            on.push("per-client air budget".into());
         }
         if on.is_empty() {
             "no optimizations".into()
@@ -253,6 +268,12 @@ pub struct LabConfig {
     /// See [`ProxySwitches::adapt`].
     #[serde(default = "yes")]
     pub adapt: bool,
+    /// See [`ProxySwitches::air_budget`].
+    #[serde(default)]
+    pub air_budget: bool,
+    /// See [`ProxySwitches::air_budget_floor`].
+    #[serde(default)]
+    pub air_budget_floor: Option<u64>,
     #[serde(default)]
     pub warm: bool,
     /// With `warm`: false empties the browser's HTTP cache before the measured revisit,
@@ -386,6 +407,8 @@ impl LabConfig {
             inline: self.inline,
             inline_images: self.inline_images,
             adapt: self.adapt,
+            air_budget: self.air_budget,
+            air_budget_floor: self.air_budget_floor,
         }
     }
 

@@ -103,6 +103,10 @@ pub fn server_config(
     // The edge measures the scaled link: its decisions must weigh the link it stands for.
     c.air.adapt = sw.adapt;
     c.air.link_time_scale = time_scale;
+    c.air.budget = sw.air_budget;
+    if let Some(floor) = sw.air_budget_floor {
+        c.air.budget_floor = floor;
+    }
     // The lab has one client, ue; its loader's connections stay far below this.
     c.limits.max_client_connections = 1024;
     if sw.air_tuning {

@@ -194,29 +194,44 @@ pub struct HoldDecision {
     /// The expected time the response would be held (work and queue), when estimated.
     pub cost: Option<Duration>,
     /// The time its saved bytes are expected to take at the rate (before the kind has run:
-    /// the whole response's), when the link is measured. A held response waits for its
-    /// transform no longer than this: past it the original goes out and the variant is made
-    /// for the next client.
+    /// the whole response's), when the link is measured.
     pub saves: Option<Duration>,
+    /// The time the bytes already waiting for the client's link take at the rate: a response
+    /// made now waits that long for the link anyway, so holding it costs only the work
+    /// beyond it.
+    pub ahead: Duration,
+}
+
+impl HoldDecision {
+    /// How long a held response waits for its transform at most (what it saves and what it
+    /// would wait for the link anyway): past it the original goes out and the variant is made
+    /// for the next client. `None`: no bound (no link measured).
+    pub fn bound(&self) -> Option<Duration> {
+        self.saves.map(|s| s + self.ahead)
+    }
 }
 
 /// Whether to hold a `bytes`-long response for a transform of estimate `est` on `link`,
-/// with `queued` transforms ahead of it on `workers` workers; `cacheable`: a variant made
-/// in the background would be kept for the next client.
+/// with `queued` transforms ahead of it on `workers` workers and `ahead` bytes waiting for
+/// the client's link before it ([`crate::air_budget::AirBudgets::waiting_bytes`]);
+/// `cacheable`: a variant made in the background would be kept for the next client.
 pub fn hold_for_transform(
     link: Option<Measured>,
     bytes: u64,
     est: Option<CostEstimate>,
     (queued, workers): (usize, usize),
     cacheable: bool,
+    ahead: u64,
 ) -> HoldDecision {
     let Some(m) = link else {
         return HoldDecision {
             hold: Hold::Transform,
             cost: None,
             saves: None,
+            ahead: Duration::ZERO,
         };
     };
+    let ahead = m.time_for(ahead);
     let Some(e) = est else {
         // Not run yet: held for, but no longer than the whole response takes at the rate
         // (no transform can save more).
@@ -224,13 +239,15 @@ pub fn hold_for_transform(
             hold: Hold::Transform,
             cost: None,
             saves: Some(m.time_for(bytes)),
+            ahead,
         };
     };
     let work = e.secs_per_byte * bytes as f64;
     let queue = work * queued as f64 / workers.max(1) as f64;
     let cost = Duration::from_secs_f64((work + queue).max(0.0));
     let saves = m.time_for((bytes as f64 * e.saved_fraction.clamp(0.0, 1.0)) as u64);
-    let hold = if cost <= saves {
+    // A transform that saves nothing is never worth its time, whatever waits ahead.
+    let hold = if cost <= saves + ahead && !saves.is_zero() {
         Hold::Transform
     } else if cacheable {
         Hold::Defer
@@ -241,6 +258,7 @@ pub fn hold_for_transform(
         hold,
         cost: Some(cost),
         saves: Some(saves),
+        ahead,
     }
 }
 
@@ -603,30 +621,38 @@ mod tests {
         });
         let idle = (0, 2);
         // 100 KB over GPRS: 100 ms of work saves 50 KB, 10.4 s of air.
-        let d = hold_for_transform(Some(gprs()), 100_000, jpeg, idle, true);
+        let d = hold_for_transform(Some(gprs()), 100_000, jpeg, idle, true, 0);
         assert_eq!(d.hold, Hold::Transform);
         assert_eq!((ms(d.cost), ms(d.saves)), (Some(100), Some(10_417)));
         // Over LTE the 50 KB take 10 ms: not worth 100 ms now; made for the next client.
-        let d = hold_for_transform(Some(lte()), 100_000, jpeg, idle, true);
+        let d = hold_for_transform(Some(lte()), 100_000, jpeg, idle, true, 0);
         assert_eq!(d.hold, Hold::Defer);
         assert_eq!(ms(d.saves), Some(10));
         // Nowhere to keep the variant: skipped.
-        let d = hold_for_transform(Some(lte()), 100_000, jpeg, idle, false);
+        let d = hold_for_transform(Some(lte()), 100_000, jpeg, idle, false, 0);
         assert_eq!(d.hold, Hold::Skip);
         // The queue ahead counts: 1 Mbit/s saves 400 ms; 100 ms of work is held, but not
         // behind ten others on two workers (600 ms).
         let mid = Some(link(125_000, 80, 100));
         assert_eq!(
-            hold_for_transform(mid, 100_000, jpeg, idle, true).hold,
+            hold_for_transform(mid, 100_000, jpeg, idle, true, 0).hold,
             Hold::Transform
         );
-        let busy = hold_for_transform(mid, 100_000, jpeg, (10, 2), true);
+        let busy = hold_for_transform(mid, 100_000, jpeg, (10, 2), true, 0);
         assert_eq!((busy.hold, ms(busy.cost)), (Hold::Defer, Some(600)));
+        // ...unless the client's link has 30 KB waiting before it (240 ms at 1 Mbit/s): the
+        // response would wait for those anyway, and the hold's bound grows by as much.
+        let backlogged = hold_for_transform(mid, 100_000, jpeg, (10, 2), true, 30_000);
+        assert_eq!(backlogged.hold, Hold::Transform);
+        assert_eq!(ms(backlogged.bound()), Some(640));
+        // Over LTE the same 25 KB take 5 ms: still not worth 100 ms.
+        let d = hold_for_transform(Some(lte()), 100_000, jpeg, idle, true, 25_000);
+        assert_eq!(d.hold, Hold::Defer);
         // No link measured: today's behaviour, no bound.
-        let d = hold_for_transform(None, 100_000, jpeg, idle, true);
+        let d = hold_for_transform(None, 100_000, jpeg, idle, true, 0);
         assert_eq!((d.hold, d.cost, d.saves), (Hold::Transform, None, None));
         // No run yet: held for, at most what the whole 100 KB take over LTE (20 ms).
-        let d = hold_for_transform(Some(lte()), 100_000, None, idle, true);
+        let d = hold_for_transform(Some(lte()), 100_000, None, idle, true, 0);
         assert_eq!(
             (d.hold, d.cost, ms(d.saves)),
             (Hold::Transform, None, Some(20))
@@ -638,7 +664,7 @@ mod tests {
             runs: 3,
         });
         assert_eq!(
-            hold_for_transform(Some(gprs()), 1_000, none, idle, true).hold,
+            hold_for_transform(Some(gprs()), 1_000, none, idle, true, 0).hold,
             Hold::Defer
         );
     }

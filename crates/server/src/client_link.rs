@@ -52,11 +52,29 @@ const DELIVERY_RATE: usize = 160;
 /// The length up to and including `tcpi_delivery_rate`.
 pub const TCP_INFO_LEN: usize = DELIVERY_RATE + 8;
 
+/// `getsockopt(TCP_INFO)` of the socket `fd` (open for the call), when the kernel filled in
+/// at least [`TCP_INFO_LEN`] bytes (the rest stays zero).
+pub fn tcp_info(fd: std::os::fd::RawFd) -> Option<[u8; 232]> {
+    let mut info = [0u8; 232];
+    let mut len = info.len() as libc::socklen_t;
+    // SAFETY: info and len are valid for writes of the sizes given.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            info.as_mut_ptr() as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    (rc == 0 && len as usize >= TCP_INFO_LEN).then_some(info)
+}
+
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
 
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+pub(crate) fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_ne_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
 
@@ -81,19 +99,7 @@ impl ClientLink {
     /// kernel).
     pub fn of_socket(fd: std::os::fd::BorrowedFd<'_>) -> Option<ClientLink> {
         use std::os::fd::AsRawFd;
-        let mut info = [0u8; 232];
-        let mut len = info.len() as libc::socklen_t;
-        // SAFETY: info and len are valid for writes of the sizes given.
-        let rc = unsafe {
-            libc::getsockopt(
-                fd.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_INFO,
-                info.as_mut_ptr() as *mut libc::c_void,
-                &mut len,
-            )
-        };
-        (rc == 0 && len as usize >= TCP_INFO_LEN).then(|| ClientLink::from_tcp_info(&info))
+        tcp_info(fd.as_raw_fd()).map(|info| ClientLink::from_tcp_info(&info))
     }
 
     /// The delivery rate in kbit/s, if measured.

@@ -542,6 +542,30 @@ pub struct AirConfig {
     /// RTTs multiplied, so that the decisions compare a transform's cost with what its bytes
     /// take on the real link. 1 everywhere but in the lab.
     pub link_time_scale: f64,
+    /// Hold what is written to each client to a budget over all its connections: bytes
+    /// unacknowledged at most `budget-gain` × its measured delivery rate × its least RTT,
+    /// and at least `budget-floor` (issue 33; `air_budget.rs`). A browser's dozens of
+    /// connections, each growing its own window, otherwise fill a slow link's queue, and a
+    /// fresh connection's handshake or small response is dropped there and waits out long
+    /// timers. Clients under 5 ms away are never held. Off by default: over gprs it made one
+    /// large page 6–14 % slower (docs/results.md), where another page and cdma-1x gained.
+    pub budget: bool,
+    /// The budget as a multiple of rate × least RTT (at least 1).
+    pub budget_gain: f64,
+    /// The least budget in bytes (a new client's; a slow link's, where rate × RTT is a few
+    /// packets).
+    pub budget_floor: u64,
+}
+
+impl AirConfig {
+    /// The per-client budget's parameters, or `None` when it is off.
+    pub fn budget_config(&self) -> Option<crate::air_budget::BudgetConfig> {
+        self.budget.then(|| crate::air_budget::BudgetConfig {
+            gain: self.budget_gain,
+            floor: self.budget_floor,
+            ..Default::default()
+        })
+    }
 }
 
 impl Default for AirConfig {
@@ -555,6 +579,9 @@ impl Default for AirConfig {
             initial_rto: None,
             adapt: true,
             link_time_scale: 1.0,
+            budget: false,
+            budget_gain: crate::air_budget::BudgetConfig::default().gain,
+            budget_floor: crate::air_budget::BudgetConfig::default().floor,
         }
     }
 }
@@ -756,6 +783,18 @@ impl ServerConfig {
                     "must be more than 0 and at most 120s (the kernel's largest RTO)".into(),
                 ));
             }
+        }
+        if !(self.air.budget_gain.is_finite() && self.air.budget_gain >= 1.0) {
+            return Err(invalid(
+                "air.budget-gain",
+                "must be a number of at least 1 (the link's rate × RTT)".into(),
+            ));
+        }
+        if self.air.budget_floor < 4096 {
+            return Err(invalid(
+                "air.budget-floor",
+                "must be at least 4096 bytes (a few packets)".into(),
+            ));
         }
         if self.air.probe_interval.0 < Duration::from_secs(1) {
             return Err(invalid("air.probe-interval", "must be at least 1s".into()));
@@ -960,6 +999,36 @@ mod tests {
         assert_eq!(c.origin.connect_timeout.0, Duration::from_millis(250));
         assert_eq!(c.origin.response_timeout.0, Duration::from_millis(2500));
         assert_eq!(c.air.probe_stop.0, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn the_air_budget_is_opt_in_and_bounded() {
+        let d = ServerConfig::default().air;
+        assert!(!d.budget);
+        assert_eq!(d.budget_config(), None);
+        let c = ServerConfig::from_toml("[air]\nbudget = true\n", "x").unwrap();
+        assert_eq!(
+            c.air.budget_config().map(|b| (b.gain, b.floor)),
+            Some((2.0, 16384))
+        );
+        let c = ServerConfig::from_toml(
+            "[air]\nbudget = true\nbudget-gain = 3\nbudget-floor = 65536\n",
+            "x",
+        )
+        .unwrap();
+        assert_eq!(
+            c.air.budget_config().map(|b| (b.gain, b.floor)),
+            Some((3.0, 65536))
+        );
+        for (bad, key) in [
+            ("budget-gain = 0.5", "air.budget-gain"),
+            ("budget-floor = 100", "air.budget-floor"),
+        ] {
+            let e = ServerConfig::from_toml(&format!("[air]\n{bad}\n"), "a.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -21,6 +21,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::air::{self, ProbeSchedule};
+use crate::air_budget::AirGated;
 use crate::client_link::ClientLink;
 use crate::front::{admit, Outcome};
 use crate::http1::{self, BodyFraming, ChunkedDecoder, HeadError, RequestHead};
@@ -109,6 +110,34 @@ impl WriteWire for OwnedWriteHalf {
     }
     fn abort(self) {
         self.forget();
+    }
+}
+
+impl<W: Wire> Wire for AirGated<W> {
+    const COUNTS_BYTES: bool = W::COUNTS_BYTES;
+    fn socket(&self) -> BorrowedFd<'_> {
+        self.get_ref().socket()
+    }
+}
+
+/// A side held to its client's budget: out of it for a CONNECT (the tunnel, or the TLS
+/// beneath an intercepted connection, joins again) and when aborted.
+impl<W: WriteWire> WriteWire for AirGated<W> {
+    type Read = W::Read;
+    fn connect<'a>(
+        self,
+        rd: W::Read,
+        server: &'a Arc<Server>,
+        c: crate::intercept::Connect,
+        conn: &'a ConnInfo,
+        tokens: (CancellationToken, CancellationToken),
+        in_flight: InFlight,
+    ) -> crate::subrequest::BoxFuture<'a, ()> {
+        self.into_inner()
+            .connect(rd, server, c, conn, tokens, in_flight)
+    }
+    fn abort(self) {
+        self.into_inner().abort();
     }
 }
 
@@ -205,6 +234,8 @@ pub async fn serve_connection(
         _ => return, // closed, failed or idle before a first byte: nothing was asked
     }
     let (rd, wr) = stream.into_split();
+    let air = server.air_budgets.join(peer.ip(), wr.as_ref().as_fd());
+    let wr = AirGated::new(air, wr);
     let conn = ConnInfo {
         peer,
         local,

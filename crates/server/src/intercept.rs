@@ -167,7 +167,9 @@ pub(crate) async fn connect(
         }
     };
     // Counted as the client's bytes on the wire, TLS records and all.
-    let wire = Metered::client(stream, metrics);
+    // Held to the client's budget beneath the TLS, where its bytes are the wire's.
+    let air = server.air_budgets.join(peer.ip(), stream.as_fd());
+    let wire = Metered::client(crate::air_budget::AirGated::new(air, stream), metrics);
     let handshake = tokio::time::timeout(
         server.cfg.limits.header_timeout.0,
         accept_browser(wire, leftover.to_vec(), &host, &icpt.leaves),

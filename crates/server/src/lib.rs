@@ -22,6 +22,7 @@
 pub mod acl;
 pub mod adapt;
 pub mod air;
+pub mod air_budget;
 pub mod auth;
 pub mod client_link;
 pub mod config;

@@ -1075,7 +1075,7 @@ async fn transform_off_thread(
     } else if ctx.link.is_some() {
         let d = hold_decision(ex, &ctx, kind, body.len() as u64, cacheable);
         if d.hold == Hold::Transform {
-            bound = d.saves;
+            bound = d.bound();
             None
         } else {
             server.costs.decided(kind, d.hold);
@@ -1211,6 +1211,7 @@ fn hold_decision(
         ex.server.costs.estimate(kind),
         (pool.waiting().max(0) as usize, pool.workers()),
         cacheable,
+        ex.server.air_budgets.waiting_bytes(ex.req.peer.ip()),
     )
 }
 

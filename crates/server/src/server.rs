@@ -116,6 +116,7 @@ impl Server {
             ),
             clock: Arc::new(SystemClock),
             links: crate::client_link::ClientLinks::new(),
+            air_budgets: crate::air_budget::AirBudgets::new(cfg.air.budget_config()),
             measure_links: cfg.air.adapt && (cfg.inline.enabled || stages_filter),
             costs: crate::adapt::Costs::default(),
             making: crate::adapt::Making::default(),

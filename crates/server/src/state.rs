@@ -62,6 +62,8 @@ pub struct Server {
     pub(crate) clock: Arc<dyn Clock>,
     /// Each client's link as last measured ([`crate::adapt`] scales with it).
     pub(crate) links: crate::client_link::ClientLinks,
+    /// Each client's budget of bytes in flight ([`crate::air_budget`]).
+    pub(crate) air_budgets: crate::air_budget::AirBudgets,
     /// Some stage scales with the client's link (inlining, body filters): the link is read
     /// after every response, not only for the access log.
     pub(crate) measure_links: bool,

@@ -6,6 +6,7 @@
 //! the air before it falls back to the original addresses (002 §5).
 
 use std::net::SocketAddr;
+use std::os::fd::AsFd;
 use std::time::Instant;
 
 use bytes::BytesMut;
@@ -226,7 +227,8 @@ pub async fn run(
     metrics.request("tls", 200);
     tracing::info!(target: "webpep::access", client = %peer, mode = "tls", url = %url,
         status = 200u16, "tls relay open");
-    crate::tunnel::splice(&mut stream, &mut upstream, metrics, &hard).await;
+    let air = server.air_budgets.join(peer.ip(), stream.as_fd());
+    crate::tunnel::splice(&mut stream, &mut upstream, air, metrics, &hard).await;
     tracing::info!(target: "webpep::access", client = %peer, mode = "tls", url = %url,
         ms = start.elapsed().as_millis() as u64, "tls relay closed");
 }

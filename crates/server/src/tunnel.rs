@@ -4,6 +4,7 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::AsFd;
 use std::pin::Pin;
 use std::sync::atomic::AtomicU64;
 use std::task::{Context, Poll};
@@ -97,7 +98,8 @@ pub async fn run(
     Metrics::add(&metrics.origin_bytes_out, leftover.len() as u64);
     tracing::info!(target: "webpep::access", client = %peer, mode = "connect", method = "CONNECT",
         url = %format!("{host}:{port}"), status = 200u16, user = user.unwrap_or("-"), "tunnel open");
-    splice(&mut client, &mut upstream, metrics, &hard).await;
+    let air = server.air_budgets.join(peer.ip(), client.as_fd());
+    splice(&mut client, &mut upstream, air, metrics, &hard).await;
     tracing::info!(target: "webpep::access", client = %peer, mode = "connect",
         url = %format!("{host}:{port}"), ms = start.elapsed().as_millis() as u64, "tunnel closed");
 }
@@ -108,10 +110,11 @@ pub async fn run(
 pub(crate) async fn splice(
     client: &mut TcpStream,
     upstream: &mut TcpStream,
+    air: Option<crate::air_budget::AirSlot>,
     metrics: &Metrics,
     hard: &CancellationToken,
 ) {
-    let mut client = Metered::client(client, metrics);
+    let mut client = Metered::client(crate::air_budget::AirGated::new(air, client), metrics);
     let mut upstream = Metered {
         s: upstream,
         read: &metrics.origin_bytes_in,
