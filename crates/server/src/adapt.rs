@@ -147,6 +147,11 @@ pub struct CostEstimate {
 }
 
 impl CostEstimate {
+    /// The expected work of a run over `bytes`.
+    pub fn work_for(&self, bytes: u64) -> Duration {
+        Duration::from_secs_f64((self.secs_per_byte * bytes as f64).clamp(0.0, 1e6))
+    }
+
     /// The estimate after a run over `bytes_in` that gave `bytes_out` in `took` (the first
     /// run sets it; later ones move it by an eighth).
     pub fn observe(
@@ -187,10 +192,12 @@ pub enum Hold {
 }
 
 /// A transform decision with its reasons.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HoldDecision {
     /// The decision.
     pub hold: Hold,
+    /// The client's rate (bytes per second) the times below are at; `None`: not measured.
+    pub rate: Option<u64>,
     /// The expected time the response would be held (work and queue), when estimated.
     pub cost: Option<Duration>,
     /// The time its saved bytes are expected to take at the rate (before the kind has run:
@@ -212,20 +219,21 @@ impl HoldDecision {
 }
 
 /// Whether to hold a `bytes`-long response for a transform of estimate `est` on `link`,
-/// with `queued` transforms ahead of it on `workers` workers and `ahead` bytes waiting for
+/// after `queue`, the wait for a worker (the work ahead of it per worker), and with `ahead` bytes waiting for
 /// the client's link before it ([`crate::air_budget::AirBudgets::waiting_bytes`]);
 /// `cacheable`: a variant made in the background would be kept for the next client.
 pub fn hold_for_transform(
     link: Option<Measured>,
     bytes: u64,
     est: Option<CostEstimate>,
-    (queued, workers): (usize, usize),
+    queue: Duration,
     cacheable: bool,
     ahead: u64,
 ) -> HoldDecision {
     let Some(m) = link else {
         return HoldDecision {
             hold: Hold::Transform,
+            rate: None,
             cost: None,
             saves: None,
             ahead: Duration::ZERO,
@@ -237,14 +245,13 @@ pub fn hold_for_transform(
         // (no transform can save more).
         return HoldDecision {
             hold: Hold::Transform,
+            rate: Some(m.rate),
             cost: None,
             saves: Some(m.time_for(bytes)),
             ahead,
         };
     };
-    let work = e.secs_per_byte * bytes as f64;
-    let queue = work * queued as f64 / workers.max(1) as f64;
-    let cost = Duration::from_secs_f64((work + queue).max(0.0));
+    let cost = e.work_for(bytes) + queue;
     let saves = m.time_for((bytes as f64 * e.saved_fraction.clamp(0.0, 1.0)) as u64);
     // A transform that saves nothing is never worth its time, whatever waits ahead.
     let hold = if cost <= saves + ahead && !saves.is_zero() {
@@ -256,6 +263,7 @@ pub fn hold_for_transform(
     };
     HoldDecision {
         hold,
+        rate: Some(m.rate),
         cost: Some(cost),
         saves: Some(saves),
         ahead,
@@ -619,7 +627,7 @@ mod tests {
             saved_fraction: 0.5,
             runs: 10,
         });
-        let idle = (0, 2);
+        let idle = Duration::ZERO;
         // 100 KB over GPRS: 100 ms of work saves 50 KB, 10.4 s of air.
         let d = hold_for_transform(Some(gprs()), 100_000, jpeg, idle, true, 0);
         assert_eq!(d.hold, Hold::Transform);
@@ -632,17 +640,17 @@ mod tests {
         let d = hold_for_transform(Some(lte()), 100_000, jpeg, idle, false, 0);
         assert_eq!(d.hold, Hold::Skip);
         // The queue ahead counts: 1 Mbit/s saves 400 ms; 100 ms of work is held, but not
-        // behind ten others on two workers (600 ms).
+        // behind a second of work on two workers (600 ms).
         let mid = Some(link(125_000, 80, 100));
         assert_eq!(
             hold_for_transform(mid, 100_000, jpeg, idle, true, 0).hold,
             Hold::Transform
         );
-        let busy = hold_for_transform(mid, 100_000, jpeg, (10, 2), true, 0);
+        let busy = hold_for_transform(mid, 100_000, jpeg, 500 * MS, true, 0);
         assert_eq!((busy.hold, ms(busy.cost)), (Hold::Defer, Some(600)));
         // ...unless the client's link has 30 KB waiting before it (240 ms at 1 Mbit/s): the
         // response would wait for those anyway, and the hold's bound grows by as much.
-        let backlogged = hold_for_transform(mid, 100_000, jpeg, (10, 2), true, 30_000);
+        let backlogged = hold_for_transform(mid, 100_000, jpeg, 500 * MS, true, 30_000);
         assert_eq!(backlogged.hold, Hold::Transform);
         assert_eq!(ms(backlogged.bound()), Some(640));
         // Over LTE the same 25 KB take 5 ms: still not worth 100 ms.

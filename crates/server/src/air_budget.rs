@@ -286,9 +286,9 @@ impl AirBudgets {
 
 impl AirBudgets {
     /// The bytes waiting for `client`'s link: those unacknowledged on its connections at the
-    /// last measurement and written since, and a turn's worth for each writer waiting for
-    /// room (0 when the budget is off or the client is not held). A response made now waits
-    /// for them before its own bytes go.
+    /// last measurement and written since, and what each writer waiting for room has to
+    /// write (a response at hand is one write: all of it), 0 when the budget is off or the
+    /// client is not held. A response made now waits for them before its own bytes go.
     pub fn waiting_bytes(&self, client: IpAddr) -> u64 {
         if self.cfg.is_none() {
             return 0;
@@ -304,7 +304,7 @@ impl AirBudgets {
         if !st.budget.holds() {
             return 0;
         }
-        st.unacked + st.written_since + st.queue.len() as u64 * st.quantum()
+        st.unacked + st.written_since + st.queue.iter().map(|w| w.bytes).sum::<u64>()
     }
 }
 
@@ -415,6 +415,8 @@ struct Waiter {
     /// Ticks since it was woken at the front without writing: a writer whose future was
     /// dropped (its connection busy elsewhere) must not hold the others back.
     woken_ticks: u32,
+    /// The length of the write it waits to make.
+    bytes: u64,
 }
 
 /// Ticks a woken writer at the front may take to write before it loses its turn.
@@ -601,6 +603,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for AirGated<S> {
             Some(i) => {
                 st.queue[i].waker = cx.waker().clone();
                 st.queue[i].woken_ticks = 0;
+                st.queue[i].bytes = buf.len() as u64;
             }
             None => {
                 st.next_ticket += 1;
@@ -609,6 +612,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for AirGated<S> {
                     ticket,
                     waker: cx.waker().clone(),
                     woken_ticks: 0,
+                    bytes: buf.len() as u64,
                 });
                 slot.ticket = Some(ticket);
             }
@@ -973,9 +977,11 @@ mod tests {
         }
         let gave_up = tokio::time::timeout(MS, b.write_all(&[2u8; 1000])).await;
         assert!(gave_up.is_err(), "b had no room and waited");
-        // The budget's worth is in flight, and a turn for each writer waiting (a and b).
+        // What is in flight, and what each waiting writer has still to write: all but the
+        // budget's worth (and a turn) of a's 64 KB, and b's 1000 bytes.
         let waiting = budgets.waiting_bytes(ip);
-        assert!(waiting >= 16 * 1024 + 2 * 4096, "{waiting}");
+        assert!(waiting >= (64 - 16 - 4) * 1024 + 1000, "{waiting}");
+        assert!(waiting <= 64 * 1024 + 1000, "{waiting}");
         let c_writer = tokio::spawn(async move {
             c.write_all(&[3u8; 8_000]).await.unwrap();
             c

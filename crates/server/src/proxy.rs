@@ -82,6 +82,7 @@ struct TimingCell {
     queue: AtomicU64,
     /// 0: no decision; else 1 + the [`Hold`]'s place in [`HOLDS`].
     hold: std::sync::atomic::AtomicU8,
+    decision: std::sync::Mutex<Option<crate::adapt::HoldDecision>>,
     first_in: std::sync::OnceLock<tokio::time::Instant>,
 }
 
@@ -94,6 +95,7 @@ impl Default for TimingCell {
             transform: u64::MAX.into(),
             queue: u64::MAX.into(),
             hold: 0.into(),
+            decision: std::sync::Mutex::new(None),
             first_in: std::sync::OnceLock::new(),
         }
     }
@@ -121,6 +123,9 @@ impl TimingCell {
         let i = HOLDS.iter().position(|x| *x == h).unwrap_or(0) as u8;
         self.hold.store(i + 1, Ordering::Relaxed);
     }
+    fn set_decision(&self, d: crate::adapt::HoldDecision) {
+        *self.decision.lock().unwrap_or_else(|e| e.into_inner()) = Some(d);
+    }
     fn timing(&self, started: tokio::time::Instant, total: Duration) -> Timing {
         Timing {
             total,
@@ -131,6 +136,7 @@ impl TimingCell {
                 0 => None,
                 i => HOLDS.get(usize::from(i) - 1).copied(),
             },
+            decision: *self.decision.lock().unwrap_or_else(|e| e.into_inner()),
             first_in: self
                 .first_in
                 .get()
@@ -1074,6 +1080,7 @@ async fn transform_off_thread(
         Some(Hold::Defer)
     } else if ctx.link.is_some() {
         let d = hold_decision(ex, &ctx, kind, body.len() as u64, cacheable);
+        timing.set_decision(d);
         if d.hold == Hold::Transform {
             bound = d.bound();
             None
@@ -1096,18 +1103,20 @@ async fn transform_off_thread(
         };
         return client_decodable(ex, original);
     }
+    let work = expected_work(ex, &held);
     let run = measured_run(ex, variant, held);
     let priority = match ex.below {
         None => Priority::Client,
         Some(_) => Priority::Background,
     };
     let started = tokio::time::Instant::now();
+    let pool = server.transform_pool.clone();
     let done = match bound {
-        None => server.transform_pool.run_as(priority, memory, run).await,
+        None => pool.run_costed(priority, memory, work, run).await,
         Some(limit) => {
             // Spawned: past the bound the job goes on (and stores the variant) without us.
-            let pool = server.transform_pool.clone();
-            let mut job = tokio::spawn(async move { pool.run_as(priority, memory, run).await });
+            let mut job =
+                tokio::spawn(async move { pool.run_costed(priority, memory, work, run).await });
             match tokio::time::timeout(limit, &mut job).await {
                 Ok(r) => {
                     server.costs.decided(kind, Hold::Transform);
@@ -1181,6 +1190,7 @@ fn hold_at_head(
     let kind = Kind::of(crate::optimize::content_type(headers));
     ex.server.costs.estimate(kind)?;
     let d = hold_decision(ex, ctx, kind, n, cacheable_variant(ex, variant));
+    timing.set_decision(d);
     if d.hold == Hold::Transform {
         return None;
     }
@@ -1209,10 +1219,20 @@ fn hold_decision(
         ctx.link,
         bytes,
         ex.server.costs.estimate(kind),
-        (pool.waiting().max(0) as usize, pool.workers()),
+        pool.work_ahead_of_client() / pool.workers().max(1) as u32,
         cacheable,
         ex.server.air_budgets.waiting_bytes(ex.req.peer.ip()),
     )
+}
+
+/// The work transforming `held` is expected to take, from its kind's measured cost (zero
+/// before the kind has run).
+fn expected_work(ex: &Exchange, held: &Held) -> Duration {
+    let kind = Kind::of(crate::optimize::content_type(&held.headers));
+    ex.server
+        .costs
+        .estimate(kind)
+        .map_or(Duration::ZERO, |e| e.work_for(held.body.len() as u64))
 }
 
 /// The transform phases of `held` as a job for the workers, timing its work into the kind's
@@ -1255,10 +1275,13 @@ fn make_in_background(ex: &Exchange, variant: &str, held: Held) {
         return;
     };
     let memory = ex.server.stages.body_memory(&held.body);
+    let work = expected_work(ex, &held);
     let run = measured_run(ex, variant, held);
     let pool = ex.server.transform_pool.clone();
     tokio::spawn(async move {
-        let _ = pool.run_as(Priority::Background, memory, run).await;
+        let _ = pool
+            .run_costed(Priority::Background, memory, work, run)
+            .await;
         drop(claim);
     });
 }

@@ -510,6 +510,7 @@ impl AccessLine<'_> {
             _ => None,
         };
         let link = self.link;
+        let decision = timing.decision;
         tracing::info!(
             target: "webpep::access",
             client = %self.peer,
@@ -529,6 +530,10 @@ impl AccessLine<'_> {
             queue_ms = timing.queue.map(ms),
             transform_ms = timing.transform.map(ms),
             hold = timing.hold.map(|h| h.label()),
+            hold_kbps = decision.and_then(|d| d.rate).map(|r| r * 8 / 1000),
+            hold_cost_ms = decision.and_then(|d| d.cost).map(ms),
+            hold_saves_ms = decision.and_then(|d| d.saves).map(ms),
+            hold_ahead_ms = decision.map(|d| ms(d.ahead)),
         );
     }
 }

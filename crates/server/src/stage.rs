@@ -71,6 +71,9 @@ pub struct Timing {
     /// What was decided about holding the response for its transform at the client's
     /// measured rate, when a decision was made ([`crate::adapt::hold_for_transform`]).
     pub hold: Option<crate::adapt::Hold>,
+    /// What that decision weighed (the rate, the transform's expected cost, what it saves,
+    /// the time of the bytes ahead of it), when it was made on a measured link.
+    pub decision: Option<crate::adapt::HoldDecision>,
     /// From the request's arrival to the first byte of the response at the proxy: the
     /// origin's head, or the cache's answer (`None`: the proxy answered itself).
     pub first_in: Option<Duration>,

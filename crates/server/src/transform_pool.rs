@@ -11,6 +11,7 @@
 
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
@@ -18,6 +19,9 @@ use tokio::sync::Semaphore;
 #[derive(Debug, Default)]
 struct Gauges {
     waiting: AtomicI64,
+    /// The expected work (µs) of the jobs a client's job queued now would wait behind: the
+    /// clients' jobs waiting, and the background jobs past their turn waiting for a slot.
+    work_ahead_us: AtomicI64,
     running: AtomicI64,
     /// Highest `running` seen since start.
     peak: AtomicUsize,
@@ -77,6 +81,22 @@ impl Drop for Count<'_> {
     }
 }
 
+/// Adds a weight to a gauge until dropped.
+struct Weight<'a>(&'a AtomicI64, i64);
+
+impl<'a> Weight<'a> {
+    fn add(g: &'a AtomicI64, w: i64) -> Weight<'a> {
+        g.fetch_add(w, Relaxed);
+        Weight(g, w)
+    }
+}
+
+impl Drop for Weight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(self.1, Relaxed);
+    }
+}
+
 impl TransformPool {
     /// A pool of `workers` slots; 0 means one per available core. No memory bound.
     pub fn new(workers: usize) -> TransformPool {
@@ -110,6 +130,16 @@ impl TransformPool {
     /// Jobs waiting for a slot now.
     pub fn waiting(&self) -> i64 {
         self.gauges.waiting.load(Relaxed)
+    }
+
+    /// The expected work of the jobs a client's job queued now would wait behind, as their
+    /// callers estimated it ([`run_costed`](Self::run_costed)): the clients' jobs waiting and
+    /// the background jobs already waiting for a slot (the others wait for their turn, at
+    /// most `workers − 1` at a time, behind it). Not `waiting` × this job's work: a burst of
+    /// deferred variants queued in the background does not stand in a client's way, and a
+    /// queue of small texts is not a queue of photos.
+    pub fn work_ahead_of_client(&self) -> Duration {
+        Duration::from_micros(self.gauges.work_ahead_us.load(Relaxed).max(0) as u64)
     }
 
     /// Jobs running now.
@@ -159,8 +189,27 @@ impl TransformPool {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
+        self.run_costed(priority, memory, Duration::ZERO, job).await
+    }
+
+    /// [`run_as`](Self::run_as) with the job's expected `work`, counted in
+    /// [`work_ahead_of_client`](Self::work_ahead_of_client) while it waits.
+    pub async fn run_costed<T, F>(
+        &self,
+        priority: Priority,
+        memory: u64,
+        work: Duration,
+        job: F,
+    ) -> Result<T, JobError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let us = i64::try_from(work.as_micros()).unwrap_or(i64::MAX / 4);
         let (reserved, turn, slot) = {
             let (_waiting, _) = Count::up(&self.gauges.waiting);
+            let _client =
+                (priority == Priority::Client).then(|| Weight::add(&self.gauges.work_ahead_us, us));
             // The semaphores are never closed, so acquiring only waits.
             let units = u32::try_from(memory.div_ceil(MEMORY_UNIT))
                 .unwrap_or(u32::MAX)
@@ -184,6 +233,9 @@ impl TransformPool {
                         .map_err(|_| JobError::Closed)?,
                 ),
             };
+            let _at_slot = turn
+                .is_some()
+                .then(|| Weight::add(&self.gauges.work_ahead_us, us));
             let slot = self
                 .slots
                 .clone()
@@ -311,11 +363,25 @@ mod tests {
         let bg: Vec<_> = (0..10)
             .map(|_| {
                 let p = pool.clone();
-                tokio::spawn(async move { p.run_as(Priority::Background, 0, busy(300)).await })
+                tokio::spawn(async move {
+                    p.run_costed(
+                        Priority::Background,
+                        0,
+                        Duration::from_millis(300),
+                        busy(300),
+                    )
+                    .await
+                })
             })
             .collect();
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(pool.running(), 2);
+        assert_eq!(pool.waiting(), 8);
+        assert_eq!(
+            pool.work_ahead_of_client(),
+            Duration::ZERO,
+            "a slot is free for a client"
+        );
         // A client's job does not queue behind them.
         let t0 = Instant::now();
         assert_eq!(pool.run(busy(10)).await, Ok(10));
@@ -331,6 +397,46 @@ mod tests {
         // With one worker, background work still runs.
         let one = TransformPool::new(1);
         assert_eq!(one.run_as(Priority::Background, 0, || 5u8).await, Ok(5));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_work_ahead_of_a_client_counts_clients_and_background_jobs_at_a_slot() {
+        let pool = TransformPool::new(1);
+        let ms = Duration::from_millis;
+        // The only slot is held until `release` sends.
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let holder = {
+            let p = pool.clone();
+            tokio::spawn(async move { p.run(move || held.recv().is_ok()).await })
+        };
+        while pool.running() < 1 {
+            tokio::task::yield_now().await;
+        }
+        let mut jobs = Vec::new();
+        for (priority, work) in [
+            (Priority::Client, ms(100)),
+            (Priority::Client, ms(10)),
+            (Priority::Background, ms(1000)),
+            (Priority::Background, ms(2000)),
+            (Priority::Background, ms(4000)),
+        ] {
+            let p = pool.clone();
+            jobs.push(tokio::spawn(async move {
+                p.run_costed(priority, 0, work, || 0u8).await
+            }));
+            while pool.waiting() < jobs.len() as i64 {
+                tokio::task::yield_now().await;
+            }
+        }
+        // Both clients' jobs, and the one background job whose turn it is (one worker: one
+        // turn); the other two wait behind a client's job that comes now.
+        assert_eq!(pool.work_ahead_of_client(), ms(1110));
+        release.send(()).unwrap();
+        assert_eq!(holder.await.unwrap(), Ok(true));
+        for j in jobs {
+            assert_eq!(j.await.unwrap(), Ok(0));
+        }
+        assert_eq!(pool.work_ahead_of_client(), Duration::ZERO);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -213,6 +213,7 @@ const IMAGE_BYTES_IN: &str = "webpep_transform_bytes_in_total{kind=\"image\"}";
 
 #[tokio::test]
 async fn a_transform_not_worth_its_time_at_the_rate_is_made_for_the_next_client() {
+    access_log();
     let jpeg = photo_jpeg();
     // /e.jpg comes in two halves, the second once `release` is notified.
     let release = Arc::new(Notify::new());
@@ -325,6 +326,24 @@ async fn a_transform_not_worth_its_time_at_the_rate_is_made_for_the_next_client(
     assert!(d.body.len() < jpeg.len());
     let st = d.header("server-timing").unwrap_or_default().to_string();
     assert!(st.contains("hold;desc=held"), "{st}");
+    // The access line gives what the hold weighed: the rate (500 B/s is 4 kbit/s), the
+    // transform's measured cost, and the seconds its saving is worth at that rate.
+    let line = nth_line(&format!("http://{}/d.jpg", o.addr), 1).await;
+    assert_eq!(line["hold"], "held", "{line}");
+    assert_eq!(num(&line, "hold_kbps"), Some(4.0), "{line}");
+    let cost = num(&line, "hold_cost_ms").unwrap_or_else(|| panic!("hold_cost_ms in {line}"));
+    let saves = num(&line, "hold_saves_ms").unwrap_or_else(|| panic!("hold_saves_ms in {line}"));
+    let saved = (jpeg.len() - d.body.len()) as f64;
+    assert!(cost > 0.0 && cost <= saves, "{line}");
+    assert!(
+        saves > 1000.0 && saves <= saved / 500.0 * 1000.0 * 4.0,
+        "{line}"
+    );
+    assert_eq!(
+        num(&line, "hold_ahead_ms"),
+        Some(0.0),
+        "no budget, nothing ahead: {line}"
+    );
 }
 
 fn num(v: &serde_json::Value, key: &str) -> Option<f64> {
