@@ -100,6 +100,10 @@ pub struct ProxySwitches {
     /// server's default.
     #[serde(default)]
     pub air_budget_floor: Option<u64>,
+    /// With `air_budget`: bytes in flight as a multiple of rate × least RTT (`[air]
+    /// budget-gain`); `None`: the server's default.
+    #[serde(default)]
+    pub air_budget_gain: Option<f64>,
 }
 
 impl Default for ProxySwitches {
@@ -117,6 +121,7 @@ impl Default for ProxySwitches {
             adapt: true,
             air_budget: false,
             air_budget_floor: None,
+            air_budget_gain: None,
         }
     }
 }
@@ -274,6 +279,9 @@ pub struct LabConfig {
     /// See [`ProxySwitches::air_budget_floor`].
     #[serde(default)]
     pub air_budget_floor: Option<u64>,
+    /// See [`ProxySwitches::air_budget_gain`].
+    #[serde(default)]
+    pub air_budget_gain: Option<f64>,
     #[serde(default)]
     pub warm: bool,
     /// With `warm`: false empties the browser's HTTP cache before the measured revisit,
@@ -409,6 +417,7 @@ impl LabConfig {
             adapt: self.adapt,
             air_budget: self.air_budget,
             air_budget_floor: self.air_budget_floor,
+            air_budget_gain: self.air_budget_gain,
         }
     }
 

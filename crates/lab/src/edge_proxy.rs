@@ -107,6 +107,9 @@ pub fn server_config(
     if let Some(floor) = sw.air_budget_floor {
         c.air.budget_floor = floor;
     }
+    if let Some(gain) = sw.air_budget_gain {
+        c.air.budget_gain = gain;
+    }
     // The lab has one client, ue; its loader's connections stay far below this.
     c.limits.max_client_connections = 1024;
     if sw.air_tuning {
@@ -807,6 +810,24 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("transcode"), "{e}");
+    }
+
+    #[test]
+    fn the_budget_switches_reach_the_air_config_and_a_bad_gain_is_refused() {
+        let all = crate::configs::load(None).unwrap();
+        let c = build("explicit-modern-budget", 1.0);
+        assert!(c.air.budget);
+        assert_eq!(c.air.budget_gain, ServerConfig::default().air.budget_gain);
+        let mut lab = all["explicit-modern-budget"].clone();
+        lab.air_budget_gain = Some(4.0);
+        lab.air_budget_floor = Some(65_536);
+        let c = server_config(&lab, UE, EDGE, Path::new("/tmp/c"), 1.0);
+        let b = c.air.budget_config().expect("the budget is on");
+        assert_eq!((b.gain, b.floor), (4.0, 65_536));
+        lab.air_budget_gain = Some(0.5);
+        let c = server_config(&lab, UE, EDGE, Path::new("/tmp/c"), 1.0);
+        let e = c.validate("lab").unwrap_err().to_string();
+        assert!(e.contains("budget-gain"), "{e}");
     }
 
     #[test]
