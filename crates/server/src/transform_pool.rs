@@ -63,35 +63,24 @@ pub enum JobError {
     Closed,
 }
 
-/// Decrements a gauge when dropped, so that a cancelled wait or a panicking job still counts
-/// right.
-struct Count<'a>(&'a AtomicI64);
+/// Adds to a gauge until dropped (a job counted, or its expected work), so that a cancelled
+/// wait or a panicking job still counts right.
+struct Count<'a>(&'a AtomicI64, i64);
 
 impl<'a> Count<'a> {
-    /// Counts one more; also returns the count this one made (not a later one's).
+    /// Adds `w`; also returns the gauge this made (not a later one's).
+    fn add(g: &'a AtomicI64, w: i64) -> (Count<'a>, i64) {
+        let now = g.fetch_add(w, Relaxed) + w;
+        (Count(g, w), now)
+    }
+
+    /// Counts one more.
     fn up(g: &'a AtomicI64) -> (Count<'a>, i64) {
-        let now = g.fetch_add(1, Relaxed) + 1;
-        (Count(g), now)
+        Count::add(g, 1)
     }
 }
 
 impl Drop for Count<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Relaxed);
-    }
-}
-
-/// Adds a weight to a gauge until dropped.
-struct Weight<'a>(&'a AtomicI64, i64);
-
-impl<'a> Weight<'a> {
-    fn add(g: &'a AtomicI64, w: i64) -> Weight<'a> {
-        g.fetch_add(w, Relaxed);
-        Weight(g, w)
-    }
-}
-
-impl Drop for Weight<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(self.1, Relaxed);
     }
@@ -209,7 +198,7 @@ impl TransformPool {
         let (reserved, turn, slot) = {
             let (_waiting, _) = Count::up(&self.gauges.waiting);
             let _client =
-                (priority == Priority::Client).then(|| Weight::add(&self.gauges.work_ahead_us, us));
+                (priority == Priority::Client).then(|| Count::add(&self.gauges.work_ahead_us, us));
             // The semaphores are never closed, so acquiring only waits.
             let units = u32::try_from(memory.div_ceil(MEMORY_UNIT))
                 .unwrap_or(u32::MAX)
@@ -235,7 +224,7 @@ impl TransformPool {
             };
             let _at_slot = turn
                 .is_some()
-                .then(|| Weight::add(&self.gauges.work_ahead_us, us));
+                .then(|| Count::add(&self.gauges.work_ahead_us, us));
             let slot = self
                 .slots
                 .clone()
