@@ -388,7 +388,10 @@ mod tests {
         assert_eq!(one.run_as(Priority::Background, 0, || 5u8).await, Ok(5));
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    // One runtime thread: a queued job's first poll (count it waiting, take its turn, add its
+    // work, wait for the slot) ends before the test reads the gauges, which on two threads
+    // could land between the `waiting` count and the work added after the turn.
+    #[tokio::test(flavor = "current_thread")]
     async fn the_work_ahead_of_a_client_counts_clients_and_background_jobs_at_a_slot() {
         let pool = TransformPool::new(1);
         let ms = Duration::from_millis;
