@@ -345,44 +345,50 @@ mod tests {
         assert_eq!(free.memory_limit(), 0);
     }
 
+    /// Polls until `ready` holds (the gauges are updated by other threads).
+    async fn until(ready: impl Fn() -> bool) {
+        while !ready() {
+            tokio::task::yield_now().await;
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn background_jobs_leave_a_slot_for_clients() {
         let pool = TransformPool::new(3);
-        // Ten background jobs of 300 ms: at most 2 of the 3 slots run them.
+        // Ten background jobs that run until released: at most 2 of the 3 slots take them.
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let held = Arc::new(std::sync::Mutex::new(held));
         let bg: Vec<_> = (0..10)
             .map(|_| {
                 let p = pool.clone();
+                let held = held.clone();
                 tokio::spawn(async move {
                     p.run_costed(
                         Priority::Background,
                         0,
                         Duration::from_millis(300),
-                        busy(300),
+                        move || held.lock().unwrap().recv().is_ok(),
                     )
                     .await
                 })
             })
             .collect();
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        assert_eq!(pool.running(), 2);
-        assert_eq!(pool.waiting(), 8);
+        until(|| pool.running() == 2 && pool.waiting() == 8).await;
         assert_eq!(
             pool.work_ahead_of_client(),
             Duration::ZERO,
             "a slot is free for a client"
         );
-        // A client's job does not queue behind them.
-        let t0 = Instant::now();
-        assert_eq!(pool.run(busy(10)).await, Ok(10));
-        assert!(
-            t0.elapsed() < Duration::from_millis(250),
-            "{:?}",
-            t0.elapsed()
-        );
-        for j in bg {
-            assert_eq!(j.await.unwrap(), Ok(300));
-        }
+        // A client's job runs while every background job is still held: it did not queue
+        // behind them.
+        assert_eq!(pool.run(|| 10u8).await, Ok(10));
         assert_eq!(pool.peak_running(), 3);
+        for _ in 0..10 {
+            release.send(()).unwrap();
+        }
+        for j in bg {
+            assert_eq!(j.await.unwrap(), Ok(true));
+        }
         // With one worker, background work still runs.
         let one = TransformPool::new(1);
         assert_eq!(one.run_as(Priority::Background, 0, || 5u8).await, Ok(5));
@@ -440,22 +446,24 @@ mod tests {
 
         // Hold the only slot, queue a job, give up on it: it never runs, and counts go back.
         let ran = Arc::new(AtomicUsize::new(0));
+        let (release, held) = std::sync::mpsc::channel::<()>();
         let holder = {
             let p = pool.clone();
-            tokio::spawn(async move { p.run(busy(150)).await })
+            tokio::spawn(async move { p.run(move || held.recv().is_ok()).await })
         };
-        tokio::time::sleep(Duration::from_millis(30)).await;
+        until(|| pool.running() == 1).await;
         let r2 = ran.clone();
         let waiting = {
             let p = pool.clone();
             tokio::spawn(async move { p.run(move || r2.fetch_add(1, Relaxed)).await })
         };
-        tokio::time::sleep(Duration::from_millis(30)).await;
+        until(|| pool.waiting() == 1).await;
         assert_eq!((pool.running(), pool.waiting()), (1, 1));
         waiting.abort();
         let _ = waiting.await;
         assert_eq!(pool.waiting(), 0);
-        assert_eq!(holder.await.unwrap(), Ok(150));
+        release.send(()).unwrap();
+        assert_eq!(holder.await.unwrap(), Ok(true));
         assert_eq!(pool.run(|| 1u8).await, Ok(1));
         assert_eq!(ran.load(Relaxed), 0, "the abandoned job never ran");
         assert!(pool.metrics_text().contains("webpep_transform_workers 1\n"));
