@@ -200,15 +200,7 @@ fn loader_config(c: &LabConfig, hosting: &Hosting, k: f64) -> LoaderConfig {
     lc.keep_connections = c.warm && c.revisit_connections;
     lc.ca_pem = Some(hosting.ca_pem.as_bytes().to_vec());
     let scaled = |s: f64| Duration::from_secs_f64(s / k);
-    // A connection attempt gives up as its system's TCP does: 75 s (BSD's and Windows'
-    // classic connect timeout) for the 2003 browser; today's browser leaves it to Linux,
-    // whose 6 SYN retries back off for 127 s. Over gprs a modern page's dozens of parallel
-    // connections can hold a handshake in the queue longer than 75 s.
-    lc.connect_timeout = scaled(if c.browser() == Browser::Mozilla2003 {
-        75.0
-    } else {
-        127.0
-    });
+    (lc.connect_timeout, lc.tls_handshake_timeout) = setup_timeouts(c.browser(), k);
     lc.response_timeout = scaled(120.0);
     lc.page_timeout = scaled(PAGE_TIMEOUT_MIN_S);
     lc.dns_timeout = scaled(10.0);
@@ -225,6 +217,26 @@ fn loader_config(c: &LabConfig, hosting: &Hosting, k: f64) -> LoaderConfig {
 fn upgrades_insecure(c: &LabConfig, page: &webpep_corpus::Page) -> bool {
     c.policy == PolicyName::H2 && !page.captured_schemes
 }
+
+/// How long the browser model waits for a connection (in wall time at time scale `k`): TCP
+/// gives up as its system's does, 75 s for the 2003 browser (BSD's and Windows' classic
+/// connect timeout), 127 s for today's, which leaves it to Linux's 6 SYN retries (over gprs
+/// a modern page's dozens of parallel connections can hold a handshake in the queue longer
+/// than 75 s). Today's browser then gives the TLS handshake 30 s of its own (Chromium's
+/// SSLConnectJob restarts its timer for it); the 2003 browser's handshake shares the
+/// connect timeout.
+fn setup_timeouts(browser: Browser, k: f64) -> (Duration, Option<Duration>) {
+    let scaled = |s: f64| Duration::from_secs_f64(s / k);
+    if browser == Browser::Mozilla2003 {
+        (scaled(75.0), None)
+    } else {
+        (scaled(127.0), Some(scaled(MODERN_TLS_HANDSHAKE_S)))
+    }
+}
+
+/// Today's browser's limit on a TLS handshake (unscaled s), from its start: Chromium's
+/// `kSSLHandshakeTimeout`.
+const MODERN_TLS_HANDSHAKE_S: f64 = 30.0;
 
 /// The shortest page timeout (unscaled s): half an hour, as before the timeout followed the
 /// page's size.
@@ -935,6 +947,22 @@ mod tests {
         );
         let t = page_timeout_s(8_270_000, 244, &trace, 300.0);
         assert!((t - 4.0 * (bound_s + 244.0 * 0.3)).abs() < 1e-6, "{t}");
+    }
+
+    #[test]
+    fn the_modern_browser_gives_tls_its_own_limit_and_the_2003_one_does_not() {
+        assert_eq!(
+            setup_timeouts(Browser::Mozilla2003, 10.0),
+            (Duration::from_millis(7500), None)
+        );
+        assert_eq!(
+            setup_timeouts(Browser::Modern, 10.0),
+            (Duration::from_millis(12_700), Some(Duration::from_secs(3)))
+        );
+        let all = crate::configs::load(None).unwrap();
+        assert_eq!(all["h2"].browser(), Browser::Modern);
+        assert_eq!(all["explicit-modern"].browser(), Browser::Modern);
+        assert_eq!(all["http11"].browser(), Browser::Mozilla2003);
     }
 
     #[test]

@@ -142,8 +142,12 @@ pub struct LoaderConfig {
     pub upgrade_insecure: bool,
     /// Connections per host for plain-http origins under [`Policy::H2`] (today's browsers: 6).
     pub h2_fallback_per_host: usize,
-    /// TCP connect plus proxy tunnel plus TLS handshake.
+    /// TCP connect plus proxy tunnel, plus the TLS handshake unless
+    /// `tls_handshake_timeout` gives it a limit of its own.
     pub connect_timeout: Duration,
+    /// The TLS handshake's own limit from its start (today's Chromium: 30 s); `None`: it
+    /// shares `connect_timeout`.
+    pub tls_handshake_timeout: Option<Duration>,
     /// Longest wait for response progress (first byte, or the next bytes) on a request.
     pub response_timeout: Duration,
     /// The whole page load; objects unfinished then are recorded as errors.
@@ -243,6 +247,7 @@ impl Default for LoaderConfig {
             upgrade_insecure: false,
             h2_fallback_per_host: 6,
             connect_timeout: Duration::from_secs(30),
+            tls_handshake_timeout: None,
             response_timeout: Duration::from_secs(60),
             page_timeout: Duration::from_secs(600),
             time_scale: 1.0,

@@ -46,7 +46,7 @@ pub(crate) struct DriverCfg {
     pub request_headers: Vec<(String, String)>,
     pub accept_encoding: Option<String>,
     pub response_timeout: Duration,
-    pub connect_timeout: Duration,
+    pub setup_timeouts: net::SetupTimeouts,
     pub max_body_bytes: u64,
     pub max_header_bytes: usize,
     pub tls: Option<Arc<rustls::ClientConfig>>,
@@ -149,7 +149,7 @@ pub(crate) async fn run(
     let est = match net::establish(
         &target,
         cfg.tls.clone(),
-        cfg.connect_timeout,
+        cfg.setup_timeouts,
         &cfg.user_agent,
         cfg.max_header_bytes,
     )

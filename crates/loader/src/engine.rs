@@ -328,7 +328,10 @@ impl Loader {
             request_headers: cfg.request_headers.clone(),
             accept_encoding: cfg.accept_encoding.clone(),
             response_timeout: cfg.response_timeout,
-            connect_timeout: cfg.connect_timeout,
+            setup_timeouts: crate::net::SetupTimeouts {
+                connect: cfg.connect_timeout,
+                tls_handshake: cfg.tls_handshake_timeout,
+            },
             max_body_bytes: cfg.max_body_bytes,
             max_header_bytes: cfg.max_header_bytes,
             tls,

@@ -19,9 +19,13 @@ pub enum FetchError {
     /// The peer refused the TCP connection.
     #[error("connection to {0} refused")]
     ConnectionRefused(SocketAddr),
-    /// TCP connect (plus proxy tunnel and TLS) did not finish within the connect timeout.
+    /// TCP connect (plus proxy tunnel, and TLS where it has no limit of its own) did not
+    /// finish within the connect timeout.
     #[error("connecting to {addr} timed out after {after:?}")]
     ConnectTimeout { addr: SocketAddr, after: Duration },
+    /// The TLS handshake did not finish within its own limit, counted from its start.
+    #[error("TLS handshake with {host} not done within {after:?}")]
+    TlsHandshakeTimeout { host: String, after: Duration },
     /// Any other connect failure.
     #[error("connecting to {addr} failed: {reason}")]
     Connect { addr: SocketAddr, reason: String },
@@ -78,6 +82,10 @@ impl FetchError {
                 addr,
                 after: after.mul_f64(k),
             },
+            FetchError::TlsHandshakeTimeout { host, after } => FetchError::TlsHandshakeTimeout {
+                host,
+                after: after.mul_f64(k),
+            },
             FetchError::ResponseTimeout(d) => FetchError::ResponseTimeout(d.mul_f64(k)),
             FetchError::PageTimeout(d) => FetchError::PageTimeout(d.mul_f64(k)),
             other => other,
@@ -95,6 +103,7 @@ impl FetchError {
             FetchError::Connect { .. } => "connect",
             FetchError::ProxyConnect { .. } => "proxy-connect",
             FetchError::Tls(_) => "tls",
+            FetchError::TlsHandshakeTimeout { .. } => "tls-timeout",
             FetchError::ResponseTimeout(_) => "timeout",
             FetchError::BadResponse(_) => "bad-response",
             FetchError::Truncated => "truncated",
@@ -134,6 +143,16 @@ mod tests {
         let e = FetchError::ResponseTimeout(Duration::from_millis(1200)).scaled(10.0);
         assert_eq!(e, FetchError::ResponseTimeout(Duration::from_secs(12)));
         assert_eq!(e.to_string(), "no response progress within 12s");
+        let e = FetchError::TlsHandshakeTimeout {
+            host: "a.test".into(),
+            after: Duration::from_secs(3),
+        }
+        .scaled(10.0);
+        assert_eq!(
+            e.to_string(),
+            "TLS handshake with a.test not done within 30s"
+        );
+        assert_eq!(e.kind(), "tls-timeout");
         let addr: SocketAddr = "10.0.0.1:80".parse().unwrap();
         let e = FetchError::ConnectTimeout {
             addr,

@@ -251,70 +251,105 @@ async fn connect_tunnel(
     }
 }
 
-/// Set up a connection: TCP, then the tunnel, then TLS, all within `timeout`.
+/// How long a connection's set-up may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SetupTimeouts {
+    /// TCP connect plus the proxy tunnel; TLS too unless `tls_handshake` is set.
+    pub connect: Duration,
+    /// The TLS handshake's own limit, counted from its start, as Chromium's (30 s, its
+    /// `SSLConnectJob` restarts its timer for the handshake once TCP is up). `None`: the
+    /// handshake shares `connect`'s budget.
+    pub tls_handshake: Option<Duration>,
+}
+
+/// Set up a connection: TCP, then the tunnel, then TLS, within `timeouts`.
 pub async fn establish(
     target: &Target,
     tls: Option<Arc<rustls::ClientConfig>>,
-    timeout: Duration,
+    timeouts: SetupTimeouts,
     user_agent: &str,
     max_head: usize,
 ) -> Result<Established, (FetchError, Instant)> {
     let tcp_start = Instant::now();
+    let deadline = tcp_start + timeouts.connect;
     let first_addr = target
         .addrs
         .first()
         .copied()
         .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
-    let work = async {
+    let connect_timed_out = || {
+        (
+            FetchError::ConnectTimeout {
+                addr: first_addr,
+                after: timeouts.connect,
+            },
+            Instant::now(),
+        )
+    };
+    let transport = async {
         let (mut tcp, peer) = tcp_connect(&target.addrs).await?;
         if let Some(to) = &target.tunnel_to {
             connect_tunnel(&mut tcp, to, user_agent, max_head).await?;
         }
-        let Some(origin) = &target.tls_for else {
-            return Ok(Established {
-                stream: Stream::Plain(tcp),
-                peer,
-                alpn_h2: false,
-                tcp_start,
-                tls: None,
-                end: Instant::now(),
-            });
-        };
-        let Some(base) = tls else {
-            return Err(FetchError::Tls("no CA configured for https".into()));
-        };
-        let mut cfg = (*base).clone();
-        cfg.alpn_protocols = target.alpn.clone();
-        let name = ServerName::try_from(origin.host.clone())
-            .map_err(|e| FetchError::Tls(format!("server name {:?}: {e}", origin.host)))?;
-        let connector = tokio_rustls::TlsConnector::from(Arc::new(cfg));
-        let tls_start = Instant::now();
-        let stream = connector
-            .connect(name, tcp)
-            .await
-            .map_err(|e| FetchError::Tls(e.to_string()))?;
-        let tls_end = Instant::now();
-        let alpn_h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-        Ok(Established {
-            stream: Stream::Tls(Box::new(stream)),
-            peer,
-            alpn_h2,
-            tcp_start,
-            tls: Some((tls_start, tls_end)),
-            end: tls_end,
-        })
+        Ok::<_, FetchError>((tcp, peer))
     };
-    match tokio::time::timeout(timeout, work).await {
-        Ok(Ok(e)) => Ok(e),
-        Ok(Err(e)) => Err((e, Instant::now())),
-        Err(_) => Err((
-            FetchError::ConnectTimeout {
-                addr: first_addr,
-                after: timeout,
-            },
+    let (tcp, peer) = match tokio::time::timeout_at(deadline, transport).await {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => return Err((e, Instant::now())),
+        Err(_) => return Err(connect_timed_out()),
+    };
+    let Some(origin) = &target.tls_for else {
+        return Ok(Established {
+            stream: Stream::Plain(tcp),
+            peer,
+            alpn_h2: false,
+            tcp_start,
+            tls: None,
+            end: Instant::now(),
+        });
+    };
+    let Some(base) = tls else {
+        return Err((
+            FetchError::Tls("no CA configured for https".into()),
             Instant::now(),
-        )),
-    }
+        ));
+    };
+    let mut cfg = (*base).clone();
+    cfg.alpn_protocols = target.alpn.clone();
+    let name = ServerName::try_from(origin.host.clone()).map_err(|e| {
+        (
+            FetchError::Tls(format!("server name {:?}: {e}", origin.host)),
+            Instant::now(),
+        )
+    })?;
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(cfg));
+    let tls_start = Instant::now();
+    let handshake = connector.connect(name, tcp);
+    let done = match timeouts.tls_handshake {
+        Some(limit) => tokio::time::timeout(limit, handshake).await.map_err(|_| {
+            (
+                FetchError::TlsHandshakeTimeout {
+                    host: origin.host.clone(),
+                    after: limit,
+                },
+                Instant::now(),
+            )
+        })?,
+        None => tokio::time::timeout_at(deadline, handshake)
+            .await
+            .map_err(|_| connect_timed_out())?,
+    };
+    let stream = done.map_err(|e| (FetchError::Tls(e.to_string()), Instant::now()))?;
+    let tls_end = Instant::now();
+    let alpn_h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+    Ok(Established {
+        stream: Stream::Tls(Box::new(stream)),
+        peer,
+        alpn_h2,
+        tcp_start,
+        tls: Some((tls_start, tls_end)),
+        end: tls_end,
+    })
 }
 
 /// Build the TLS client configuration trusting the CA certificates in `pem`.

@@ -1354,6 +1354,52 @@ async fn connect_timeout_through_a_silent_proxy() {
     holder.abort();
 }
 
+/// An origin that takes TCP connections and never answers a ClientHello: the handshake waits
+/// on a read forever, so only a timer ends the load (paused time: it fires at its exact
+/// virtual instant, and loopback connects within the call).
+async fn silent_tls_origin(limit: Option<Duration>) -> (Option<FetchError>, Duration) {
+    let silent = std::net::TcpListener::bind("127.0.0.9:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let c = LoaderConfig {
+        hosts: vec![("x.test".into(), "127.0.0.9".parse().unwrap())],
+        ca_pem: Some(make_ca(&["x.test"]).ca_pem.into_bytes()),
+        connect_timeout: Duration::from_secs(127),
+        tls_handshake_timeout: limit,
+        response_timeout: Duration::from_secs(3600),
+        page_timeout: Duration::from_secs(3600),
+        ..LoaderConfig::default()
+    };
+    let t0 = tokio::time::Instant::now();
+    let page = load_page(&format!("https://x.test:{port}/"), &c).await;
+    drop(silent);
+    (page.objects[0].error.clone(), t0.elapsed())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tls_handshake_has_its_own_limit_from_its_start_or_shares_the_connect_timeout() {
+    // Today's browser: TCP is up at once, then the handshake gets its 30 s.
+    let (error, took) = silent_tls_origin(Some(Duration::from_secs(30))).await;
+    assert_eq!(
+        error,
+        Some(FetchError::TlsHandshakeTimeout {
+            host: "x.test".into(),
+            after: Duration::from_secs(30)
+        })
+    );
+    assert_eq!(took, Duration::from_secs(30));
+    assert_eq!(
+        error.unwrap().to_string(),
+        "TLS handshake with x.test not done within 30s"
+    );
+    // The 2003 browser: the handshake shares the connect timeout.
+    let (error, took) = silent_tls_origin(None).await;
+    assert!(
+        matches!(error, Some(FetchError::ConnectTimeout { after, .. }) if after == Duration::from_secs(127)),
+        "{error:?}"
+    );
+    assert_eq!(took, Duration::from_secs(127));
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn static_hosts_and_upgrade_to_https() {
     let ca = make_ca(&["www.test"]);
