@@ -393,6 +393,8 @@ async fn tunnel(
             return;
         }
     };
+    // The 200 goes with the tunnel's opening, ahead of other tunnels' bulk.
+    let _ = send.set_priority(webpep_transport::session::tunnel_priority(0));
     if send_response_head(
         session,
         &mut send,
