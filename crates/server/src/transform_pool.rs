@@ -407,9 +407,7 @@ mod tests {
             let p = pool.clone();
             tokio::spawn(async move { p.run(move || held.recv().is_ok()).await })
         };
-        while pool.running() < 1 {
-            tokio::task::yield_now().await;
-        }
+        until(|| pool.running() == 1).await;
         let mut jobs = Vec::new();
         for (priority, work) in [
             (Priority::Client, ms(100)),
@@ -422,9 +420,7 @@ mod tests {
             jobs.push(tokio::spawn(async move {
                 p.run_costed(priority, 0, work, || 0u8).await
             }));
-            while pool.waiting() < jobs.len() as i64 {
-                tokio::task::yield_now().await;
-            }
+            until(|| pool.waiting() == jobs.len() as i64).await;
         }
         // Both clients' jobs, and the one background job whose turn it is (one worker: one
         // turn); the other two wait behind a client's job that comes now.
