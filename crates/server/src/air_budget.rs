@@ -24,6 +24,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use webpep_transport::windowed::Windowed;
 
 /// The budget's parameters (`[air] budget-*`).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -55,9 +56,12 @@ impl Default for BudgetConfig {
 
 /// How many rounds (minimum RTTs) the highest rate sample stands for the link's rate.
 pub const RATE_ROUNDS: u32 = 10;
-/// How long the highest burst of acknowledgements beyond the rate counts: a slow uplink's
-/// stalls recur every few seconds, far more rounds apart than the rate's window.
+/// How long the highest burst of acknowledgements beyond the rate counts, in whole seconds:
+/// a slow uplink's stalls recur every few seconds, far more rounds apart than the rate's
+/// window.
 pub const EXTRA_WINDOW: Duration = Duration::from_secs(10);
+/// The slots [`AirBudget`]'s late-acknowledgement window is counted in.
+const EXTRA_SLOT: Duration = Duration::from_secs(1);
 /// The round before any RTT was measured.
 const DEFAULT_ROUND: Duration = Duration::from_millis(100);
 /// The shortest interval a rate sample is taken over (a loopback RTT is microseconds).
@@ -71,16 +75,19 @@ pub struct AirBudget {
     /// (when, bytes acknowledged then): the points a rate sample is taken between, kept for
     /// one round.
     points: VecDeque<(Instant, u64)>,
-    /// Rate samples (bytes/s) in decreasing order, each with its time: the front is the
-    /// highest of the window (a monotonic queue).
-    maxima: VecDeque<(Instant, f64)>,
+    /// Rate samples (bytes/s) by round: the highest stands for [`RATE_ROUNDS`] whole rounds.
+    maxima: Windowed<f64>,
+    /// The round now, and when it began: a round ends once a minimum RTT has passed.
+    round: (u64, Option<Instant>),
     min_rtt: Option<Duration>,
     /// Since when (and from what count) acknowledgements have come faster than the rate:
     /// the start of an aggregation epoch.
     epoch: Option<(Instant, u64)>,
-    /// Bytes acknowledged beyond what the rate explains in an epoch, in decreasing order
-    /// with their times (a monotonic queue, as `maxima`).
-    extra: VecDeque<(Instant, u64)>,
+    /// Bytes acknowledged beyond what the rate explains in an epoch, by [`EXTRA_SLOT`]
+    /// since `origin`.
+    extra: Windowed<u64>,
+    /// The first measurement: slot 0 of `extra`.
+    origin: Option<Instant>,
 }
 
 impl AirBudget {
@@ -88,10 +95,13 @@ impl AirBudget {
         AirBudget {
             cfg,
             points: VecDeque::new(),
-            maxima: VecDeque::new(),
+            // One slot more than the rounds: the current round is only begun.
+            maxima: Windowed::max(u64::from(RATE_ROUNDS) + 1),
+            round: (0, None),
             min_rtt: None,
             epoch: None,
-            extra: VecDeque::new(),
+            extra: Windowed::max(EXTRA_WINDOW.as_secs() / EXTRA_SLOT.as_secs()),
+            origin: None,
         }
     }
 
@@ -118,6 +128,14 @@ impl AirBudget {
     pub fn measured(&mut self, now: Instant, acked: u64, min_rtt: Option<Duration>) {
         self.rtt_seen(min_rtt);
         let round = self.round();
+        let round_no = match self.round {
+            (n, Some(began)) if now.saturating_duration_since(began) < round => n,
+            (n, began) => {
+                let n = if began.is_some() { n + 1 } else { n };
+                self.round = (n, Some(now));
+                n
+            }
+        };
         let progress = match self.points.back() {
             // A counter that went back (a connection's count lost): start over from here.
             Some(&(_, last)) if acked < last => {
@@ -141,20 +159,10 @@ impl AirBudget {
         let span = now.saturating_duration_since(t0);
         if progress && span >= round {
             let rate = (acked - a0) as f64 / span.as_secs_f64();
-            while self.maxima.back().is_some_and(|&(_, r)| r <= rate) {
-                self.maxima.pop_back();
-            }
-            self.maxima.push_back((now, rate));
+            self.maxima.update(round_no, rate);
         }
-        let window = round * RATE_ROUNDS;
-        while self
-            .maxima
-            .front()
-            .is_some_and(|&(t, _)| now.saturating_duration_since(t) > window)
-        {
-            self.maxima.pop_front();
-        }
-        self.aggregation(now, acked, window);
+        self.maxima.expire(round_no);
+        self.aggregation(now, acked, round * RATE_ROUNDS);
     }
 
     /// Acknowledgements that come late and then together (a slow uplink queues them behind
@@ -164,6 +172,8 @@ impl AirBudget {
     /// of the last [`EXTRA_WINDOW`]), as BBR adds its "extra acked" to its window. Without
     /// it, a stall of the uplink idles the downlink.
     fn aggregation(&mut self, now: Instant, acked: u64, window: Duration) {
+        let origin = *self.origin.get_or_insert(now);
+        let slot = now.saturating_duration_since(origin).as_secs() / EXTRA_SLOT.as_secs();
         let Some(rate) = self.rate() else {
             self.epoch = Some((now, acked));
             return;
@@ -180,30 +190,20 @@ impl AirBudget {
         if got <= expected {
             self.epoch = Some((now, acked));
         } else {
-            let extra = (got - expected) as u64;
-            while self.extra.back().is_some_and(|&(_, e)| e <= extra) {
-                self.extra.pop_back();
-            }
-            self.extra.push_back((now, extra));
+            self.extra.update(slot, (got - expected) as u64);
         }
-        while self
-            .extra
-            .front()
-            .is_some_and(|&(t, _)| now.saturating_duration_since(t) > EXTRA_WINDOW)
-        {
-            self.extra.pop_front();
-        }
+        self.extra.expire(slot);
     }
 
     /// Bytes acknowledged together beyond the rate lately (see [`AirBudget::aggregation`]).
     pub fn extra_acked(&self) -> u64 {
-        self.extra.front().map_or(0, |&(_, e)| e)
+        self.extra.best().unwrap_or(0)
     }
 
     /// The client's delivery rate (bytes/s): the highest sample of the last [`RATE_ROUNDS`]
     /// rounds; `None` before a round was measured.
     pub fn rate(&self) -> Option<f64> {
-        self.maxima.front().map(|&(_, r)| r)
+        self.maxima.best()
     }
 
     pub fn min_rtt(&self) -> Option<Duration> {
