@@ -12,7 +12,7 @@ use tokio::io::AsyncWriteExt;
 use webpep_proto::Role;
 use webpep_transport::session::{
     pump_from_frames, pump_into_frames, send_request, start_tunnel, tunnel_answer, Session,
-    SessionError,
+    SessionError, TunnelEnd, TunnelFlights,
 };
 use webpep_transport::{client_config, connect_early, Credential, TransportSettings};
 
@@ -319,6 +319,8 @@ impl Upstream for QuicUpstream {
         // Two pipes between the browser's side and the stream.
         let (browser_reads, mut from_edge) = tokio::io::duplex(64 * 1024);
         let (to_edge, browser_writes) = tokio::io::duplex(64 * 1024);
+        let flights = TunnelFlights::new();
+        let flights_up = flights.clone();
         tokio::spawn(async move {
             let mut body = match answer {
                 Answer::Open(body) => body,
@@ -340,12 +342,16 @@ impl Upstream for QuicUpstream {
                     }
                 },
             };
-            if let Err(e) = pump_from_frames(&mut body, &mut from_edge).await {
+            if let Err(e) =
+                pump_from_frames(&mut body, &mut from_edge, &flights, TunnelEnd::Server).await
+            {
                 tracing::debug!("tunnel from the edge: {e}");
             }
         });
         tokio::spawn(async move {
-            if let Err(e) = pump_into_frames(browser_writes, &mut send).await {
+            if let Err(e) =
+                pump_into_frames(browser_writes, &mut send, &flights_up, TunnelEnd::Client).await
+            {
                 tracing::debug!("tunnel to the edge: {e}");
             }
         });

@@ -16,7 +16,7 @@ use webpep_proto::{BodyCoding, Frame, Role};
 use webpep_transport::session::{
     pump_from_frames, pump_into_frames, read_request_body_part, read_request_head,
     send_response_head, write_frame, BodySender, FrameReader, IncomingRequest, ResponseBody,
-    Session,
+    Session, TunnelEnd, TunnelFlights,
 };
 use webpep_transport::EdgeTransport;
 
@@ -394,7 +394,7 @@ async fn tunnel(
         }
     };
     // The 200 goes with the tunnel's opening, ahead of other tunnels' bulk.
-    let _ = send.set_priority(webpep_transport::session::tunnel_priority(0));
+    let _ = send.set_priority(webpep_transport::session::opening_priority(send.id()));
     if send_response_head(
         session,
         &mut send,
@@ -409,8 +409,9 @@ async fn tunnel(
     }
     let (rd, wr) = tcp.into_split();
     let mut from_client = ResponseBody::from_frames(frames);
-    let up = pump_from_frames(&mut from_client, wr);
-    let down = pump_into_frames(rd, &mut send);
+    let flights = TunnelFlights::new();
+    let up = pump_from_frames(&mut from_client, wr, &flights, TunnelEnd::Client);
+    let down = pump_into_frames(rd, &mut send, &flights, TunnelEnd::Server);
     let (a, b) = tokio::join!(up, down);
     if let Err(e) = a.and(b) {
         tracing::debug!(%authority, "tunnel ended: {e}");

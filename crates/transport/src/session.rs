@@ -29,8 +29,9 @@ pub enum SessionError {
     Unexpected(String),
 }
 
-/// The control stream's send priority, above every request stream (quinn's default is 0).
-pub const CONTROL_PRIORITY: i32 = 100;
+/// The control stream's send priority, above every request stream (quinn's default is 0) and
+/// every tunnel's opening.
+pub const CONTROL_PRIORITY: i32 = i32::MAX;
 
 /// The send priority of a background exchange's stream (push, prefetch), each way: below every
 /// foreground stream (quinn's default 0), whose data always goes first. Streams of one
@@ -38,23 +39,71 @@ pub const CONTROL_PRIORITY: i32 = 100;
 /// never queued behind a bulk one.
 pub const BACKGROUND_PRIORITY: i32 = -1;
 
-/// The send priority of a tunnel's first [`OPENING_BYTES`] each way, above every other
-/// foreground stream (quinn's default 0). A TLS handshake's flights (a few KB) then go out
-/// as they come instead of taking turns with the bulk of the page's other tunnels: over
-/// gprs, thirty tunnels sharing 38 kbit/s gave each handshake about 1 kbit/s, and today's
-/// browser gives a handshake 30 s.
-pub const OPENING_PRIORITY: i32 = 1;
+/// The send priorities of tunnels' openings lie in `1..=OPENING_TOP`, above every other
+/// foreground stream (quinn's default 0), the earliest opened highest ([`opening_priority`]).
+pub const OPENING_TOP: i32 = 1 << 24;
 
-/// How many bytes of a tunnel, each way, count as its opening (a handshake's flights, or a
-/// small response).
+/// How many flights (runs of one end's bytes) of a tunnel are its opening: a TLS 1.3
+/// handshake's ClientHello, the server's flight, and the client's Finished with its first
+/// request. The server's answer to that is the tunnel's ordinary traffic.
+pub const OPENING_FLIGHTS: u32 = 3;
+
+/// At most this many bytes of a tunnel, each way, count as its opening, whatever its flights.
 pub const OPENING_BYTES: u64 = 16 * 1024;
 
-/// The priority a tunnel's stream should have once `sent` bytes have gone into it.
-pub fn tunnel_priority(sent: u64) -> i32 {
-    if sent < OPENING_BYTES {
-        OPENING_PRIORITY
+/// The send priority of the opening of the tunnel on `stream`: earlier streams first.
+///
+/// Today's browser gives a TLS handshake 30 s once its tunnel is up, and over gprs a page's
+/// thirty tunnels open together: their ClientHellos (about 1.8 KB each with a post-quantum key
+/// share) take 36 s of a 12 kbit/s uplink between them. Sharing the link in turn, every
+/// handshake would end near the last and all would time out; first come, first served, the
+/// first twenty or so are done within their 30 s (earliest deadline first: every tunnel's
+/// timer starts as it opens).
+pub fn opening_priority(stream: quinn::StreamId) -> i32 {
+    let index = stream.index().min(OPENING_TOP as u64 - 1) as i32;
+    OPENING_TOP - index
+}
+
+/// The priority of a tunnel's stream whose next bytes are of `flight` (numbered from 1) and
+/// which has sent `sent` bytes so far.
+pub fn tunnel_priority(stream: quinn::StreamId, flight: u32, sent: u64) -> i32 {
+    if flight <= OPENING_FLIGHTS && sent < OPENING_BYTES {
+        opening_priority(stream)
     } else {
         0
+    }
+}
+
+/// One end of a tunnel: the browser's (client) or the origin's (server).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TunnelEnd {
+    Client,
+    Server,
+}
+
+/// A tunnel's bytes so far as flights, as one proxy sees them: both of its pumps (the bytes it
+/// sends and the bytes it receives) tell it who spoke.
+#[derive(Debug, Default)]
+pub struct TunnelFlights {
+    /// Who spoke last, and the number of that flight.
+    last: Mutex<Option<(TunnelEnd, u32)>>,
+}
+
+impl TunnelFlights {
+    pub fn new() -> Arc<TunnelFlights> {
+        Arc::new(TunnelFlights::default())
+    }
+
+    /// `end` sent bytes: the number of the flight they belong to (1 for the first).
+    pub fn spoke(&self, end: TunnelEnd) -> u32 {
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        let flight = match *last {
+            Some((who, n)) if who == end => n,
+            Some((_, n)) => n.saturating_add(1),
+            None => 1,
+        };
+        *last = Some((end, flight));
+        flight
     }
 }
 
@@ -590,16 +639,21 @@ pub async fn tunnel_answer(
     }
 }
 
-/// Copies everything `from` yields into `Data` frames on `send`, then `End` and the stream's
-/// finish: one direction of a tunnel, its opening bytes first ([`tunnel_priority`]).
+/// Copies everything `from` (the tunnel's `end`) yields into `Data` frames on `send`, then
+/// `End` and the stream's finish: one direction of a tunnel, its opening first
+/// ([`tunnel_priority`]).
 pub async fn pump_into_frames<R: tokio::io::AsyncRead + Unpin>(
     mut from: R,
     send: &mut quinn::SendStream,
+    flights: &TunnelFlights,
+    end: TunnelEnd,
 ) -> Result<(), SessionError> {
     use tokio::io::AsyncReadExt;
     let mut buf = vec![0u8; 16 * 1024];
     let mut sent = 0u64;
-    let _ = send.set_priority(tunnel_priority(sent));
+    let stream = send.id();
+    let mut priority = opening_priority(stream);
+    let _ = send.set_priority(priority);
     loop {
         let n = from
             .read(&mut buf)
@@ -608,25 +662,32 @@ pub async fn pump_into_frames<R: tokio::io::AsyncRead + Unpin>(
         if n == 0 {
             break;
         }
-        write_frame(send, &Frame::Data(buf[..n].to_vec())).await?;
-        let before = tunnel_priority(sent);
-        sent += n as u64;
-        if tunnel_priority(sent) != before {
-            let _ = send.set_priority(tunnel_priority(sent));
+        let now = tunnel_priority(stream, flights.spoke(end), sent);
+        if now != priority {
+            priority = now;
+            let _ = send.set_priority(priority);
         }
+        write_frame(send, &Frame::Data(buf[..n].to_vec())).await?;
+        sent += n as u64;
     }
     write_frame(send, &Frame::End).await?;
     send.finish()?;
     Ok(())
 }
 
-/// The other direction: `Data` frames from `body` written to `to`, shut down at `End`.
+/// The other direction: `Data` frames from `body` (the tunnel's `end`) written to `to`, shut
+/// down at `End`.
 pub async fn pump_from_frames<W: tokio::io::AsyncWrite + Unpin>(
     body: &mut ResponseBody,
     mut to: W,
+    flights: &TunnelFlights,
+    end: TunnelEnd,
 ) -> Result<(), SessionError> {
     use tokio::io::AsyncWriteExt;
     while let Some(d) = body.chunk().await? {
+        if !d.is_empty() {
+            flights.spoke(end);
+        }
         to.write_all(&d)
             .await
             .map_err(|e| SessionError::Unexpected(format!("tunnel write: {e}")))?;
@@ -739,13 +800,57 @@ pub const DATA_CHUNK: usize = 16 * 1024;
 mod tests {
     use super::*;
 
+    fn bidi(index: u64) -> quinn::StreamId {
+        quinn::StreamId::new(quinn::Side::Client, quinn::Dir::Bi, index)
+    }
+
     #[test]
     fn a_tunnels_opening_goes_first_and_its_bulk_takes_turns() {
-        assert_eq!(tunnel_priority(0), OPENING_PRIORITY);
-        assert_eq!(tunnel_priority(OPENING_BYTES - 1), OPENING_PRIORITY);
-        assert_eq!(tunnel_priority(OPENING_BYTES), 0);
+        let s = bidi(3);
+        let opening = opening_priority(s);
+        for flight in 1..=OPENING_FLIGHTS {
+            assert_eq!(tunnel_priority(s, flight, 0), opening);
+        }
+        assert_eq!(tunnel_priority(s, 2, OPENING_BYTES - 1), opening);
+        assert_eq!(tunnel_priority(s, 2, OPENING_BYTES), 0, "past its bytes");
+        assert_eq!(
+            tunnel_priority(s, OPENING_FLIGHTS + 1, 100),
+            0,
+            "past its flights"
+        );
         // Above every foreground stream, below nothing but the control stream.
-        const { assert!(OPENING_PRIORITY > 0 && OPENING_PRIORITY < CONTROL_PRIORITY) };
-        assert!(BACKGROUND_PRIORITY < tunnel_priority(u64::MAX));
+        assert!(opening > 0 && opening < CONTROL_PRIORITY);
+        assert!(BACKGROUND_PRIORITY < tunnel_priority(s, u32::MAX, u64::MAX));
+    }
+
+    #[test]
+    fn an_earlier_tunnels_opening_goes_before_a_later_ones() {
+        assert!(opening_priority(bidi(0)) > opening_priority(bidi(1)));
+        assert!(opening_priority(bidi(1)) > opening_priority(bidi(1000)));
+        assert_eq!(opening_priority(bidi(0)), OPENING_TOP);
+        // A connection that outlives sixteen million streams still opens above the bulk.
+        assert_eq!(opening_priority(bidi(u64::from(u32::MAX))), 1);
+        assert_eq!(
+            opening_priority(bidi(3)),
+            opening_priority(quinn::StreamId::new(quinn::Side::Server, quinn::Dir::Bi, 3)),
+            "both proxies rank a tunnel alike"
+        );
+    }
+
+    #[test]
+    fn a_tls_handshake_is_three_flights() {
+        use TunnelEnd::*;
+        let f = TunnelFlights::new();
+        // The ClientHello, in two reads.
+        assert_eq!(f.spoke(Client), 1);
+        assert_eq!(f.spoke(Client), 1);
+        // The server's flight.
+        assert_eq!(f.spoke(Server), 2);
+        assert_eq!(f.spoke(Server), 2);
+        // Finished and the first request.
+        assert_eq!(f.spoke(Client), 3);
+        // The answer: the tunnel's ordinary traffic.
+        assert_eq!(f.spoke(Server), 4);
+        assert_eq!(f.spoke(Client), 5);
     }
 }
