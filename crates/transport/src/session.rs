@@ -649,7 +649,7 @@ pub async fn pump_into_frames<R: tokio::io::AsyncRead + Unpin>(
     end: TunnelEnd,
 ) -> Result<(), SessionError> {
     use tokio::io::AsyncReadExt;
-    let mut buf = vec![0u8; 16 * 1024];
+    let mut buf = vec![0u8; DATA_CHUNK];
     let mut sent = 0u64;
     let stream = send.id();
     let mut priority = opening_priority(stream);
