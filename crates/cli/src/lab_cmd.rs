@@ -163,6 +163,11 @@ pub struct TransportBenchArgs {
     /// The small request's size.
     #[arg(long, default_value = "1k")]
     pub small: String,
+    /// Bytes the bulk request also uploads, for the small request beside a bulk transfer
+    /// both ways (a page's ClientHellos going up while its responses come down; 0: skip that
+    /// test).
+    #[arg(long, default_value = "100k")]
+    pub bulk_up: String,
     /// What one open connection carries before each size is timed on it again, request to
     /// last byte (0: skip the open-connection measurements).
     #[arg(long, default_value = "100k")]
@@ -375,6 +380,7 @@ pub fn run_cmd(args: LabArgs) -> Result<u8> {
                 sizes,
                 bulk_bytes: parse_bytes("--bulk", &a.bulk)?,
                 small_bytes: parse_bytes("--small", &a.small)?,
+                bulk_up_bytes: parse_bytes("--bulk-up", &a.bulk_up)?,
                 warm_up_bytes: parse_bytes("--warm-up", &a.warm_up)?,
                 transports,
             };

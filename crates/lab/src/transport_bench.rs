@@ -107,6 +107,9 @@ pub struct TransportBenchOptions {
     pub bulk_bytes: u64,
     /// The small request's size.
     pub small_bytes: u64,
+    /// Bytes the bulk request also uploads, for the small request beside a bulk transfer
+    /// both ways (0: skip that test).
+    pub bulk_up_bytes: u64,
     /// What an open connection carries before its transfers are timed (0: no open-connection
     /// measurements).
     pub warm_up_bytes: u64,
@@ -147,6 +150,10 @@ pub struct SmallBeside {
     pub beside_bulk_ms: f64,
     /// beside_bulk ÷ idle.
     pub ratio: f64,
+    /// Beside a bulk transfer both ways (the bulk request also uploads `bulk_up_bytes`), and
+    /// that ÷ idle; `None` when not measured.
+    pub beside_both_ms: Option<f64>,
+    pub both_ratio: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -181,10 +188,14 @@ impl TransportBenchReport {
             ));
         }
         if !self.small.is_empty() {
-            s.push_str("\n| transport | small request idle | beside the bulk transfer | ratio |\n|---|---|---|---|\n");
+            s.push_str("\n| transport | small request idle | beside the bulk transfer | ratio | beside bulk both ways | ratio |\n|---|---|---|---|---|---|\n");
             for m in &self.small {
+                let both = match (m.beside_both_ms, m.both_ratio) {
+                    (Some(ms), Some(r)) => format!("{ms:.0} ms | {r:.1}x"),
+                    _ => "— | —".into(),
+                };
                 s.push_str(&format!(
-                    "| {} | {:.0} ms | {:.0} ms | {:.1}x |\n",
+                    "| {} | {:.0} ms | {:.0} ms | {:.1}x | {both} |\n",
                     m.transport.name(),
                     m.idle_ms,
                     m.beside_bulk_ms,
@@ -206,12 +217,19 @@ async fn quic_sender(endpoint: quinn::Endpoint) {
     while let Some(incoming) = endpoint.accept().await {
         tokio::spawn(async move {
             let Ok(conn) = incoming.await else { return };
+            // As the proxies' sessions do (a no-op with quinn's controllers).
+            webpep_transport::follow_send_budget(&conn);
             while let Ok((mut send, mut recv)) = conn.accept_bi().await {
                 tokio::spawn(async move {
                     let mut size = [0u8; 8];
                     if recv.read_exact(&mut size).await.is_err() {
                         return;
                     }
+                    // What follows the size is an upload, read and dropped as it comes.
+                    tokio::spawn(async move {
+                        let mut buf = vec![0u8; 16 * 1024];
+                        while let Ok(Some(_)) = recv.read(&mut buf).await {}
+                    });
                     let _ = send_bytes_quic(&mut send, u64::from_be_bytes(size)).await;
                     let _ = send.finish();
                     // Keep the stream until the peer has everything.
@@ -250,21 +268,45 @@ async fn tcp_sender(listener: TcpListener, congestion: &'static str, open: bool)
                 if s.read_exact(&mut size).await.is_err() {
                     return;
                 }
-                let mut left = u64::from_be_bytes(size);
-                while left > 0 {
-                    let k = left.min(chunk.len() as u64) as usize;
-                    if s.write_all(&chunk[..k]).await.is_err() {
+                let left = u64::from_be_bytes(size);
+                if open {
+                    if tcp_write_n(&mut s, &chunk, left).await.is_err() {
                         return;
                     }
-                    left -= k as u64;
+                    continue;
                 }
-                if !open {
-                    let _ = s.shutdown().await;
-                    return;
-                }
+                // One request per connection: what follows its size is an upload, read and
+                // dropped while the response goes out, until the peer closes.
+                let (mut r, mut w) = s.into_split();
+                let drain = async move {
+                    let mut buf = vec![0u8; 16 * 1024];
+                    while matches!(r.read(&mut buf).await, Ok(k) if k > 0) {}
+                };
+                let respond = async move {
+                    if tcp_write_n(&mut w, &chunk, left).await.is_ok() {
+                        let _ = w.shutdown().await;
+                    }
+                    w
+                };
+                let (_, _w) = tokio::join!(drain, respond);
+                return;
             }
         });
     }
+}
+
+async fn tcp_write_n<W: tokio::io::AsyncWrite + Unpin>(
+    w: &mut W,
+    chunk: &[u8],
+    n: u64,
+) -> std::io::Result<()> {
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(chunk.len() as u64) as usize;
+        w.write_all(&chunk[..k]).await?;
+        left -= k as u64;
+    }
+    Ok(())
 }
 
 fn set_tcp_congestion(s: &TcpStream, name: &str) {
@@ -294,6 +336,7 @@ async fn quic_connect(
     let conn = webpep_transport::connect(&endpoint, edge, config)
         .await
         .map_err(|e| e.to_string())?;
+    webpep_transport::follow_send_budget(&conn);
     Ok((endpoint, conn))
 }
 
@@ -424,13 +467,16 @@ async fn open_connection_transfers(
 }
 
 /// The small request while a bulk transfer runs: issued once a quarter of the bulk arrived.
+/// The bulk request also uploads `up` bytes (0: a download only).
 async fn small_beside_bulk(
     edge_quic: SocketAddr,
     edge_tcp: SocketAddr,
     config: Option<quinn::ClientConfig>,
     bulk: u64,
     small: u64,
+    up: u64,
 ) -> std::result::Result<(Duration, Duration), String> {
+    let upload = vec![0xa5u8; 16 * 1024];
     if let Some(config) = config {
         let (endpoint, conn) = quic_connect(edge_quic, config).await?;
         // Idle: the connection is up and quiet.
@@ -441,7 +487,11 @@ async fn small_beside_bulk(
         send.write_all(&bulk.to_be_bytes())
             .await
             .map_err(|e| e.to_string())?;
-        let _ = send.finish();
+        tokio::spawn(async move {
+            if tcp_write_n(&mut send, &upload, up).await.is_ok() {
+                let _ = send.finish();
+            }
+        });
         let mut got = 0u64;
         let mut buf = vec![0u8; 64 * 1024];
         while got < bulk / 4 {
@@ -470,12 +520,18 @@ async fn small_beside_bulk(
         // TCP: the small request on a connection of its own (what a browser does), idle first
         // on a warm path, then beside a bulk connection.
         let idle = tcp_get(edge_tcp, small).await?;
-        let mut s = TcpStream::connect(edge_tcp)
+        let s = TcpStream::connect(edge_tcp)
             .await
             .map_err(|e| e.to_string())?;
-        s.write_all(&bulk.to_be_bytes())
+        let (mut s, mut w) = s.into_split();
+        w.write_all(&bulk.to_be_bytes())
             .await
             .map_err(|e| e.to_string())?;
+        // The write half is kept until the response is read: closing it ends the request.
+        let uploading = tokio::spawn(async move {
+            let _ = tcp_write_n(&mut w, &upload, up).await;
+            w
+        });
         let mut got = 0u64;
         let mut buf = vec![0u8; 64 * 1024];
         while got < bulk / 4 {
@@ -495,6 +551,7 @@ async fn small_beside_bulk(
         };
         let (beside, drained) = tokio::join!(tcp_get(edge_tcp, small), drain);
         drained?;
+        drop(uploading.await);
         Ok((idle, beside?))
     }
 }
@@ -721,34 +778,54 @@ pub fn run(opts: &TransportBenchOptions) -> Result<TransportBenchReport> {
             }
         }
         if opts.bulk_bytes > 0 {
-            let bed = bed()?;
-            let cc = client_cfg.clone();
             let (bulk, small) = (opts.bulk_bytes, opts.small_bytes);
-            let (edge_quic, edge_tcp) = (bed.addr(QUIC_PORT), bed.addr(TCP_PORT));
-            let limit = deadline(bulk + 2 * small, rate_bps, k);
-            let (idle, beside) = run_in(&bed.topo.ue, move || async move {
-                bounded(
-                    limit,
-                    k,
-                    small_beside_bulk(edge_quic, edge_tcp, cc, bulk, small),
-                )
-                .await
-            })?
-            .map_err(|e| LabError::Other(format!("{} small beside bulk: {e}", t.name())))?;
-            let (idle_ms, beside_ms) = (
-                idle.as_secs_f64() * 1000.0 * k,
-                beside.as_secs_f64() * 1000.0 * k,
-            );
+            // Each on a fresh link: beside a download, then beside a download and an upload.
+            let mut beside_ms = Vec::new();
+            let mut idle_ms = 0.0;
+            for up in [0, opts.bulk_up_bytes] {
+                if up == 0 && !beside_ms.is_empty() {
+                    break;
+                }
+                let bed = bed()?;
+                let cc = client_cfg.clone();
+                let (edge_quic, edge_tcp) = (bed.addr(QUIC_PORT), bed.addr(TCP_PORT));
+                // The upload's time at the downlink's rate, scaled by how much slower the
+                // uplink is.
+                let up_as_down = up as f64 * opts.profile.down_kbps() / opts.profile.up_kbps();
+                let limit = deadline(bulk + 2 * small + up_as_down as u64, rate_bps, k);
+                let (idle, beside) = run_in(&bed.topo.ue, move || async move {
+                    bounded(
+                        limit,
+                        k,
+                        small_beside_bulk(edge_quic, edge_tcp, cc, bulk, small, up),
+                    )
+                    .await
+                })?
+                .map_err(|e| {
+                    let what = if up == 0 { "bulk" } else { "bulk both ways" };
+                    LabError::Other(format!("{} small beside {what}: {e}", t.name()))
+                })?;
+                if up == 0 {
+                    idle_ms = idle.as_secs_f64() * 1000.0 * k;
+                }
+                beside_ms.push(beside.as_secs_f64() * 1000.0 * k);
+                eprintln!(
+                    "{} small request: idle {:.0} ms, beside the bulk{} {:.0} ms",
+                    t.name(),
+                    idle.as_secs_f64() * 1000.0 * k,
+                    if up == 0 { "" } else { " both ways" },
+                    beside.as_secs_f64() * 1000.0 * k
+                );
+            }
+            let both = beside_ms.get(1).copied();
             report.small.push(SmallBeside {
                 transport: t,
                 idle_ms,
-                beside_bulk_ms: beside_ms,
-                ratio: beside_ms / idle_ms.max(1e-9),
+                beside_bulk_ms: beside_ms[0],
+                ratio: beside_ms[0] / idle_ms.max(1e-9),
+                beside_both_ms: both,
+                both_ratio: both.map(|b| b / idle_ms.max(1e-9)),
             });
-            eprintln!(
-                "{} small request: idle {idle_ms:.0} ms, beside the bulk {beside_ms:.0} ms",
-                t.name()
-            );
         }
     }
     Ok(report)

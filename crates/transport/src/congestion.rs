@@ -61,6 +61,11 @@ pub struct Config {
     /// While the RTT is measured the window is this × the latest rate × the minimum RTT
     /// (below the BDP: no queue).
     pub measure_gain: f64,
+    /// Hold the stream data buffered for sending to what the window can send
+    /// ([`LinkAware::stream_budget`]), so that acknowledgements always go out: quinn sends
+    /// none on its own while its window is full and stream data waits (see
+    /// docs/transport.md, "A limit of quinn").
+    pub ack_room: bool,
 }
 
 impl Default for Config {
@@ -75,6 +80,7 @@ impl Default for Config {
             // About three round trips below the BDP in forty: 1–2 % of the link.
             measure_every: 40,
             measure_gain: 0.85,
+            ack_room: true,
         }
     }
 }
@@ -117,6 +123,10 @@ const FLOOR_RTTS: u32 = 4;
 /// less than half the minimum RTT, for that long). Gaps are tens of milliseconds whatever
 /// the RTT, so a satellite's or a GPRS link's queue is still seen at once.
 const STARTUP_JITTER: Duration = Duration::from_millis(40);
+
+/// The payload share of a full packet (a 1350-byte datagram carries 1290 bytes of stream
+/// data: IP, UDP, QUIC's short header, the STREAM frame's and the AEAD tag's bytes).
+const PAYLOAD_SHARE: f64 = 0.95;
 
 /// RTT samples kept per measurement for their spread.
 const MAX_MEASURED: usize = 256;
@@ -205,6 +215,10 @@ pub struct LinkAware {
 
 #[derive(Clone, Copy, Debug)]
 struct SendRecord {
+    /// Bytes in flight after this send were within two packets of the window: the sender
+    /// was held by the window (or by the stream budget just below it), not by the
+    /// application.
+    at_budget: bool,
     sent: Instant,
     delivered: u64,
     delivered_time: Instant,
@@ -358,13 +372,29 @@ impl LinkAware {
         if self.sends.len() >= MAX_SEND_RECORDS {
             self.sends.pop_front();
         }
+        self.in_flight += bytes;
+        let at_budget = self.in_flight + 2 * self.mtu >= self.window();
         self.sends.push_back(SendRecord {
+            at_budget,
             sent: now,
             delivered: self.delivered,
             delivered_time: self.delivered_time.unwrap_or(now),
             first_sent_time: self.first_sent_time.unwrap_or(now),
         });
-        self.in_flight += bytes;
+    }
+
+    /// Bytes of stream data the sender may hold unacknowledged (quinn's send window) with
+    /// `ack_room`: what the window less one packet carries. quinn sends no acknowledgement
+    /// by itself while stream data waits and the window is full; held to this, everything
+    /// buffered can be sent, nothing waits, and acknowledgements go out as they are due.
+    /// Without it, on a link loaded both ways, each end's acknowledgements waited behind its
+    /// own window, both ends went silent until a probe timeout, and each end's RTT held the
+    /// other's queue. At least one packet's payload. `None` without `ack_room`.
+    pub fn stream_budget(&self) -> Option<u64> {
+        self.cfg.ack_room.then(|| {
+            let payload = (self.window().saturating_sub(self.mtu)) as f64 * PAYLOAD_SHARE;
+            (payload as u64).max((self.mtu as f64 * PAYLOAD_SHARE) as u64)
+        })
     }
 
     /// A packet sent at `sent` carrying `bytes` was acknowledged at `now`. `app_limited`: the
@@ -457,12 +487,16 @@ impl LinkAware {
             }
             _ => {}
         }
-        let round = &mut self.round;
-        round.app_limited |= app_limited;
-
         // The send record of this packet (sends of one instant share their state).
         let at = self.sends.partition_point(|r| r.sent < sent);
-        let Some(record) = self.sends.get(at).copied().filter(|r| r.sent == sent) else {
+        let record = self.sends.get(at).copied().filter(|r| r.sent == sent);
+        // Held to the stream budget, the sender never fills the window and quinn calls it
+        // application-limited; a packet sent with the window within two packets of full
+        // was sent by a sender the window held.
+        let held = self.cfg.ack_room && record.is_some_and(|r| r.at_budget);
+        let round = &mut self.round;
+        round.app_limited |= app_limited && !held;
+        let Some(record) = record else {
             // Acknowledged out of order after a later send's acknowledgement: no sample.
             return;
         };
@@ -650,6 +684,33 @@ impl LinkMemory {
     }
 }
 
+/// The stream budget of one connection's controller ([`LinkAware::stream_budget`]), for
+/// the task that sets quinn's send window to it (the controller runs inside quinn's
+/// connection state and cannot set it itself).
+#[derive(Debug, Default)]
+pub struct SendBudget {
+    bytes: std::sync::atomic::AtomicU64,
+    changed: tokio::sync::Notify,
+}
+
+impl SendBudget {
+    /// Bytes of stream data the connection may hold unacknowledged now.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Resolves when the budget changed since the last call.
+    pub async fn changed(&self) {
+        self.changed.notified().await
+    }
+
+    fn set(&self, bytes: u64) {
+        if self.bytes.swap(bytes, std::sync::atomic::Ordering::Relaxed) != bytes {
+            self.changed.notify_one();
+        }
+    }
+}
+
 /// quinn's view of the controller.
 #[derive(Clone, Debug)]
 pub struct Controller {
@@ -658,11 +719,24 @@ pub struct Controller {
     initial_window: u64,
     /// Whose controller this is, for the log ([`ControllerFactory::label`]).
     label: Arc<str>,
+    /// Shared with the connection's clones of this controller (`congestion_state`).
+    budget: Arc<SendBudget>,
 }
 
 impl Controller {
     pub fn core(&self) -> &LinkAware {
         &self.core
+    }
+
+    /// The connection's stream budget, `None` without `ack_room`.
+    pub fn send_budget(&self) -> Option<Arc<SendBudget>> {
+        self.core.cfg.ack_room.then(|| self.budget.clone())
+    }
+
+    fn publish(&self) {
+        if let Some(bytes) = self.core.stream_budget() {
+            self.budget.set(bytes);
+        }
     }
 }
 
@@ -698,6 +772,7 @@ impl quinn::congestion::Controller for Controller {
                 self.memory.set(e);
             }
         }
+        self.publish();
     }
 
     fn on_congestion_event(
@@ -709,10 +784,12 @@ impl quinn::congestion::Controller for Controller {
     ) {
         self.core
             .on_loss(now, sent, is_persistent_congestion, lost_bytes);
+        self.publish();
     }
 
     fn on_mtu_update(&mut self, new_mtu: u16) {
         self.core.set_mtu(new_mtu);
+        self.publish();
     }
 
     fn window(&self) -> u64 {
@@ -765,15 +842,19 @@ impl quinn::congestion::ControllerFactory for ControllerFactory {
     fn build(
         self: Arc<Self>,
         _now: Instant,
-        _current_mtu: u16,
+        current_mtu: u16,
     ) -> Box<dyn quinn::congestion::Controller> {
-        let core = LinkAware::new(self.config.clone(), self.memory.get());
-        Box::new(Controller {
+        let mut core = LinkAware::new(self.config.clone(), self.memory.get());
+        core.set_mtu(current_mtu);
+        let controller = Controller {
             initial_window: core.window(),
             core,
             memory: self.memory.clone(),
             label: self.label.clone(),
-        })
+            budget: Arc::default(),
+        };
+        controller.publish();
+        Box::new(controller)
     }
 }
 

@@ -26,6 +26,10 @@ struct Pipe {
     /// (period, length): the link delivers nothing for `length` at the start of every
     /// `period` (a radio link's bursty deliveries; what is queued goes after the gap).
     gaps: Option<(Duration, Duration)>,
+    /// The sender holds its unacknowledged payload to the controller's stream budget, as
+    /// quinn's send window does in webpep, and quinn then reports every acknowledgement as
+    /// application-limited (its window is never full).
+    held_to_budget: bool,
     t0: Instant,
 }
 
@@ -60,6 +64,7 @@ impl Pipe {
             losses: BinaryHeap::new(),
             outage: None,
             gaps: None,
+            held_to_budget: false,
             t0,
         }
     }
@@ -118,7 +123,12 @@ impl Pipe {
                 None => true,
                 Some(r) => (sent as f64) < r * t.saturating_duration_since(start).as_secs_f64(),
             };
-            while in_flight + MSS <= c.window() && allowed(sent, *now) {
+            let held = self.held_to_budget;
+            let room = |in_flight: u64, c: &LinkAware| match (held, c.stream_budget()) {
+                (true, Some(budget)) => ((in_flight + MSS) as f64 * PAYLOAD_SHARE) as u64 <= budget,
+                _ => in_flight + MSS <= c.window(),
+            };
+            while room(in_flight, c) && allowed(sent, *now) {
                 c.on_sent(*now, MSS);
                 self.send(*now);
                 in_flight += MSS;
@@ -146,7 +156,7 @@ impl Pipe {
                 let Reverse((at, sent_at)) = self.acks.pop().unwrap();
                 in_flight -= MSS;
                 seen.delivered += MSS;
-                c.on_ack(at, sent_at, MSS, offered.is_some());
+                c.on_ack(at, sent_at, MSS, offered.is_some() || self.held_to_budget);
             } else if loss == Some(next) {
                 let Reverse((at, sent_at)) = self.losses.pop().unwrap();
                 in_flight -= MSS;
@@ -435,4 +445,38 @@ fn a_bursty_links_gaps_do_not_end_the_cold_start_early() {
     eprintln!("{first:?} {second:?} {:?} {:?}", c.phase(), c.estimate());
     assert!(first.throughput() > 0.6 * carried, "{first:?}");
     assert!(second.throughput() > 0.9 * carried, "{second:?}");
+}
+
+#[test]
+fn a_sender_held_to_the_stream_budget_still_finds_and_fills_the_link() {
+    // 1 MB/s, 50 ms (a 50 KB BDP from a 10 KB start), and GPRS's 4.75 KB/s, 600 ms.
+    for (rate, base, least) in [(1_000_000.0, 50 * MS, 0.93), (4750.0, 600 * MS, 0.85)] {
+        let t0 = Instant::now();
+        let mut now = t0;
+        let mut pipe = Pipe::new(t0, rate, base);
+        pipe.held_to_budget = true;
+        let mut c = LinkAware::new(Config::default(), None);
+        let rtts = |n: u32| t0 + (base + Duration::from_secs_f64(MSS as f64 / rate)) * n;
+        pipe.drive(&mut c, &mut now, rtts(40), None);
+        let steady = pipe.drive(&mut c, &mut now, rtts(140), None);
+        assert!(steady.throughput() >= least * rate, "{rate}: {steady:?}");
+        assert!(
+            steady.mean_queue() < 0.35 * pipe.bdp() + MSS as f64,
+            "{rate}: {steady:?}"
+        );
+        // The budget leaves a packet of the window for acknowledgements, and never less than
+        // a packet's payload is allowed.
+        let budget = c.stream_budget().unwrap();
+        assert!(budget as f64 <= (c.window() - MSS) as f64 * PAYLOAD_SHARE + 1.0);
+        assert!(budget >= (MSS as f64 * PAYLOAD_SHARE) as u64);
+    }
+    // Without ack_room there is no budget.
+    let c = LinkAware::new(
+        Config {
+            ack_room: false,
+            ..Config::default()
+        },
+        None,
+    );
+    assert_eq!(c.stream_budget(), None);
 }

@@ -320,6 +320,32 @@ pub fn path_estimate(conn: &quinn::Connection) -> PathEstimate {
     }
 }
 
+/// Keeps `conn`'s send window at its link-aware controller's stream budget for as long as
+/// the connection lives (quinn's stock controllers have none: their send window stays).
+/// [`crate::session::Session`] does this for the proxies' connections.
+pub fn follow_send_budget(conn: &quinn::Connection) {
+    let Ok(controller) = conn
+        .congestion_state()
+        .into_any()
+        .downcast::<crate::congestion::Controller>()
+    else {
+        return;
+    };
+    let Some(budget) = controller.send_budget() else {
+        return;
+    };
+    conn.set_send_window(budget.bytes());
+    let conn = conn.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = budget.changed() => conn.set_send_window(budget.bytes()),
+                _ = conn.closed() => break,
+            }
+        }
+    });
+}
+
 /// How many client addresses' links the edge remembers (forgotten all at once when full).
 const REMEMBERED_PEERS: usize = 65_536;
 

@@ -14,7 +14,7 @@ pub use congestion::{
 };
 pub use credential::{Credential, CredentialError, EdgeIdentity, Revocations, EDGE_SERVER_NAME};
 pub use endpoint::{
-    client_config, connect, connect_early, path_estimate, peer_certificate, server_config,
-    Congestion, EdgeTransport, PathEstimate, TransportSettings, ALPN,
+    client_config, connect, connect_early, follow_send_budget, path_estimate, peer_certificate,
+    server_config, Congestion, EdgeTransport, PathEstimate, TransportSettings, ALPN,
 };
 pub use rustls::pki_types::CertificateDer;

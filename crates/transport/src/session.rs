@@ -94,6 +94,15 @@ impl TunnelFlights {
         Arc::new(TunnelFlights::default())
     }
 
+    /// Whether `end` has sent anything yet (flights alternate: a second flight means both
+    /// ends spoke).
+    pub fn heard(&self, end: TunnelEnd) -> bool {
+        match *self.last.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some((who, n)) => who == end || n >= 2,
+            None => false,
+        }
+    }
+
     /// `end` sent bytes: the number of the flight they belong to (1 for the first).
     pub fn spoke(&self, end: TunnelEnd) -> u32 {
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
@@ -158,6 +167,7 @@ impl Session {
                 tracing::debug!("control stream: {e}");
             }
         });
+        crate::endpoint::follow_send_budget(&conn);
         Ok(session)
     }
 
@@ -642,6 +652,14 @@ pub async fn tunnel_answer(
 /// Copies everything `from` (the tunnel's `end`) yields into `Data` frames on `send`, then
 /// `End` and the stream's finish: one direction of a tunnel, its opening first
 /// ([`tunnel_priority`]).
+///
+/// A browser that closes its end of a TLS tunnel before the server said anything gave up on
+/// the handshake (TLS never half-closes before the server's first flight; Chromium closes a
+/// connection whose handshake took 30 s). Its bytes still unsent would cross the uplink for
+/// nothing and the server's answer the downlink, both in the way of the tunnels still
+/// wanted; the stream is reset instead (`CANCELLED`), dropping them. The end is watched while
+/// a write waits for the connection's stream budget, so a ClientHello held there goes no
+/// further.
 pub async fn pump_into_frames<R: tokio::io::AsyncRead + Unpin>(
     mut from: R,
     send: &mut quinn::SendStream,
@@ -650,30 +668,75 @@ pub async fn pump_into_frames<R: tokio::io::AsyncRead + Unpin>(
 ) -> Result<(), SessionError> {
     use tokio::io::AsyncReadExt;
     let mut buf = vec![0u8; DATA_CHUNK];
+    let mut ahead = vec![0u8; DATA_CHUNK];
     let mut sent = 0u64;
+    let mut first_byte = None;
     let stream = send.id();
     let mut priority = opening_priority(stream);
     let _ = send.set_priority(priority);
+    let read_err = |e: std::io::Error| SessionError::Unexpected(format!("tunnel read: {e}"));
+    let abandoned = |first_byte: Option<u8>| {
+        end == TunnelEnd::Client
+            && first_byte == Some(TLS_HANDSHAKE_RECORD)
+            && !flights.heard(TunnelEnd::Server)
+    };
+    let mut n = from.read(&mut buf).await.map_err(read_err)?;
     loop {
-        let n = from
-            .read(&mut buf)
-            .await
-            .map_err(|e| SessionError::Unexpected(format!("tunnel read: {e}")))?;
         if n == 0 {
+            if abandoned(first_byte) {
+                let _ = send.reset(webpep_proto::code::CANCELLED.into());
+                return Ok(());
+            }
             break;
         }
+        first_byte.get_or_insert(buf[0]);
         let now = tunnel_priority(stream, flights.spoke(end), sent);
         if now != priority {
             priority = now;
             let _ = send.set_priority(priority);
         }
-        write_frame(send, &Frame::Data(buf[..n].to_vec())).await?;
+        let frame = Frame::Data(buf[..n].to_vec());
+        // The write, and meanwhile the next read (at most one chunk ahead).
+        let mut next = None;
+        let mut gave_up = false;
+        {
+            let write = write_frame(send, &frame);
+            tokio::pin!(write);
+            while !gave_up {
+                tokio::select! {
+                    written = &mut write => {
+                        written?;
+                        break;
+                    }
+                    read = from.read(&mut ahead), if next.is_none() => {
+                        let k = read.map_err(read_err)?;
+                        next = Some(k);
+                        gave_up = k == 0 && abandoned(first_byte);
+                    }
+                }
+            }
+        }
+        if gave_up {
+            // The frame may be half written: the reset ends the stream where it is.
+            let _ = send.reset(webpep_proto::code::CANCELLED.into());
+            return Ok(());
+        }
         sent += n as u64;
+        n = match next {
+            Some(k) => {
+                std::mem::swap(&mut buf, &mut ahead);
+                k
+            }
+            None => from.read(&mut buf).await.map_err(read_err)?,
+        };
     }
     write_frame(send, &Frame::End).await?;
     send.finish()?;
     Ok(())
 }
+
+/// The first byte of a TLS record that carries a handshake message (a ClientHello's).
+const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 
 /// The other direction: `Data` frames from `body` (the tunnel's `end`) written to `to`, shut
 /// down at `End`.
