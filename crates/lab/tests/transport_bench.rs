@@ -1,6 +1,7 @@
 //! `webpep lab transport-bench` end to end in the lab's namespaces: webpep's QUIC transport
 //! (enrolled client, link-aware controller) and TCP both carry every byte over the emulated
-//! link, from a cold connection and on an open one, and the report holds each measurement. Short: cdma-1x at time scale 10, 100 KB.
+//! link, from a cold connection and on an open one, and beside a bulk transfer one way and both
+//! ways, and the report holds each measurement. Short: cdma-1x at time scale 10, 100 KB.
 
 use webpep_lab::transport_bench::{run, Transport, TransportBenchOptions};
 use webpep_link::testing::netns_available;
@@ -18,6 +19,7 @@ fn quic_and_tcp_carry_every_byte_over_the_emulated_link() {
         sizes: vec![100_000],
         bulk_bytes: 200_000,
         small_bytes: 1000,
+        bulk_up_bytes: 20_000,
         warm_up_bytes: 20_000,
         transports: vec![Transport::QuicWebpep, Transport::TcpCubic],
     };
@@ -48,5 +50,7 @@ fn quic_and_tcp_carry_every_byte_over_the_emulated_link() {
     assert_eq!(report.small.len(), 2);
     for m in &report.small {
         assert!(m.idle_ms > 0.0 && m.beside_bulk_ms > 0.0, "{m:?}");
+        // Beside the bulk transfer both ways (it also uploads 20 KB).
+        assert!(m.beside_both_ms.is_some_and(|b| b > 0.0), "{m:?}");
     }
 }

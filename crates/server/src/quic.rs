@@ -16,7 +16,7 @@ use webpep_proto::{BodyCoding, Frame, Role};
 use webpep_transport::session::{
     pump_from_frames, pump_into_frames, read_request_body_part, read_request_head,
     send_response_head, write_frame, BodySender, FrameReader, IncomingRequest, ResponseBody,
-    Session, TunnelEnd, TunnelFlights,
+    Session, SessionError, TunnelEnd, TunnelFlights,
 };
 use webpep_transport::EdgeTransport;
 
@@ -410,10 +410,29 @@ async fn tunnel(
     let (rd, wr) = tcp.into_split();
     let mut from_client = ResponseBody::from_frames(frames);
     let flights = TunnelFlights::new();
-    let up = pump_from_frames(&mut from_client, wr, &flights, TunnelEnd::Client);
-    let down = pump_into_frames(rd, &mut send, &flights, TunnelEnd::Server);
-    let (a, b) = tokio::join!(up, down);
-    if let Err(e) = a.and(b) {
+    let mut given_up = false;
+    let ended = {
+        let up = pump_from_frames(&mut from_client, wr, &flights, TunnelEnd::Client);
+        let down = pump_into_frames(rd, &mut send, &flights, TunnelEnd::Server);
+        tokio::pin!(up, down);
+        tokio::select! {
+            a = &mut up => match a {
+                // The client gave the tunnel up (a browser's abandoned handshake): the
+                // origin's connection goes (both halves, with `down`), and so does the rest
+                // of its answer.
+                Err(SessionError::Read(quinn::ReadError::Reset(code))) => {
+                    given_up = true;
+                    Err(format!("the client reset the tunnel ({code})"))
+                }
+                a => a.and(down.await).map_err(|e| e.to_string()),
+            },
+            b = &mut down => up.await.and(b).map_err(|e| e.to_string()),
+        }
+    };
+    if given_up {
+        let _ = send.reset(webpep_proto::code::CANCELLED.into());
+    }
+    if let Err(e) = ended {
         tracing::debug!(%authority, "tunnel ended: {e}");
     }
 }
