@@ -321,6 +321,7 @@ impl Upstream for QuicUpstream {
         let (to_edge, browser_writes) = tokio::io::duplex(64 * 1024);
         let flights = TunnelFlights::new();
         let flights_up = flights.clone();
+        let session_up = session.clone();
         tokio::spawn(async move {
             let mut body = match answer {
                 Answer::Open(body) => body,
@@ -336,6 +337,13 @@ impl Upstream for QuicUpstream {
                         );
                         return;
                     }
+                    // The edge's answer to this side's reset of a tunnel the browser gave up.
+                    Err(SessionError::Read(quinn::ReadError::Reset(code)))
+                        if u64::from(code) == u64::from(webpep_proto::code::CANCELLED) =>
+                    {
+                        tracing::debug!(%authority, "the tunnel was given up");
+                        return;
+                    }
                     Err(e) => {
                         tracing::warn!(%authority, "the tunnel failed: {e}");
                         return;
@@ -349,8 +357,14 @@ impl Upstream for QuicUpstream {
             }
         });
         tokio::spawn(async move {
-            if let Err(e) =
-                pump_into_frames(browser_writes, &mut send, &flights_up, TunnelEnd::Client).await
+            if let Err(e) = pump_into_frames(
+                &session_up,
+                browser_writes,
+                &mut send,
+                &flights_up,
+                TunnelEnd::Client,
+            )
+            .await
             {
                 tracing::debug!("tunnel to the edge: {e}");
             }

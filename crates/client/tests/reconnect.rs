@@ -61,8 +61,8 @@ async fn flaky_edge(identity: Arc<EdgeIdentity>) -> (SocketAddr, Seen) {
                         BodyCoding::Identity,
                     )
                     .await;
-                    let _ = write_frame(&mut send, &Frame::Data(body.into_bytes())).await;
-                    let _ = write_frame(&mut send, &Frame::End).await;
+                    let _ = write_frame(&session, &mut send, &Frame::Data(body.into_bytes())).await;
+                    let _ = write_frame(&session, &mut send, &Frame::End).await;
                     let _ = send.finish();
                     let _ = send.stopped().await;
                 }

@@ -259,6 +259,7 @@ async fn exchange(
         Err(e) => {
             tracing::debug!(%client, "malformed request stream: {e}");
             let _ = write_frame(
+                &session,
                 &mut send,
                 &Frame::Error {
                     code: webpep_proto::code::PROTOCOL,
@@ -413,7 +414,7 @@ async fn tunnel(
     let mut given_up = false;
     let ended = {
         let up = pump_from_frames(&mut from_client, wr, &flights, TunnelEnd::Client);
-        let down = pump_into_frames(rd, &mut send, &flights, TunnelEnd::Server);
+        let down = pump_into_frames(session, rd, &mut send, &flights, TunnelEnd::Server);
         tokio::pin!(up, down);
         tokio::select! {
             a = &mut up => match a {
@@ -474,24 +475,25 @@ async fn answer(
         Body::Full(b) => {
             let mut frames = body.piece(&b)?;
             frames.extend(body.last()?);
-            send.write_all(&frames).await?
+            session.write_all(send, &frames).await?
         }
         Body::Stream {
             prefix, mut rest, ..
         } => {
             if !prefix.is_empty() {
-                send.write_all(&body.piece(&prefix)?).await?;
+                session.write_all(send, &body.piece(&prefix)?).await?;
             }
             while let Some(frame) = rest.frame().await {
                 match frame {
                     Ok(f) => {
                         if let Ok(d) = f.into_data() {
-                            send.write_all(&body.piece(&d)?).await?;
+                            session.write_all(send, &body.piece(&d)?).await?;
                         }
                     }
                     Err(e) => {
                         // The origin broke off: say so rather than end as though complete.
                         write_frame(
+                            session,
                             send,
                             &Frame::Error {
                                 code: webpep_proto::code::INTERNAL,
@@ -503,10 +505,10 @@ async fn answer(
                     }
                 }
             }
-            send.write_all(&body.last()?).await?;
+            session.write_all(send, &body.last()?).await?;
         }
     }
-    write_frame(send, &Frame::End).await?;
+    write_frame(session, send, &Frame::End).await?;
     Ok((body.payload(), first_out))
 }
 

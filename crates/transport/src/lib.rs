@@ -8,6 +8,7 @@ pub mod credential;
 pub mod endpoint;
 pub mod session;
 pub mod windowed;
+pub mod write_order;
 
 pub use congestion::{
     Config as CongestionConfig, ControllerFactory, LinkAware, LinkEstimate, LinkMemory, Phase,

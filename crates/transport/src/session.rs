@@ -126,6 +126,8 @@ pub struct Session {
     decoder: Mutex<Decoder>,
     /// Whether the peer's `Hello` has come (and its version is one we speak).
     peer_hello: tokio::sync::watch::Sender<bool>,
+    /// Every stream's bytes go to quinn through it, highest priority first.
+    order: crate::write_order::WriteOrder,
 }
 
 impl Session {
@@ -160,6 +162,7 @@ impl Session {
             encoder: Mutex::new(Encoder::new(if header_table { TABLE_CAPACITY } else { 0 })),
             decoder: Mutex::new(Decoder::new(TABLE_CAPACITY)),
             peer_hello: tokio::sync::watch::channel(false).0,
+            order: Default::default(),
         });
         let reader = session.clone();
         tokio::spawn(async move {
@@ -256,7 +259,8 @@ impl Session {
             for f in &inserts {
                 f.encode(&mut bytes);
             }
-            self.control.lock().await.write_all(&bytes).await?;
+            let mut control = self.control.lock().await;
+            self.order.write_all(&mut control, &bytes).await?;
         }
         Ok(block)
     }
@@ -270,9 +274,20 @@ impl Session {
             (fields, d.take_ack())
         };
         if let Some(ack) = ack {
-            self.control.lock().await.write_all(&ack.to_bytes()).await?;
+            let mut control = self.control.lock().await;
+            self.order.write_all(&mut control, &ack.to_bytes()).await?;
         }
         Ok(fields?)
+    }
+
+    /// Writes `bytes` to `send` (a stream of this connection) after the connection's writers
+    /// of a higher priority ([`crate::write_order`]).
+    pub async fn write_all(
+        &self,
+        send: &mut quinn::SendStream,
+        bytes: &[u8],
+    ) -> Result<(), quinn::WriteError> {
+        self.order.write_all(send, bytes).await
     }
 
     /// The peer's insertions processed so far (what head frames carry as `table_ack`).
@@ -327,9 +342,13 @@ impl FrameReader {
     }
 }
 
-/// Writes one frame.
-pub async fn write_frame(send: &mut quinn::SendStream, frame: &Frame) -> Result<(), SessionError> {
-    send.write_all(&frame.to_bytes()).await?;
+/// Writes one frame on a stream of `session`'s connection.
+pub async fn write_frame(
+    session: &Session,
+    send: &mut quinn::SendStream,
+    frame: &Frame,
+) -> Result<(), SessionError> {
+    session.write_all(send, &frame.to_bytes()).await?;
     Ok(())
 }
 
@@ -391,7 +410,7 @@ pub async fn send_request(
         Frame::Data(body.to_vec()).encode(&mut bytes);
     }
     Frame::End.encode(&mut bytes);
-    match send.write_all(&bytes).await {
+    match session.write_all(&mut send, &bytes).await {
         Ok(()) => send.finish()?,
         // The edge refused the body before it had all of it (a limit of its own): its
         // answer on the stream says why.
@@ -618,7 +637,7 @@ pub async fn start_tunnel(
         background: false,
         table_ack: session.table_ack(),
     };
-    write_frame(&mut send, &head).await?;
+    write_frame(session, &mut send, &head).await?;
     Ok((send, FrameReader::new(recv)))
 }
 
@@ -661,6 +680,7 @@ pub async fn tunnel_answer(
 /// a write waits for the connection's stream budget, so a ClientHello held there goes no
 /// further.
 pub async fn pump_into_frames<R: tokio::io::AsyncRead + Unpin>(
+    session: &Session,
     mut from: R,
     send: &mut quinn::SendStream,
     flights: &TunnelFlights,
@@ -700,7 +720,7 @@ pub async fn pump_into_frames<R: tokio::io::AsyncRead + Unpin>(
         let mut next = None;
         let mut gave_up = false;
         {
-            let write = write_frame(send, &frame);
+            let write = write_frame(session, send, &frame);
             tokio::pin!(write);
             while !gave_up {
                 tokio::select! {
@@ -730,7 +750,7 @@ pub async fn pump_into_frames<R: tokio::io::AsyncRead + Unpin>(
             None => from.read(&mut buf).await.map_err(read_err)?,
         };
     }
-    write_frame(send, &Frame::End).await?;
+    write_frame(session, send, &Frame::End).await?;
     send.finish()?;
     Ok(())
 }
@@ -853,7 +873,7 @@ pub async fn send_response_head(
         body_coding,
         table_ack: session.table_ack(),
     };
-    write_frame(send, &head).await
+    write_frame(session, send, &head).await
 }
 
 /// Largest `Data` frame written: small enough that streams interleave (docs/protocol.md).

@@ -144,6 +144,7 @@ async fn connected() -> (quinn::Connection, quinn::Connection, quinn::Endpoint) 
 async fn a_tls_tunnel_abandoned_before_the_server_spoke_is_reset() {
     use webpep_transport::session::{pump_into_frames, FrameReader, TunnelEnd, TunnelFlights};
     let (client, server, _edge) = connected().await;
+    let session = Session::open(client.clone(), Role::Client).await.unwrap();
     let hello = [0x16u8, 0x03, 0x01, 0x07, 0xd0, 1, 2, 3];
     for (first, server_spoke, reset) in [
         (&hello[..], false, true),
@@ -157,7 +158,7 @@ async fn a_tls_tunnel_abandoned_before_the_server_spoke_is_reset() {
         }
         let (mut send, _recv) = client.open_bi().await.unwrap();
         // The browser's bytes, then its close.
-        pump_into_frames(first, &mut send, &flights, TunnelEnd::Client)
+        pump_into_frames(&session, first, &mut send, &flights, TunnelEnd::Client)
             .await
             .unwrap();
         let (_send, recv) = server.accept_bi().await.unwrap();
