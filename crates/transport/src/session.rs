@@ -260,7 +260,7 @@ impl Session {
                 f.encode(&mut bytes);
             }
             let mut control = self.control.lock().await;
-            self.order.write_all(&mut control, &bytes).await?;
+            self.order.write_all(&mut *control, &bytes).await?;
         }
         Ok(block)
     }
@@ -275,7 +275,7 @@ impl Session {
         };
         if let Some(ack) = ack {
             let mut control = self.control.lock().await;
-            self.order.write_all(&mut control, &ack.to_bytes()).await?;
+            self.order.write_all(&mut *control, &ack.to_bytes()).await?;
         }
         Ok(fields?)
     }

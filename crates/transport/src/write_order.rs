@@ -8,12 +8,15 @@
 //! first served, went in turn and every handshake timed out. So writers go through
 //! [`WriteOrder`]: a writer waits while one of a higher priority waits or writes, and one in
 //! the middle of a blocked write steps aside when a higher one comes. Writers of the same
-//! priority write as they come (quinn shares the link between them in turn); a lower one is
-//! never waited on, so a stream the peer does not read (its flow control shut) holds up no
-//! stream above it.
+//! priority hand over a packet's worth at a time while others of it wait, so a small response
+//! beside a bulk one gets its share of each room that opens; a lower one is never waited on,
+//! so a stream the peer does not read (its flow control shut) holds up no stream above it.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
+
+/// What a writer hands quinn at a time while others of its priority wait: a packet's payload.
+const SHARE: usize = 1200;
 
 /// The writers of one connection and their priorities.
 #[derive(Debug, Default)]
@@ -58,18 +61,23 @@ impl WriteOrder {
         }
     }
 
-    /// The highest priority of a writer waiting or writing.
-    fn highest(&self) -> Option<i32> {
-        self.lock().keys().next_back().copied()
+    /// Whether another writer of `priority` is waiting or writing.
+    fn sharing(&self, priority: i32) -> bool {
+        sharing(&self.lock(), priority)
     }
 
-    /// Resolves once `ready` holds for the highest priority present.
-    async fn until(&self, ready: impl Fn(i32) -> bool) {
+    /// The highest priority of a writer waiting or writing.
+    fn highest(&self) -> Option<i32> {
+        highest(&self.lock())
+    }
+
+    /// Resolves once `ready` holds for the writers present.
+    async fn until(&self, ready: impl Fn(&BTreeMap<i32, usize>) -> bool) {
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            if self.highest().is_some_and(&ready) {
+            if ready(&self.lock()) {
                 return;
             }
             changed.await;
@@ -78,24 +86,71 @@ impl WriteOrder {
 
     /// Writes all of `bytes` to `send`, at the stream's priority, after every writer of a
     /// higher priority on the connection.
-    pub async fn write_all(
+    pub async fn write_all<S: OrderedSend>(
         &self,
-        send: &mut quinn::SendStream,
+        send: &mut S,
         bytes: &[u8],
     ) -> Result<(), quinn::WriteError> {
-        let priority = send.priority().unwrap_or(0);
+        let priority = send.priority();
         let _place = self.take_place(priority);
         let mut written = 0;
+        let above = |w: &BTreeMap<i32, usize>| highest(w).is_some_and(|h| h > priority);
         while written < bytes.len() {
-            self.until(|highest| highest <= priority).await;
-            // quinn's write is cancel-safe: stepping aside writes nothing.
+            self.until(|w| !above(w)).await;
+            // quinn's write is cancel-safe: stepping aside writes nothing. A higher writer
+            // that came is seen before any room that came with it.
+            // Among writers of one priority, a packet's worth at a time: each room that
+            // opens goes to whoever runs first, and a bulk writer would take all of it from a
+            // small response beside it.
+            // A writer of the same priority that comes meanwhile ends a write of more.
+            let shared = self.sharing(priority);
+            let end = if shared {
+                bytes.len().min(written + SHARE)
+            } else {
+                bytes.len()
+            };
             tokio::select! {
-                n = send.write(&bytes[written..]) => written += n?,
-                _ = self.until(|highest| highest > priority) => {}
+                biased;
+                _ = self.until(|w| above(w) || (!shared && sharing(w, priority))) => {}
+                n = send.write(&bytes[written..end]) => written += n?,
+            }
+            if shared {
+                // The others of this priority woke with this one: their turn in the room.
+                tokio::task::yield_now().await;
             }
         }
         Ok(())
     }
+}
+
+/// A stream [`WriteOrder`] writes to: quinn's, or in tests a stand-in.
+pub trait OrderedSend {
+    fn priority(&self) -> i32;
+    /// Writes some of `buf` once there is room (quinn's `write`: cancel-safe).
+    fn write(
+        &mut self,
+        buf: &[u8],
+    ) -> impl std::future::Future<Output = Result<usize, quinn::WriteError>> + Send;
+}
+
+impl OrderedSend for quinn::SendStream {
+    fn priority(&self) -> i32 {
+        quinn::SendStream::priority(self).unwrap_or(0)
+    }
+    fn write(
+        &mut self,
+        buf: &[u8],
+    ) -> impl std::future::Future<Output = Result<usize, quinn::WriteError>> + Send {
+        quinn::SendStream::write(self, buf)
+    }
+}
+
+fn highest(writers: &BTreeMap<i32, usize>) -> Option<i32> {
+    writers.keys().next_back().copied()
+}
+
+fn sharing(writers: &BTreeMap<i32, usize>, priority: i32) -> bool {
+    writers.get(&priority).is_some_and(|&n| n > 1)
 }
 
 #[cfg(test)]
@@ -109,7 +164,7 @@ mod tests {
         let low = order.take_place(0);
         let high = order.take_place(5);
         assert_eq!(order.highest(), Some(5));
-        let waiting = order.until(|h| h <= 0);
+        let waiting = order.until(|w| highest(w) == Some(0));
         tokio::pin!(waiting);
         assert!(futures_poll_once(waiting.as_mut()).await.is_pending());
         drop(high);
@@ -117,6 +172,135 @@ mod tests {
         assert_eq!(order.highest(), Some(0));
         drop(low);
         assert_eq!(order.highest(), None);
+    }
+
+    /// A connection's room for bytes, shared by its streams (quinn's send window), given
+    /// out by the test as acknowledgements would.
+    #[derive(Default)]
+    struct Room {
+        free: Mutex<usize>,
+        more: tokio::sync::Notify,
+        /// (stream, bytes) in the order the room went.
+        log: Mutex<Vec<(i32, usize)>>,
+    }
+
+    struct Stream<'a> {
+        priority: i32,
+        room: &'a Room,
+    }
+
+    impl OrderedSend for Stream<'_> {
+        fn priority(&self) -> i32 {
+            self.priority
+        }
+        async fn write(&mut self, buf: &[u8]) -> Result<usize, quinn::WriteError> {
+            loop {
+                let more = self.room.more.notified();
+                tokio::pin!(more);
+                more.as_mut().enable();
+                {
+                    let mut free = self.room.free.lock().unwrap();
+                    if *free > 0 {
+                        let n = buf.len().min(*free);
+                        *free -= n;
+                        self.room.log.lock().unwrap().push((self.priority, n));
+                        return Ok(n);
+                    }
+                }
+                more.await;
+            }
+        }
+    }
+
+    /// A low-priority writer already waiting for room steps aside for a higher one that
+    /// comes later: each bit of room goes to the higher one until it is done.
+    #[tokio::test]
+    async fn room_goes_to_the_highest_priority_writer_first() {
+        let order = WriteOrder::default();
+        let room = Room::default();
+        let (mut low, mut high) = (
+            Stream {
+                priority: 0,
+                room: &room,
+            },
+            Stream {
+                priority: 7,
+                room: &room,
+            },
+        );
+        let low_write = order.write_all(&mut low, &[0; 100]);
+        let high_write = order.write_all(&mut high, &[1; 30]);
+        let give = async {
+            // Both writers are waiting before any room comes.
+            tokio::task::yield_now().await;
+            for _ in 0..13 {
+                *room.free.lock().unwrap() += 10;
+                room.more.notify_waiters();
+                for _ in 0..4 {
+                    tokio::task::yield_now().await;
+                }
+            }
+        };
+        let (l, h, ()) = tokio::join!(low_write, high_write, give);
+        l.unwrap();
+        h.unwrap();
+        let log = room.log.lock().unwrap().clone();
+        let high_done = log.iter().rposition(|&(p, _)| p == 7).unwrap();
+        assert!(
+            log[..high_done].iter().all(|&(p, _)| p == 7),
+            "the low writer got room before the high one was done: {log:?}"
+        );
+        assert_eq!(log.iter().map(|&(_, n)| n).sum::<usize>(), 130);
+    }
+
+    /// Writers of one priority share each room that opens: a small response beside a bulk
+    /// one that was already waiting is through within the first room, whichever of them runs
+    /// first (tried with the small writer coming at several points of the polling order).
+    #[tokio::test]
+    async fn writers_of_one_priority_share_the_room() {
+        for small_after in 0..4 {
+            let order = WriteOrder::default();
+            let room = Room::default();
+            let (mut bulk, mut small) = (
+                Stream {
+                    priority: 0,
+                    room: &room,
+                },
+                Stream {
+                    priority: 0,
+                    room: &room,
+                },
+            );
+            let bulk_write = order.write_all(&mut bulk, &[0; 24_000]);
+            let small_write = async {
+                for _ in 0..small_after {
+                    tokio::task::yield_now().await;
+                }
+                order.write_all(&mut small, &[1; 1_000]).await
+            };
+            let give = async {
+                for _ in 0..5 {
+                    tokio::task::yield_now().await;
+                }
+                for _ in 0..11 {
+                    *room.free.lock().unwrap() += 2_400;
+                    room.more.notify_waiters();
+                    for _ in 0..4 {
+                        tokio::task::yield_now().await;
+                    }
+                }
+            };
+            let (b, s, ()) = tokio::join!(bulk_write, small_write, give);
+            b.unwrap();
+            s.unwrap();
+            let log = room.log.lock().unwrap().clone();
+            let small_done = log.iter().position(|&(_, n)| n == 1_000).unwrap();
+            let before: usize = log[..small_done].iter().map(|&(_, n)| n).sum();
+            assert!(
+                before < 2_400,
+                "small after {small_after}: the bulk writer took {before} bytes first: {log:?}"
+            );
+        }
     }
 
     async fn futures_poll_once<F: std::future::Future + Unpin>(f: F) -> std::task::Poll<()> {
