@@ -66,11 +66,6 @@ impl WriteOrder {
         sharing(&self.lock(), priority)
     }
 
-    /// The highest priority of a writer waiting or writing.
-    fn highest(&self) -> Option<i32> {
-        highest(&self.lock())
-    }
-
     /// Resolves once `ready` holds for the writers present.
     async fn until(&self, ready: impl Fn(&BTreeMap<i32, usize>) -> bool) {
         loop {
@@ -145,6 +140,7 @@ impl OrderedSend for quinn::SendStream {
     }
 }
 
+/// The highest priority of a writer waiting or writing.
 fn highest(writers: &BTreeMap<i32, usize>) -> Option<i32> {
     writers.keys().next_back().copied()
 }
@@ -163,15 +159,15 @@ mod tests {
         let order = WriteOrder::default();
         let low = order.take_place(0);
         let high = order.take_place(5);
-        assert_eq!(order.highest(), Some(5));
+        assert_eq!(highest(&order.lock()), Some(5));
         let waiting = order.until(|w| highest(w) == Some(0));
         tokio::pin!(waiting);
         assert!(futures_poll_once(waiting.as_mut()).await.is_pending());
         drop(high);
         waiting.await;
-        assert_eq!(order.highest(), Some(0));
+        assert_eq!(highest(&order.lock()), Some(0));
         drop(low);
-        assert_eq!(order.highest(), None);
+        assert_eq!(highest(&order.lock()), None);
     }
 
     /// A connection's room for bytes, shared by its streams (quinn's send window), given
