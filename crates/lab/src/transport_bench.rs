@@ -13,6 +13,7 @@
 //! TCP with the kernel's cubic and reno. All times are reported unscaled.
 
 use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -20,6 +21,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use webpep_link::LinkCounters;
 use webpep_link_model::ResolvedProfile;
+use webpep_transport::write_order::WriteOrder;
 use webpep_transport::{client_config, server_config, EdgeIdentity, TransportSettings};
 
 use crate::configs::QuicCongestion;
@@ -217,9 +219,13 @@ async fn quic_sender(endpoint: quinn::Endpoint) {
     while let Some(incoming) = endpoint.accept().await {
         tokio::spawn(async move {
             let Ok(conn) = incoming.await else { return };
-            // As the proxies' sessions do (a no-op with quinn's controllers).
+            // As the proxies' sessions do (a no-op with quinn's controllers): quinn's send
+            // window at the controller's budget, and the streams' bytes handed to it in
+            // priority order.
             webpep_transport::follow_send_budget(&conn);
+            let order = Arc::new(WriteOrder::default());
             while let Ok((mut send, mut recv)) = conn.accept_bi().await {
+                let order = order.clone();
                 tokio::spawn(async move {
                     let mut size = [0u8; 8];
                     if recv.read_exact(&mut size).await.is_err() {
@@ -230,7 +236,7 @@ async fn quic_sender(endpoint: quinn::Endpoint) {
                         let mut buf = vec![0u8; 16 * 1024];
                         while let Ok(Some(_)) = recv.read(&mut buf).await {}
                     });
-                    let _ = send_bytes_quic(&mut send, u64::from_be_bytes(size)).await;
+                    let _ = send_bytes_quic(&order, &mut send, u64::from_be_bytes(size)).await;
                     let _ = send.finish();
                     // Keep the stream until the peer has everything.
                     let _ = send.stopped().await;
@@ -240,12 +246,17 @@ async fn quic_sender(endpoint: quinn::Endpoint) {
     }
 }
 
-async fn send_bytes_quic(send: &mut quinn::SendStream, n: u64) -> std::io::Result<()> {
+async fn send_bytes_quic(
+    order: &WriteOrder,
+    send: &mut quinn::SendStream,
+    n: u64,
+) -> std::io::Result<()> {
     let chunk = vec![0x5au8; 16 * 1024];
     let mut left = n;
     while left > 0 {
         let k = left.min(chunk.len() as u64) as usize;
-        send.write_all(&chunk[..k])
+        order
+            .write_all(send, &chunk[..k])
             .await
             .map_err(std::io::Error::other)?;
         left -= k as u64;
@@ -356,8 +367,18 @@ async fn quic_fetch(
 }
 
 async fn quic_get(conn: &quinn::Connection, n: u64) -> std::result::Result<(), String> {
+    quic_get_in_order(conn, n, &WriteOrder::default()).await
+}
+
+/// [`quic_get`], the request written in `order` (the connection's other writers').
+async fn quic_get_in_order(
+    conn: &quinn::Connection,
+    n: u64,
+    order: &WriteOrder,
+) -> std::result::Result<(), String> {
     let (mut send, mut recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
-    send.write_all(&n.to_be_bytes())
+    order
+        .write_all(&mut send, &n.to_be_bytes())
         .await
         .map_err(|e| e.to_string())?;
     let _ = send.finish();
@@ -487,10 +508,19 @@ async fn small_beside_bulk(
         send.write_all(&bulk.to_be_bytes())
             .await
             .map_err(|e| e.to_string())?;
+        // The client proxy's writers go through its session's order.
+        let order = Arc::new(WriteOrder::default());
+        let uploader = order.clone();
         tokio::spawn(async move {
-            if tcp_write_n(&mut send, &upload, up).await.is_ok() {
-                let _ = send.finish();
+            let mut left = up;
+            while left > 0 {
+                let k = left.min(upload.len() as u64) as usize;
+                if uploader.write_all(&mut send, &upload[..k]).await.is_err() {
+                    return;
+                }
+                left -= k as u64;
             }
+            let _ = send.finish();
         });
         let mut got = 0u64;
         let mut buf = vec![0u8; 64 * 1024];
@@ -503,7 +533,9 @@ async fn small_beside_bulk(
         let small_conn = conn.clone();
         let small_task = async move {
             let t1 = Instant::now();
-            quic_get(&small_conn, small).await.map(|()| t1.elapsed())
+            quic_get_in_order(&small_conn, small, &order)
+                .await
+                .map(|()| t1.elapsed())
         };
         let drain = async {
             while let Some(k) = recv.read(&mut buf).await.map_err(|e| e.to_string())? {
