@@ -384,7 +384,7 @@ impl LinkAware {
     }
 
     /// Bytes of stream data the sender may hold unacknowledged (quinn's send window) with
-    /// `ack_room`: what the window less one packet carries. quinn sends no acknowledgement
+    /// `ack_room`: what the window carries ([`LinkAware::sender_window`] has a packet more). quinn sends no acknowledgement
     /// by itself while stream data waits and the window is full; held to this, everything
     /// buffered can be sent, nothing waits, and acknowledgements go out as they are due.
     /// Without it, on a link loaded both ways, each end's acknowledgements waited behind its
@@ -392,9 +392,19 @@ impl LinkAware {
     /// other's queue. At least one packet's payload. `None` without `ack_room`.
     pub fn stream_budget(&self) -> Option<u64> {
         self.cfg.ack_room.then(|| {
-            let payload = (self.window().saturating_sub(self.mtu)) as f64 * PAYLOAD_SHARE;
+            let payload = self.window() as f64 * PAYLOAD_SHARE;
             (payload as u64).max((self.mtu as f64 * PAYLOAD_SHARE) as u64)
         })
+    }
+
+    /// The window quinn checks its packets against: [`LinkAware::window`], and with
+    /// `ack_room` one packet more. The stream budget fills the window proper; the packet
+    /// above it is what lets quinn send the budget's last packet (it checks a full packet
+    /// against the window) and is otherwise used by acknowledgement-only packets alone.
+    /// Without it the budget would carry a packet less than the window and a cold 10 KB
+    /// response would take two round trips.
+    pub fn sender_window(&self) -> u64 {
+        self.window() + if self.cfg.ack_room { self.mtu } else { 0 }
     }
 
     /// A packet sent at `sent` carrying `bytes` was acknowledged at `now`. `app_limited`: the
@@ -793,12 +803,12 @@ impl quinn::congestion::Controller for Controller {
     }
 
     fn window(&self) -> u64 {
-        self.core.window()
+        self.core.sender_window()
     }
 
     fn metrics(&self) -> quinn::congestion::ControllerMetrics {
         let mut m = quinn::congestion::ControllerMetrics::default();
-        m.congestion_window = self.core.window();
+        m.congestion_window = self.core.sender_window();
         m.pacing_rate = self.core.pacing_rate().map(|r| (r * 8.0) as u64);
         m
     }
@@ -847,7 +857,7 @@ impl quinn::congestion::ControllerFactory for ControllerFactory {
         let mut core = LinkAware::new(self.config.clone(), self.memory.get());
         core.set_mtu(current_mtu);
         let controller = Controller {
-            initial_window: core.window(),
+            initial_window: core.sender_window(),
             core,
             memory: self.memory.clone(),
             label: self.label.clone(),

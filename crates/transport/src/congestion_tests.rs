@@ -414,8 +414,10 @@ fn a_faster_path_is_followed() {
 fn memory_carries_the_estimate_to_the_next_connection() {
     use quinn::congestion::ControllerFactory as _;
     let factory = Arc::new(ControllerFactory::default());
+    // quinn's window: the controller's and, for the stream budget's last packet and the
+    // acknowledgements, one packet (`ack_room`).
     let first = factory.clone().build(Instant::now(), 1200);
-    assert_eq!(first.initial_window(), 10 * 1024);
+    assert_eq!(first.initial_window(), 10 * 1024 + 1200);
     factory.memory.set(LinkEstimate {
         rate: 1_000_000.0,
         rtt: 60 * MS,
@@ -423,9 +425,9 @@ fn memory_carries_the_estimate_to_the_next_connection() {
         lower_bound: false,
     });
     let second = factory.clone().build(Instant::now(), 1200);
-    // 1.1 × 1 MB/s × 60 ms and a packet.
-    assert_eq!(second.initial_window(), 67_200);
-    assert_eq!(second.window(), 67_200);
+    // 1.1 × 1 MB/s × 60 ms and a packet, and the packet of room.
+    assert_eq!(second.initial_window(), 67_200 + 1200);
+    assert_eq!(second.window(), 67_200 + 1200);
 }
 
 #[test]
@@ -464,11 +466,12 @@ fn a_sender_held_to_the_stream_budget_still_finds_and_fills_the_link() {
             steady.mean_queue() < 0.35 * pipe.bdp() + MSS as f64,
             "{rate}: {steady:?}"
         );
-        // The budget leaves a packet of the window for acknowledgements, and never less than
-        // a packet's payload is allowed.
+        // The budget is the window's payload; quinn's window has a packet more, for the
+        // budget's last packet and acknowledgements. Never less than a packet's payload.
         let budget = c.stream_budget().unwrap();
-        assert!(budget as f64 <= (c.window() - MSS) as f64 * PAYLOAD_SHARE + 1.0);
+        assert!(budget as f64 <= c.window() as f64 * PAYLOAD_SHARE + 1.0);
         assert!(budget >= (MSS as f64 * PAYLOAD_SHARE) as u64);
+        assert_eq!(c.sender_window(), c.window() + 1200);
     }
     // Without ack_room there is no budget.
     let c = LinkAware::new(
