@@ -8,14 +8,17 @@
 //! first served, went in turn and every handshake timed out. So writers go through
 //! [`WriteOrder`]: a writer waits while one of a higher priority waits or writes, and one in
 //! the middle of a blocked write steps aside when a higher one comes. Writers of the same
-//! priority hand over a packet's worth at a time while others of it wait, so a small response
+//! priority hand over a packet's worth at a time (every writer does: quinn frees a write's room
+//! only once all of it is acknowledged) and yield while others of it wait, so a small response
 //! beside a bulk one gets its share of each room that opens; a lower one is never waited on,
 //! so a stream the peer does not read (its flow control shut) holds up no stream above it.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-/// What a writer hands quinn at a time while others of its priority wait: a packet's payload.
+/// What a writer hands quinn at a time: a packet's payload. quinn frees a write's room only
+/// when all of it has been acknowledged, and writers of one priority share each room that
+/// opens.
 const SHARE: usize = 1200;
 
 /// The writers of one connection and their priorities.
@@ -97,19 +100,17 @@ impl WriteOrder {
             // Among writers of one priority, a packet's worth at a time: each room that
             // opens goes to whoever runs first, and a bulk writer would take all of it from a
             // small response beside it.
-            // A writer of the same priority that comes meanwhile ends a write of more.
-            let shared = self.sharing(priority);
-            let end = if shared {
-                bytes.len().min(written + SHARE)
-            } else {
-                bytes.len()
-            };
+            // A packet's worth at a time, always: quinn frees a write's room only once all of
+            // it is acknowledged (a chunk partly acknowledged still counts whole), so one
+            // write of the whole budget made the writer wait for the whole window's
+            // acknowledgements before writing more: a round trip per window.
+            let end = bytes.len().min(written + SHARE);
             tokio::select! {
                 biased;
-                _ = self.until(|w| above(w) || (!shared && sharing(w, priority))) => {}
+                _ = self.until(above) => {}
                 n = send.write(&bytes[written..end]) => written += n?,
             }
-            if shared {
+            if self.sharing(priority) {
                 // The others of this priority woke with this one: their turn in the room.
                 tokio::task::yield_now().await;
             }
@@ -297,6 +298,22 @@ mod tests {
                 "small after {small_after}: the bulk writer took {before} bytes first: {log:?}"
             );
         }
+    }
+
+    /// quinn frees a write's room only when all of it is acknowledged: a write goes over in
+    /// pieces of a packet's payload, each freed when its packet is, even with room for all.
+    #[tokio::test]
+    async fn a_write_goes_a_packets_payload_at_a_time() {
+        let order = WriteOrder::default();
+        let room = Room::default();
+        *room.free.lock().unwrap() = 100_000;
+        let mut stream = Stream {
+            priority: 0,
+            room: &room,
+        };
+        order.write_all(&mut stream, &[0; 5_000]).await.unwrap();
+        let pieces: Vec<usize> = room.log.lock().unwrap().iter().map(|&(_, n)| n).collect();
+        assert_eq!(pieces, [1200, 1200, 1200, 1200, 200]);
     }
 
     async fn futures_poll_once<F: std::future::Future + Unpin>(f: F) -> std::task::Poll<()> {
