@@ -352,6 +352,12 @@ impl LinkAware {
         })
     }
 
+    /// The delivery-rate estimate so far, bytes per second, before the RTT is measured too
+    /// (in the cold start: what the link carried at least).
+    pub fn rate(&self) -> Option<f64> {
+        self.rate.best()
+    }
+
     /// Sending rate for a pacer, bytes per second: headroom × the delivery-rate estimate.
     pub fn pacing_rate(&self) -> Option<f64> {
         self.rate.best().map(|r| r * self.cfg.headroom)

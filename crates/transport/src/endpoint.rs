@@ -310,7 +310,9 @@ pub fn path_estimate(conn: &quinn::Connection) -> PathEstimate {
     let path = conn.stats().path;
     let controller = conn.congestion_state().into_any();
     let rate = match controller.downcast::<crate::congestion::Controller>() {
-        Ok(c) => c.core().estimate().map(|e| e.rate),
+        // The rate as soon as one is measured: a connection still in its cold start (on a
+        // fast path its rate keeps growing for many round trips) has carried at least that.
+        Ok(c) => c.core().rate(),
         Err(_) => (!path.rtt.is_zero()).then(|| path.cwnd as f64 / path.rtt.as_secs_f64()),
     };
     PathEstimate {
