@@ -186,6 +186,16 @@ mod tests {
         room: &'a Room,
     }
 
+    impl Room {
+        /// A stream of `priority` writing into this room.
+        fn stream(&self, priority: i32) -> Stream<'_> {
+            Stream {
+                priority,
+                room: self,
+            }
+        }
+    }
+
     impl OrderedSend for Stream<'_> {
         fn priority(&self) -> i32 {
             self.priority
@@ -215,16 +225,7 @@ mod tests {
     async fn room_goes_to_the_highest_priority_writer_first() {
         let order = WriteOrder::default();
         let room = Room::default();
-        let (mut low, mut high) = (
-            Stream {
-                priority: 0,
-                room: &room,
-            },
-            Stream {
-                priority: 7,
-                room: &room,
-            },
-        );
+        let (mut low, mut high) = (room.stream(0), room.stream(7));
         let low_write = order.write_all(&mut low, &[0; 100]);
         let high_write = order.write_all(&mut high, &[1; 30]);
         let give = async {
@@ -258,16 +259,7 @@ mod tests {
         for small_after in 0..4 {
             let order = WriteOrder::default();
             let room = Room::default();
-            let (mut bulk, mut small) = (
-                Stream {
-                    priority: 0,
-                    room: &room,
-                },
-                Stream {
-                    priority: 0,
-                    room: &room,
-                },
-            );
+            let (mut bulk, mut small) = (room.stream(0), room.stream(0));
             let bulk_write = order.write_all(&mut bulk, &[0; 24_000]);
             let small_write = async {
                 for _ in 0..small_after {
@@ -307,10 +299,7 @@ mod tests {
         let order = WriteOrder::default();
         let room = Room::default();
         *room.free.lock().unwrap() = 100_000;
-        let mut stream = Stream {
-            priority: 0,
-            room: &room,
-        };
+        let mut stream = room.stream(0);
         order.write_all(&mut stream, &[0; 5_000]).await.unwrap();
         let pieces: Vec<usize> = room.log.lock().unwrap().iter().map(|&(_, n)| n).collect();
         assert_eq!(pieces, [1200, 1200, 1200, 1200, 200]);
