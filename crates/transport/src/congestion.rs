@@ -233,6 +233,9 @@ struct Round {
     start_delivered: u64,
     best_rate: Option<f64>,
     app_limited: bool,
+    /// A packet acknowledged in it was sent with the window (or the stream budget) nearly
+    /// full: the window held the sender in this round trip, whatever quinn says of the rest.
+    held: bool,
     lost: bool,
 }
 
@@ -508,10 +511,13 @@ impl LinkAware {
         let record = self.sends.get(at).copied().filter(|r| r.sent == sent);
         // Held to the stream budget, the sender never fills the window and quinn calls it
         // application-limited; a packet sent with the window within two packets of full
-        // was sent by a sender the window held.
+        // was sent by a sender the window held, and so was its round trip's (in the cold
+        // start the first packets after the window doubled go out with half of it free;
+        // counting those alone as application-limited doubled it every other round trip).
         let held = self.cfg.ack_room && record.is_some_and(|r| r.at_budget);
         let round = &mut self.round;
-        round.app_limited |= app_limited && !held;
+        round.app_limited |= app_limited;
+        round.held |= held;
         let Some(record) = record else {
             // Acknowledged out of order after a later send's acknowledgement: no sample.
             return;
@@ -541,13 +547,14 @@ impl LinkAware {
     }
 
     fn end_round(&mut self) {
-        let round = std::mem::replace(
+        let mut round = std::mem::replace(
             &mut self.round,
             Round {
                 start_delivered: self.delivered,
                 ..Round::default()
             },
         );
+        round.app_limited &= !round.held;
         self.rounds += 1;
         let measuring = matches!(self.phase, Phase::Drain | Phase::Measure);
         // Four window-limited round trips in a row that delivered less than 60 % of the

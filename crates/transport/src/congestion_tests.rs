@@ -473,6 +473,23 @@ fn a_sender_held_to_the_stream_budget_still_finds_and_fills_the_link() {
         assert!(budget >= (MSS as f64 * PAYLOAD_SHARE) as u64);
         assert_eq!(c.sender_window(), c.window() + 1200);
     }
+    // A satellite's 375 KB BDP (1.25 MB/s, 300 ms) from the 10 KB start: held to the budget,
+    // quinn calls every acknowledgement application-limited, yet the cold start doubles each
+    // round trip and passes the BDP in the sixth, not every third (it had reached 40 KB by
+    // the seventh).
+    let (rate, base) = (1_250_000.0, 300 * MS);
+    let t0 = Instant::now();
+    let mut now = t0;
+    let mut pipe = Pipe::new(t0, rate, base);
+    pipe.held_to_budget = true;
+    let mut c = LinkAware::new(Config::default(), None);
+    let rtt = base + Duration::from_secs_f64(MSS as f64 / rate);
+    let mut largest = 0;
+    for n in 1..=7 {
+        pipe.drive(&mut c, &mut now, t0 + rtt * n, None);
+        largest = largest.max(c.window());
+    }
+    assert!(largest as f64 >= pipe.bdp(), "{largest} {:?}", c.phase());
     // Without ack_room there is no budget.
     let c = LinkAware::new(
         Config {
