@@ -215,9 +215,9 @@ pub struct LinkAware {
 
 #[derive(Clone, Copy, Debug)]
 struct SendRecord {
-    /// Bytes in flight after this send were within two packets of the window: the sender
-    /// was held by the window (or by the stream budget just below it), not by the
-    /// application.
+    /// Bytes in flight after this send were within two packets of the window, or with
+    /// `ack_room` of the stream budget's share of it: the sender was held by the window or
+    /// the budget, not by the application.
     at_budget: bool,
     sent: Instant,
     delivered: u64,
