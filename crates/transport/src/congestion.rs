@@ -386,10 +386,7 @@ impl LinkAware {
         // that carry a little more of it than `PAYLOAD_SHARE` (1,300 of 1,350 bytes): at a
         // 300 KB window that falls 4 KB short of the window, so the budget, not the window,
         // is what a held sender comes within two packets of.
-        let full = match self.cfg.ack_room {
-            true => (self.window() as f64 * PAYLOAD_SHARE) as u64,
-            false => self.window(),
-        };
+        let full = self.stream_budget().unwrap_or_else(|| self.window());
         let at_budget = self.in_flight + 2 * self.mtu >= full;
         self.sends.push_back(SendRecord {
             at_budget,
@@ -521,7 +518,7 @@ impl LinkAware {
         // application-limited; a packet sent with the window within two packets of full
         // was sent by a sender the window held, and so was its round trip's (in the cold
         // start the first packets after the window doubled go out with half of it free;
-        // counting those alone as application-limited doubled it every other round trip).
+        // counting those alone as application-limited doubled it only every third round trip).
         let held = self.cfg.ack_room && record.is_some_and(|r| r.at_budget);
         let round = &mut self.round;
         round.app_limited |= app_limited;
